@@ -1,0 +1,88 @@
+"""The importer protocol: a source format turns a file into event drafts, line by line.
+
+A ``Source`` never touches the store. It reads a file from a byte offset and yields one
+``RawRecord`` per input record (a JSONL line, or a message of a JSON document); each record holds
+zero or more ``EventDraft`` objects (a Claude Code line can carry text, tool calls and tool
+results), or an error saying why it could not be read. The ingest orchestrator
+(``memtoc.ingest.importer``) does the rest: redaction, size caps, ids, batching, watermarks and the
+report.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from memtoc.model import JsonValue
+
+
+@dataclass(slots=True)
+class EventDraft:
+    """An event as a source read it, before redaction, capping and id assignment."""
+
+    session_id: str
+    ts_ms: int
+    event_type: str
+    role: str
+    text: str
+    metadata: dict[str, JsonValue] = field(default_factory=dict)
+    project: str | None = None
+    """None: the orchestrator applies ``--project`` or the default."""
+    agent: str | None = None
+    """None: the source's default agent name."""
+    event_id: str | None = None
+    """An id the input carries (kept verbatim); None: derived from the position key."""
+    part: int = 0
+    """Index of this event among those read from the same record (content blocks)."""
+
+
+@dataclass(slots=True)
+class RawRecord:
+    """One input record: where it was, what it gave, or why it failed."""
+
+    line: int
+    """1-based line number (JSONL) or 1-based message index (JSON documents)."""
+    offset: int
+    """Byte offset where the record starts."""
+    end_offset: int
+    """Byte offset just past the record (and its newline)."""
+    drafts: list[EventDraft] = field(default_factory=list)
+    error: str | None = None
+    skipped: int = 0
+    """Parts deliberately not imported (thinking blocks, empty texts, bookkeeping records)."""
+    complete: bool = True
+    """False for a last line with no newline that failed to parse: it may still be growing, so the
+    watermark stays before it and the next incremental import retries it."""
+
+
+@dataclass(frozen=True, slots=True)
+class SourceOptions:
+    """Options that change what a source imports."""
+
+    include_thinking: bool = False
+    default_agent: str | None = None
+
+
+class Source(Protocol):
+    """A transcript format."""
+
+    name: str
+    """Format name as given to ``--format`` (``jsonl``, ``claude-code``, ``codex``, ``openai-chat``)."""
+    agent: str
+    """Agent name stamped on events that do not name one."""
+    incremental: bool
+    """True when the format is append-only lines that can be resumed from a byte offset."""
+
+    def sniff(self, path: Path, head: bytes) -> bool:
+        """Whether the file (whose first bytes are ``head``) looks like this format."""
+        ...
+
+    def read(self, path: Path, start: int, options: SourceOptions) -> Iterator[RawRecord]:
+        """Records from byte offset ``start`` (0, or a previous watermark at a line start)."""
+        ...
+
+    def session_hint(self, path: Path) -> Mapping[str, str]:
+        """Defaults derived from the path (e.g. the session id from a transcript's file name)."""
+        ...

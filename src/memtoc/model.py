@@ -1,0 +1,344 @@
+"""memtoc's data model (DESIGN §2). The field names are part of the public contract.
+
+Instants are carried as integer epoch milliseconds (UTC) in ``*_ms`` fields; ``to_dict()`` renders
+them as ISO 8601 strings for JSON output.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Literal, TypeAlias, get_args
+
+JsonValue: TypeAlias = Any
+"""A JSON value (str, int, float, bool, None, list or dict of JSON values)."""
+
+EventType = Literal[
+    "user_message",
+    "assistant_message",
+    "tool_call",
+    "tool_result",
+    "system",
+    "session_start",
+    "session_end",
+]
+Role = Literal["user", "assistant", "tool", "system"]
+Level = Literal["year", "month", "week", "day", "segment"]
+BookmarkType = Literal["conclusion", "resolution", "validated", "foundational"]
+Tier = Literal["L0", "L1", "L2"]
+
+EVENT_TYPES: tuple[str, ...] = get_args(EventType)
+ROLES: tuple[str, ...] = get_args(Role)
+LEVELS: tuple[str, ...] = get_args(Level)
+"""Levels from the root down."""
+BOOKMARK_TYPES: tuple[str, ...] = get_args(BookmarkType)
+
+DEFAULT_ROLE_FOR_TYPE: dict[str, str] = {
+    "user_message": "user",
+    "assistant_message": "assistant",
+    "tool_call": "assistant",
+    "tool_result": "tool",
+    "system": "system",
+    "session_start": "system",
+    "session_end": "system",
+}
+DEFAULT_TYPE_FOR_ROLE: dict[str, str] = {
+    "user": "user_message",
+    "assistant": "assistant_message",
+    "tool": "tool_result",
+    "system": "system",
+}
+
+
+def iso_ms(ts_ms: int) -> str:
+    """Epoch milliseconds as ``2024-01-18T10:00:00.000Z``."""
+    dt = datetime.fromtimestamp(ts_ms / 1000, tz=UTC)
+    return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ts_ms % 1000:03d}Z"
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One conversation event. Immutable once stored."""
+
+    event_id: str
+    session_id: str
+    project: str
+    agent: str
+    ts_ms: int
+    event_type: str
+    role: str
+    text: str
+    metadata: Mapping[str, JsonValue] = field(default_factory=dict)
+    source: str | None = None
+    """Where an importer read it (a file path), or None for events recorded through the API."""
+    source_pos: str | None = None
+    """Position inside ``source`` (``line:N@byte``)."""
+
+    @property
+    def timestamp(self) -> datetime:
+        return datetime.fromtimestamp(self.ts_ms / 1000, tz=UTC)
+
+    def to_dict(self, *, text: bool = True) -> dict[str, JsonValue]:
+        out: dict[str, JsonValue] = {
+            "event_id": self.event_id,
+            "session_id": self.session_id,
+            "project": self.project,
+            "agent": self.agent,
+            "timestamp": iso_ms(self.ts_ms),
+            "event_type": self.event_type,
+            "role": self.role,
+        }
+        if text:
+            out["text"] = self.text
+        out["metadata"] = dict(self.metadata)
+        if self.source is not None:
+            out["source"] = self.source
+            out["source_pos"] = self.source_pos
+        return out
+
+    def citation(self) -> dict[str, JsonValue]:
+        """The event as a citation in search and recall output (DESIGN §6)."""
+        return {
+            "event_id": self.event_id,
+            "timestamp": iso_ms(self.ts_ms),
+            "session_id": self.session_id,
+            "role": self.role,
+            "metadata": dict(self.metadata),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Bullet:
+    """One summary bullet, anchored to its evidence by grips."""
+
+    text: str
+    grip_ids: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, JsonValue]:
+        return {"text": self.text, "grip_ids": list(self.grip_ids)}
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    """What a summariser produces for a segment or a period."""
+
+    title: str
+    bullets: tuple[str, ...]
+    keywords: tuple[str, ...]
+    abstract: str
+    """L0: about 100 tokens."""
+    overview: str
+    """L1: at most about 2,000 tokens."""
+    backend: str = "extractive"
+    degraded: str | None = None
+    """Why the preferred backend was not used (None when it was)."""
+
+
+@dataclass(frozen=True, slots=True)
+class TocNode:
+    """A node of the table of contents: a segment, or a day, ISO week, month or year."""
+
+    node_id: str
+    project: str
+    level: str
+    title: str
+    start_ms: int
+    end_ms: int
+    bullets: tuple[Bullet, ...] = ()
+    keywords: tuple[str, ...] = ()
+    child_node_ids: tuple[str, ...] = ()
+    abstract: str = ""
+    overview: str = ""
+    version: int = 0
+    parent_id: str | None = None
+    session_id: str | None = None
+    """For segments: the session the segment belongs to."""
+    event_count: int = 0
+    token_count: int = 0
+    summarizer: str = "extractive"
+    degraded: str | None = None
+    created_ms: int = 0
+
+    def content_key(self) -> tuple[object, ...]:
+        """Everything that makes a new version (not the version number or creation time)."""
+        return (
+            self.title,
+            self.start_ms,
+            self.end_ms,
+            self.bullets,
+            self.keywords,
+            self.child_node_ids,
+            self.abstract,
+            self.overview,
+            self.parent_id,
+            self.session_id,
+            self.event_count,
+            self.token_count,
+            self.summarizer,
+            self.degraded,
+        )
+
+    def to_dict(self) -> dict[str, JsonValue]:
+        return {
+            "node_id": self.node_id,
+            "project": self.project,
+            "level": self.level,
+            "title": self.title,
+            "start_time": iso_ms(self.start_ms),
+            "end_time": iso_ms(self.end_ms),
+            "bullets": [b.to_dict() for b in self.bullets],
+            "keywords": list(self.keywords),
+            "child_node_ids": list(self.child_node_ids),
+            "abstract": self.abstract,
+            "overview": self.overview,
+            "version": self.version,
+            "parent_id": self.parent_id,
+            "session_id": self.session_id,
+            "event_count": self.event_count,
+            "token_count": self.token_count,
+            "summarizer": self.summarizer,
+            "degraded": self.degraded,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Grip:
+    """Ties a bullet to the contiguous range of events it came from."""
+
+    grip_id: str
+    project: str
+    excerpt: str
+    event_id_start: str
+    event_id_end: str
+    ts_ms: int
+    source: str
+    """What produced the grip: ``segment`` for bullets over events, ``child`` when inherited."""
+    toc_node_id: str
+    session_id: str
+
+    def to_dict(self) -> dict[str, JsonValue]:
+        return {
+            "grip_id": self.grip_id,
+            "project": self.project,
+            "excerpt": self.excerpt,
+            "event_id_start": self.event_id_start,
+            "event_id_end": self.event_id_end,
+            "timestamp": iso_ms(self.ts_ms),
+            "source": self.source,
+            "toc_node_id": self.toc_node_id,
+            "session_id": self.session_id,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Bookmark:
+    """A salient moment: a conclusion, a resolution, validated understanding or foundational context."""
+
+    bookmark_id: str
+    project: str
+    content: str
+    event_ids: tuple[str, ...]
+    importance: float
+    type: str
+    created_ms: int
+    last_relevant_ms: int
+
+    def to_dict(self) -> dict[str, JsonValue]:
+        return {
+            "bookmark_id": self.bookmark_id,
+            "project": self.project,
+            "content": self.content,
+            "event_ids": list(self.event_ids),
+            "importance": self.importance,
+            "type": self.type,
+            "created_at": iso_ms(self.created_ms),
+            "last_relevant_at": iso_ms(self.last_relevant_ms),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class OutboxEntry:
+    """A unit of pipeline work, written in the same transaction as the events it announces."""
+
+    entry_id: int
+    kind: str
+    payload: Mapping[str, JsonValue]
+    created_ms: int
+    attempts: int = 0
+    status: str = "pending"
+    error: str | None = None
+
+
+@dataclass(slots=True)
+class AppendResult:
+    """What one ``Store.append_events`` call did."""
+
+    inserted: int = 0
+    duplicates: int = 0
+    outbox_entry_id: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Rejection:
+    """One input record that could not be imported, with where it was."""
+
+    source: str
+    line: int | None
+    reason: str
+
+    def __str__(self) -> str:
+        where = f"{self.source}:{self.line}" if self.line is not None else self.source
+        return f"{where}: {self.reason}"
+
+    def to_dict(self) -> dict[str, JsonValue]:
+        return {"source": self.source, "line": self.line, "reason": self.reason, "where": str(self)}
+
+
+@dataclass(slots=True)
+class IngestReport:
+    """The outcome of an ingest: counts plus every rejection with its location."""
+
+    files: int = 0
+    read: int = 0
+    ingested: int = 0
+    duplicates: int = 0
+    redacted: int = 0
+    truncated: int = 0
+    skipped: int = 0
+    """Records deliberately not stored (thinking blocks, empty messages, unknown record types)."""
+    rejections: list[Rejection] = field(default_factory=list)
+    redactions_by_kind: dict[str, int] = field(default_factory=dict)
+    bytes_read: int = 0
+
+    @property
+    def rejected(self) -> int:
+        return len(self.rejections)
+
+    def merge(self, other: IngestReport) -> None:
+        self.files += other.files
+        self.read += other.read
+        self.ingested += other.ingested
+        self.duplicates += other.duplicates
+        self.redacted += other.redacted
+        self.truncated += other.truncated
+        self.skipped += other.skipped
+        self.bytes_read += other.bytes_read
+        self.rejections.extend(other.rejections)
+        for k, v in other.redactions_by_kind.items():
+            self.redactions_by_kind[k] = self.redactions_by_kind.get(k, 0) + v
+
+    def to_dict(self) -> dict[str, JsonValue]:
+        return {
+            "files": self.files,
+            "read": self.read,
+            "ingested": self.ingested,
+            "duplicates": self.duplicates,
+            "rejected": self.rejected,
+            "redacted": self.redacted,
+            "redactions_by_kind": dict(sorted(self.redactions_by_kind.items())),
+            "truncated": self.truncated,
+            "skipped": self.skipped,
+            "bytes_read": self.bytes_read,
+            "rejections": [r.to_dict() for r in self.rejections],
+        }

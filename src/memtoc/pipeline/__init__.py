@@ -1,0 +1,1 @@
+"""The pipeline: outbox worker, segments, summaries, grips and TOC rollups."""

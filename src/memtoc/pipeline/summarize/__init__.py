@@ -1,0 +1,1 @@
+"""Summarisers: the protocol, the extractive default and the LLM backends."""

@@ -1,0 +1,1 @@
+"""Text utilities shared by the pipeline and retrieval: token counting, keyphrases, embedding."""
