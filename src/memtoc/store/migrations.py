@@ -1,0 +1,220 @@
+"""Named, recorded schema migrations for the SQLite store.
+
+Each migration has a stable name and runs once, inside a transaction, and is recorded in
+``schema_migrations``. A store that records a migration this code does not know was written by a
+newer memtoc and is refused (``MigrationError``) rather than half-understood.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+
+from memtoc.errors import MigrationError
+
+
+@dataclass(frozen=True, slots=True)
+class Migration:
+    name: str
+    sql: str
+
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(
+        "0001_events_outbox",
+        """
+        CREATE TABLE events (
+            seq         INTEGER PRIMARY KEY,
+            event_id    TEXT NOT NULL UNIQUE,
+            ts_ms       INTEGER NOT NULL,
+            project     TEXT NOT NULL,
+            session_id  TEXT NOT NULL,
+            agent       TEXT NOT NULL,
+            event_type  TEXT NOT NULL,
+            role        TEXT NOT NULL,
+            text        TEXT NOT NULL,
+            metadata    TEXT NOT NULL DEFAULT '{}',
+            source      TEXT,
+            source_pos  TEXT
+        );
+        CREATE INDEX events_project_time ON events(project, ts_ms);
+        CREATE INDEX events_session_time ON events(session_id, ts_ms);
+        CREATE TABLE outbox (
+            entry_id    INTEGER PRIMARY KEY,
+            kind        TEXT NOT NULL,
+            payload     TEXT NOT NULL,
+            created_ms  INTEGER NOT NULL,
+            status      TEXT NOT NULL DEFAULT 'pending'
+                        CHECK (status IN ('pending', 'done', 'failed')),
+            attempts    INTEGER NOT NULL DEFAULT 0,
+            error       TEXT,
+            claimed_by  TEXT,
+            claimed_ms  INTEGER,
+            done_ms     INTEGER
+        );
+        CREATE INDEX outbox_status ON outbox(status, entry_id);
+        CREATE TABLE checkpoints (
+            job         TEXT PRIMARY KEY,
+            value       TEXT NOT NULL,
+            updated_ms  INTEGER NOT NULL
+        );
+        CREATE TABLE meta (
+            key   TEXT PRIMARY KEY,
+            value TEXT NOT NULL
+        );
+        """,
+    ),
+    Migration(
+        "0002_toc_grips_bookmarks",
+        """
+        CREATE TABLE toc_node_versions (
+            project     TEXT NOT NULL,
+            node_id     TEXT NOT NULL,
+            version     INTEGER NOT NULL,
+            level       TEXT NOT NULL,
+            start_ms    INTEGER NOT NULL,
+            end_ms      INTEGER NOT NULL,
+            parent_id   TEXT,
+            data        TEXT NOT NULL,
+            created_ms  INTEGER NOT NULL,
+            PRIMARY KEY (project, node_id, version)
+        ) WITHOUT ROWID;
+        CREATE TABLE toc_nodes (
+            project     TEXT NOT NULL,
+            node_id     TEXT NOT NULL,
+            version     INTEGER NOT NULL,
+            level       TEXT NOT NULL,
+            start_ms    INTEGER NOT NULL,
+            end_ms      INTEGER NOT NULL,
+            parent_id   TEXT,
+            PRIMARY KEY (project, node_id)
+        ) WITHOUT ROWID;
+        CREATE INDEX toc_nodes_level_time ON toc_nodes(project, level, start_ms);
+        CREATE INDEX toc_nodes_parent ON toc_nodes(project, parent_id);
+        CREATE TABLE segments (
+            project     TEXT NOT NULL,
+            node_id     TEXT NOT NULL,
+            session_id  TEXT NOT NULL,
+            start_ms    INTEGER NOT NULL,
+            end_ms      INTEGER NOT NULL,
+            first_seq   INTEGER NOT NULL,
+            last_seq    INTEGER NOT NULL,
+            event_count INTEGER NOT NULL,
+            token_count INTEGER NOT NULL,
+            closed      INTEGER NOT NULL DEFAULT 0,
+            built       INTEGER NOT NULL DEFAULT 0,
+            PRIMARY KEY (project, node_id)
+        ) WITHOUT ROWID;
+        CREATE INDEX segments_session ON segments(project, session_id, end_ms);
+        CREATE INDEX segments_unbuilt ON segments(built, project);
+        CREATE TABLE segment_events (
+            seq         INTEGER PRIMARY KEY,
+            project     TEXT NOT NULL,
+            node_id     TEXT NOT NULL
+        );
+        CREATE INDEX segment_events_node ON segment_events(project, node_id);
+        CREATE TABLE grips (
+            grip_id         TEXT PRIMARY KEY,
+            project         TEXT NOT NULL,
+            toc_node_id     TEXT NOT NULL,
+            excerpt         TEXT NOT NULL,
+            event_id_start  TEXT NOT NULL,
+            event_id_end    TEXT NOT NULL,
+            ts_ms           INTEGER NOT NULL,
+            source          TEXT NOT NULL,
+            session_id      TEXT NOT NULL
+        );
+        CREATE INDEX grips_node ON grips(project, toc_node_id);
+        CREATE TABLE bookmarks (
+            bookmark_id      TEXT PRIMARY KEY,
+            project          TEXT NOT NULL,
+            content          TEXT NOT NULL,
+            event_ids        TEXT NOT NULL,
+            importance       REAL NOT NULL,
+            type             TEXT NOT NULL,
+            created_ms       INTEGER NOT NULL,
+            last_relevant_ms INTEGER NOT NULL
+        );
+        CREATE INDEX bookmarks_project ON bookmarks(project, created_ms);
+        """,
+    ),
+    Migration(
+        "0003_search_indexes",
+        """
+        CREATE VIRTUAL TABLE events_fts USING fts5(
+            text, content='events', content_rowid='seq', tokenize='porter unicode61'
+        );
+        CREATE TABLE docs (
+            doc_seq   INTEGER PRIMARY KEY,
+            kind      TEXT NOT NULL,
+            doc_id    TEXT NOT NULL,
+            project   TEXT NOT NULL,
+            ts_ms     INTEGER NOT NULL,
+            text      TEXT NOT NULL,
+            UNIQUE (kind, project, doc_id)
+        );
+        CREATE VIRTUAL TABLE docs_fts USING fts5(
+            text, content='docs', content_rowid='doc_seq', tokenize='porter unicode61'
+        );
+        CREATE TABLE vectors (
+            kind      TEXT NOT NULL,
+            item_id   TEXT NOT NULL,
+            project   TEXT NOT NULL,
+            embedder  TEXT NOT NULL,
+            dim       INTEGER NOT NULL,
+            vec       BLOB NOT NULL,
+            PRIMARY KEY (kind, project, item_id, embedder)
+        ) WITHOUT ROWID;
+        CREATE TABLE tombstones (
+            event_id     TEXT PRIMARY KEY,
+            forgotten_ms INTEGER NOT NULL,
+            reason       TEXT NOT NULL
+        );
+        """,
+    ),
+)
+
+
+def applied(conn: sqlite3.Connection) -> list[str]:
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS schema_migrations ("
+        " name TEXT PRIMARY KEY, applied_ms INTEGER NOT NULL)"
+    )
+    return [r[0] for r in conn.execute("SELECT name FROM schema_migrations ORDER BY name")]
+
+
+def migrate(conn: sqlite3.Connection, now_ms: int) -> list[str]:
+    """Apply every pending migration in order; return the names applied now."""
+    done = applied(conn)
+    known = [m.name for m in MIGRATIONS]
+    unknown = sorted(set(done) - set(known))
+    if unknown:
+        raise MigrationError(
+            f"store was written by a newer memtoc (unknown migrations: {', '.join(unknown)})"
+        )
+    ran: list[str] = []
+    for migration in MIGRATIONS:
+        if migration.name in done:
+            continue
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            if migration.name in applied(conn):  # another process won the race
+                conn.execute("ROLLBACK")
+                continue
+            for statement in _split(migration.sql):
+                conn.execute(statement)
+            conn.execute(
+                "INSERT INTO schema_migrations(name, applied_ms) VALUES (?, ?)",
+                (migration.name, now_ms),
+            )
+            conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise MigrationError(f"migration {migration.name} failed: {exc}") from exc
+        ran.append(migration.name)
+    return ran
+
+
+def _split(sql: str) -> list[str]:
+    return [s.strip() for s in sql.split(";") if s.strip()]

@@ -1,0 +1,710 @@
+"""The embedded store: one SQLite file (stdlib ``sqlite3``, WAL).
+
+One connection per ``SqliteStore``, guarded by a re-entrant lock, so a store object may be shared by
+threads; separate processes open their own store on the same file (WAL lets readers run beside the
+one writer, and ``busy_timeout`` makes writers queue instead of failing).
+
+Durability: ``full`` (default) runs ``synchronous=FULL``, so an acknowledged commit survives power
+loss; ``normal`` survives process crashes only; ``off`` is for throwaway stores. Batching many events
+per transaction keeps ``full`` fast.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from memtoc.clock import Clock, SystemClock
+from memtoc.errors import NotFoundError, StoreError
+from memtoc.model import (
+    AppendResult,
+    Bookmark,
+    Bullet,
+    Event,
+    Grip,
+    JsonValue,
+    OutboxEntry,
+    TocNode,
+)
+from memtoc.store.migrations import migrate
+
+_SYNCHRONOUS = {"full": "FULL", "normal": "NORMAL", "off": "OFF"}
+_EVENT_COLS = (
+    "seq, event_id, ts_ms, project, session_id, agent, event_type, role, text, metadata, "
+    "source, source_pos"
+)
+_INSERT_EVENT = (
+    "INSERT OR IGNORE INTO events(event_id, ts_ms, project, session_id, agent, event_type, role, "
+    "text, metadata, source, source_pos) VALUES (?,?,?,?,?,?,?,?,?,?,?)"
+)
+_GRIP_COLS = (
+    "grip_id, project, excerpt, event_id_start, event_id_end, ts_ms, source, toc_node_id, "
+    "session_id"
+)
+
+
+def _dumps(value: JsonValue) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+
+
+def _row_to_event(row: Sequence[Any]) -> Event:
+    return Event(
+        event_id=row[1],
+        ts_ms=row[2],
+        project=row[3],
+        session_id=row[4],
+        agent=row[5],
+        event_type=row[6],
+        role=row[7],
+        text=row[8],
+        metadata=json.loads(row[9]) if row[9] != "{}" else {},
+        source=row[10],
+        source_pos=row[11],
+    )
+
+
+def _node_from_row(project: str, node_id: str, version: int, data: str) -> TocNode:
+    d = json.loads(data)
+    return TocNode(
+        node_id=node_id,
+        project=project,
+        level=d["level"],
+        title=d["title"],
+        start_ms=d["start_ms"],
+        end_ms=d["end_ms"],
+        bullets=tuple(Bullet(b["text"], tuple(b["grip_ids"])) for b in d["bullets"]),
+        keywords=tuple(d["keywords"]),
+        child_node_ids=tuple(d["child_node_ids"]),
+        abstract=d["abstract"],
+        overview=d["overview"],
+        version=version,
+        parent_id=d.get("parent_id"),
+        session_id=d.get("session_id"),
+        event_count=d.get("event_count", 0),
+        token_count=d.get("token_count", 0),
+        summarizer=d.get("summarizer", "extractive"),
+        degraded=d.get("degraded"),
+        created_ms=d.get("created_ms", 0),
+    )
+
+
+def _node_data(node: TocNode, created_ms: int) -> str:
+    return _dumps(
+        {
+            "level": node.level,
+            "title": node.title,
+            "start_ms": node.start_ms,
+            "end_ms": node.end_ms,
+            "bullets": [b.to_dict() for b in node.bullets],
+            "keywords": list(node.keywords),
+            "child_node_ids": list(node.child_node_ids),
+            "abstract": node.abstract,
+            "overview": node.overview,
+            "parent_id": node.parent_id,
+            "session_id": node.session_id,
+            "event_count": node.event_count,
+            "token_count": node.token_count,
+            "summarizer": node.summarizer,
+            "degraded": node.degraded,
+            "created_ms": created_ms,
+        }
+    )
+
+
+def _grip_from_row(row: Sequence[Any]) -> Grip:
+    return Grip(
+        grip_id=row[0],
+        project=row[1],
+        excerpt=row[2],
+        event_id_start=row[3],
+        event_id_end=row[4],
+        ts_ms=row[5],
+        source=row[6],
+        toc_node_id=row[7],
+        session_id=row[8],
+    )
+
+
+def _bookmark_from_row(row: Sequence[Any]) -> Bookmark:
+    return Bookmark(
+        bookmark_id=row[0],
+        project=row[1],
+        content=row[2],
+        event_ids=tuple(json.loads(row[3])),
+        importance=row[4],
+        type=row[5],
+        created_ms=row[6],
+        last_relevant_ms=row[7],
+    )
+
+
+def prepare_private_file(path: Path) -> None:
+    """Create the data directory (0700) and the database file (0600) before SQLite touches them."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    if not path.exists():
+        fd = os.open(path, os.O_CREAT | os.O_WRONLY, 0o600)
+        os.close(fd)
+
+
+class SqliteStore:
+    """``Store`` on one SQLite file."""
+
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        durability: str = "full",
+        clock: Clock | None = None,
+        read_only: bool = False,
+        busy_timeout_ms: int = 30_000,
+    ) -> None:
+        if durability not in _SYNCHRONOUS:
+            raise StoreError(f"unknown durability {durability!r} (full, normal or off)")
+        self.path = Path(path)
+        self.location = str(self.path)
+        self.clock = clock or SystemClock()
+        self.read_only = read_only
+        self._lock = threading.RLock()
+        self._depth = 0
+        try:
+            if read_only:
+                if not self.path.exists():
+                    raise StoreError(f"no store at {self.path}")
+                uri = f"file:{self.path}?mode=ro"
+                self._conn = sqlite3.connect(
+                    uri, uri=True, isolation_level=None, check_same_thread=False
+                )
+            else:
+                prepare_private_file(self.path)
+                self._conn = sqlite3.connect(
+                    self.path, isolation_level=None, check_same_thread=False
+                )
+            self._conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+            if not read_only:
+                mode = self._conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+                if str(mode).lower() != "wal":
+                    raise StoreError(f"{self.path}: cannot enable WAL (journal_mode={mode})")
+            self._conn.execute(f"PRAGMA synchronous = {_SYNCHRONOUS[durability]}")
+            self._conn.execute("PRAGMA cache_size = -65536")
+            self._conn.execute("PRAGMA temp_store = MEMORY")
+            if not read_only:
+                migrate(self._conn, self.clock.now_ms())
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot open store {self.path}: {exc}") from exc
+        self.durability = durability
+
+    # -- plumbing ---------------------------------------------------------------------------------
+    @property
+    def connection(self) -> sqlite3.Connection:
+        """The raw connection, for maintenance code in this package."""
+        return self._conn
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+    def __enter__(self) -> SqliteStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        with self._lock:
+            if self._depth:
+                self._depth += 1
+                try:
+                    yield
+                finally:
+                    self._depth -= 1
+                return
+            try:
+                self._conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.Error as exc:
+                raise StoreError(f"{self.path}: cannot start a write: {exc}") from exc
+            self._depth = 1
+            try:
+                yield
+            except BaseException:
+                self._depth = 0
+                if self._conn.in_transaction:
+                    self._conn.execute("ROLLBACK")
+                raise
+            self._depth = 0
+            try:
+                self._conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                if self._conn.in_transaction:
+                    self._conn.execute("ROLLBACK")
+                raise StoreError(f"{self.path}: commit failed: {exc}") from exc
+
+    def _query(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        with self._lock:
+            try:
+                return self._conn.execute(sql, params).fetchall()
+            except sqlite3.Error as exc:
+                raise StoreError(f"{self.path}: {exc}") from exc
+
+    def _exec(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
+        try:
+            return self._conn.execute(sql, params)
+        except sqlite3.Error as exc:
+            raise StoreError(f"{self.path}: {exc}") from exc
+
+    def get_meta(self, key: str) -> str | None:
+        rows = self._query("SELECT value FROM meta WHERE key = ?", (key,))
+        return rows[0][0] if rows else None
+
+    def set_meta(self, key: str, value: str) -> None:
+        with self.transaction():
+            self._exec("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, value))
+
+    # -- events -----------------------------------------------------------------------------------
+    def append_events(
+        self,
+        events: Sequence[Event],
+        checkpoints: Mapping[str, JsonValue] | None = None,
+    ) -> AppendResult:
+        rows = [
+            (
+                e.event_id,
+                e.ts_ms,
+                e.project,
+                e.session_id,
+                e.agent,
+                e.event_type,
+                e.role,
+                e.text,
+                _dumps(dict(e.metadata)) if e.metadata else "{}",
+                e.source,
+                e.source_pos,
+            )
+            for e in events
+        ]
+        result = AppendResult()
+        with self.transaction():
+            before = self._exec("SELECT COALESCE(MAX(seq), 0) FROM events").fetchone()[0]
+            cur = self._conn.executemany(_INSERT_EVENT, rows)
+            inserted = cur.rowcount if cur.rowcount >= 0 else 0
+            result.inserted = inserted
+            result.duplicates = len(rows) - inserted
+            if inserted:
+                after = self._exec("SELECT MAX(seq) FROM events").fetchone()[0]
+                result.outbox_entry_id = self._add_outbox(
+                    "events", {"first_seq": before + 1, "last_seq": after}
+                )
+            now = self.clock.now_ms()
+            for job, value in (checkpoints or {}).items():
+                self._exec(
+                    "INSERT OR REPLACE INTO checkpoints(job, value, updated_ms) VALUES (?, ?, ?)",
+                    (job, _dumps(value), now),
+                )
+        return result
+
+    def get_event(self, event_id: str) -> Event:
+        rows = self._query(f"SELECT {_EVENT_COLS} FROM events WHERE event_id = ?", (event_id,))
+        if not rows:
+            raise NotFoundError("event", event_id)
+        return _row_to_event(rows[0])
+
+    def get_events(self, event_ids: Iterable[str]) -> list[Event]:
+        ids = list(dict.fromkeys(event_ids))
+        out: list[Any] = []
+        for i in range(0, len(ids), 500):
+            chunk = ids[i : i + 500]
+            marks = ",".join("?" * len(chunk))
+            out.extend(
+                self._query(f"SELECT {_EVENT_COLS} FROM events WHERE event_id IN ({marks})", chunk)
+            )
+        out.sort(key=lambda r: (r[2], r[1]))
+        return [_row_to_event(r) for r in out]
+
+    def scan_events(
+        self,
+        *,
+        project: str | None = None,
+        session_id: str | None = None,
+        since_ms: int | None = None,
+        until_ms: int | None = None,
+        limit: int | None = None,
+        descending: bool = False,
+    ) -> Iterator[Event]:
+        where: list[str] = []
+        params: list[Any] = []
+        if project is not None:
+            where.append("project = ?")
+            params.append(project)
+        if session_id is not None:
+            where.append("session_id = ?")
+            params.append(session_id)
+        if since_ms is not None:
+            where.append("ts_ms >= ?")
+            params.append(since_ms)
+        if until_ms is not None:
+            where.append("ts_ms < ?")
+            params.append(until_ms)
+        # Keyset pagination on (ts_ms, event_id): a huge scan neither holds the lock between
+        # pages nor loads everything, and each page costs the same.
+        order = "DESC" if descending else "ASC"
+        cmp = "<" if descending else ">"
+        base = f"SELECT {_EVENT_COLS} FROM events"
+        page = 2_000
+        remaining = limit
+        cursor: tuple[int, str] | None = None
+        while remaining is None or remaining > 0:
+            size = page if remaining is None else min(page, remaining)
+            clauses = list(where)
+            args = list(params)
+            if cursor is not None:
+                clauses.append(f"(ts_ms {cmp} ? OR (ts_ms = ? AND event_id {cmp} ?))")
+                args.extend([cursor[0], cursor[0], cursor[1]])
+            sql = base + (" WHERE " + " AND ".join(clauses) if clauses else "")
+            sql += f" ORDER BY ts_ms {order}, event_id {order} LIMIT {size}"
+            rows = self._query(sql, args)
+            for row in rows:
+                yield _row_to_event(row)
+            if len(rows) < size:
+                return
+            cursor = (rows[-1][2], rows[-1][1])
+            if remaining is not None:
+                remaining -= len(rows)
+
+    def events_by_seq(self, first_seq: int, last_seq: int) -> list[tuple[int, Event]]:
+        rows = self._query(
+            f"SELECT {_EVENT_COLS} FROM events WHERE seq BETWEEN ? AND ? ORDER BY seq",
+            (first_seq, last_seq),
+        )
+        return [(r[0], _row_to_event(r)) for r in rows]
+
+    def session_neighbors(
+        self, event: Event, *, before: int, after: int, window_ms: int | None = None
+    ) -> tuple[list[Event], list[Event]]:
+        lo = event.ts_ms - window_ms if window_ms is not None else -(1 << 62)
+        hi = event.ts_ms + window_ms if window_ms is not None else 1 << 62
+        prev_rows = self._query(
+            f"SELECT {_EVENT_COLS} FROM events WHERE session_id = ? AND project = ? "
+            "AND (ts_ms < ? OR (ts_ms = ? AND event_id < ?)) AND ts_ms >= ? "
+            "ORDER BY ts_ms DESC, event_id DESC LIMIT ?",
+            (event.session_id, event.project, event.ts_ms, event.ts_ms, event.event_id, lo, before),
+        )
+        next_rows = self._query(
+            f"SELECT {_EVENT_COLS} FROM events WHERE session_id = ? AND project = ? "
+            "AND (ts_ms > ? OR (ts_ms = ? AND event_id > ?)) AND ts_ms <= ? "
+            "ORDER BY ts_ms ASC, event_id ASC LIMIT ?",
+            (event.session_id, event.project, event.ts_ms, event.ts_ms, event.event_id, hi, after),
+        )
+        return [_row_to_event(r) for r in reversed(prev_rows)], [_row_to_event(r) for r in next_rows]
+
+    def count_events(self, project: str | None = None) -> int:
+        if project is None:
+            return int(self._query("SELECT COUNT(*) FROM events")[0][0])
+        return int(self._query("SELECT COUNT(*) FROM events WHERE project = ?", (project,))[0][0])
+
+    def max_seq(self) -> int:
+        return int(self._query("SELECT COALESCE(MAX(seq), 0) FROM events")[0][0])
+
+    def projects(self) -> list[str]:
+        return [r[0] for r in self._query("SELECT DISTINCT project FROM events ORDER BY project")]
+
+    # -- outbox and checkpoints ---------------------------------------------------------------------
+    def _add_outbox(self, kind: str, payload: Mapping[str, JsonValue]) -> int:
+        cur = self._exec(
+            "INSERT INTO outbox(kind, payload, created_ms) VALUES (?, ?, ?)",
+            (kind, _dumps(dict(payload)), self.clock.now_ms()),
+        )
+        return int(cur.lastrowid or 0)
+
+    def add_outbox(self, kind: str, payload: Mapping[str, JsonValue]) -> int:
+        with self.transaction():
+            return self._add_outbox(kind, payload)
+
+    def claim_outbox(self, worker_id: str, limit: int) -> list[OutboxEntry]:
+        with self.transaction():
+            rows = self._exec(
+                "SELECT entry_id, kind, payload, created_ms, attempts, status, error FROM outbox "
+                "WHERE status = 'pending' ORDER BY entry_id LIMIT ?",
+                (limit,),
+            ).fetchall()
+            if rows:
+                self._conn.executemany(
+                    "UPDATE outbox SET claimed_by = ?, claimed_ms = ?, attempts = attempts + 1 "
+                    "WHERE entry_id = ?",
+                    [(worker_id, self.clock.now_ms(), r[0]) for r in rows],
+                )
+        return [
+            OutboxEntry(r[0], r[1], json.loads(r[2]), r[3], r[4] + 1, r[5], r[6]) for r in rows
+        ]
+
+    def complete_outbox(self, entry_ids: Sequence[int]) -> None:
+        with self.transaction():
+            self._conn.executemany(
+                "UPDATE outbox SET status = 'done', done_ms = ?, error = NULL WHERE entry_id = ?",
+                [(self.clock.now_ms(), i) for i in entry_ids],
+            )
+
+    def fail_outbox(self, entry_id: int, error: str) -> None:
+        with self.transaction():
+            self._exec(
+                "UPDATE outbox SET status = 'failed', error = ? WHERE entry_id = ?",
+                (error[:4000], entry_id),
+            )
+
+    def retry_failed_outbox(self) -> int:
+        with self.transaction():
+            cur = self._exec("UPDATE outbox SET status = 'pending' WHERE status = 'failed'")
+            return int(cur.rowcount)
+
+    def outbox_counts(self) -> dict[str, int]:
+        counts = {"pending": 0, "done": 0, "failed": 0}
+        for status, n in self._query("SELECT status, COUNT(*) FROM outbox GROUP BY status"):
+            counts[status] = int(n)
+        return counts
+
+    def failed_outbox(self, limit: int = 20) -> list[OutboxEntry]:
+        rows = self._query(
+            "SELECT entry_id, kind, payload, created_ms, attempts, status, error FROM outbox "
+            "WHERE status = 'failed' ORDER BY entry_id LIMIT ?",
+            (limit,),
+        )
+        return [OutboxEntry(r[0], r[1], json.loads(r[2]), r[3], r[4], r[5], r[6]) for r in rows]
+
+    def get_checkpoint(self, job: str) -> JsonValue | None:
+        rows = self._query("SELECT value FROM checkpoints WHERE job = ?", (job,))
+        return json.loads(rows[0][0]) if rows else None
+
+    def set_checkpoint(self, job: str, value: JsonValue) -> None:
+        with self.transaction():
+            self._exec(
+                "INSERT OR REPLACE INTO checkpoints(job, value, updated_ms) VALUES (?, ?, ?)",
+                (job, _dumps(value), self.clock.now_ms()),
+            )
+
+    def list_checkpoints(self, prefix: str = "") -> dict[str, JsonValue]:
+        rows = self._query(
+            "SELECT job, value FROM checkpoints WHERE job >= ? AND job < ? ORDER BY job",
+            (prefix, prefix + "\U0010ffff"),
+        )
+        return {r[0]: json.loads(r[1]) for r in rows}
+
+    # -- TOC nodes and grips -------------------------------------------------------------------------
+    def put_node(self, node: TocNode) -> tuple[TocNode, bool]:
+        with self.transaction():
+            rows = self._exec(
+                "SELECT v.version, v.data FROM toc_nodes n JOIN toc_node_versions v "
+                "ON v.project = n.project AND v.node_id = n.node_id AND v.version = n.version "
+                "WHERE n.project = ? AND n.node_id = ?",
+                (node.project, node.node_id),
+            ).fetchall()
+            if rows:
+                latest = _node_from_row(node.project, node.node_id, rows[0][0], rows[0][1])
+                if latest.content_key() == node.content_key():
+                    return latest, False
+                version = latest.version + 1
+            else:
+                version = 1
+            now = self.clock.now_ms()
+            self._exec(
+                "INSERT INTO toc_node_versions(project, node_id, version, level, start_ms, end_ms, "
+                "parent_id, data, created_ms) VALUES (?,?,?,?,?,?,?,?,?)",
+                (
+                    node.project,
+                    node.node_id,
+                    version,
+                    node.level,
+                    node.start_ms,
+                    node.end_ms,
+                    node.parent_id,
+                    _node_data(node, now),
+                    now,
+                ),
+            )
+            self._exec(
+                "INSERT OR REPLACE INTO toc_nodes(project, node_id, version, level, start_ms, "
+                "end_ms, parent_id) VALUES (?,?,?,?,?,?,?)",
+                (
+                    node.project,
+                    node.node_id,
+                    version,
+                    node.level,
+                    node.start_ms,
+                    node.end_ms,
+                    node.parent_id,
+                ),
+            )
+        stored = TocNode(**{**_asdict(node), "version": version, "created_ms": now})
+        return stored, True
+
+    def get_node(self, project: str, node_id: str, version: int | None = None) -> TocNode:
+        if version is None:
+            rows = self._query(
+                "SELECT v.version, v.data FROM toc_nodes n JOIN toc_node_versions v "
+                "ON v.project = n.project AND v.node_id = n.node_id AND v.version = n.version "
+                "WHERE n.project = ? AND n.node_id = ?",
+                (project, node_id),
+            )
+        else:
+            rows = self._query(
+                "SELECT version, data FROM toc_node_versions "
+                "WHERE project = ? AND node_id = ? AND version = ?",
+                (project, node_id, version),
+            )
+        if not rows:
+            raise NotFoundError("node", f"{node_id} (project {project})")
+        return _node_from_row(project, node_id, rows[0][0], rows[0][1])
+
+    def find_node(self, node_id: str, project: str | None = None) -> TocNode:
+        if project is not None:
+            return self.get_node(project, node_id)
+        rows = self._query("SELECT project FROM toc_nodes WHERE node_id = ?", (node_id,))
+        if not rows:
+            raise NotFoundError("node", node_id)
+        if len(rows) > 1:
+            from memtoc.errors import QueryError
+
+            names = ", ".join(sorted(r[0] for r in rows))
+            raise QueryError(f"{node_id} exists in several projects ({names}); name one")
+        return self.get_node(rows[0][0], node_id)
+
+    def list_nodes(
+        self,
+        project: str,
+        *,
+        level: str | None = None,
+        parent_id: str | None = None,
+        since_ms: int | None = None,
+        until_ms: int | None = None,
+    ) -> list[TocNode]:
+        where = ["n.project = ?"]
+        params: list[Any] = [project]
+        if level is not None:
+            where.append("n.level = ?")
+            params.append(level)
+        if parent_id is not None:
+            where.append("n.parent_id = ?")
+            params.append(parent_id)
+        if since_ms is not None:
+            where.append("n.end_ms > ?")
+            params.append(since_ms)
+        if until_ms is not None:
+            where.append("n.start_ms < ?")
+            params.append(until_ms)
+        rows = self._query(
+            "SELECT n.node_id, v.version, v.data FROM toc_nodes n JOIN toc_node_versions v "
+            "ON v.project = n.project AND v.node_id = n.node_id AND v.version = n.version "
+            f"WHERE {' AND '.join(where)} ORDER BY n.start_ms, n.node_id",
+            params,
+        )
+        return [_node_from_row(project, r[0], r[1], r[2]) for r in rows]
+
+    def node_versions(self, project: str, node_id: str) -> list[int]:
+        rows = self._query(
+            "SELECT version FROM toc_node_versions WHERE project = ? AND node_id = ? "
+            "ORDER BY version",
+            (project, node_id),
+        )
+        return [r[0] for r in rows]
+
+    def put_grips(self, grips: Sequence[Grip]) -> int:
+        with self.transaction():
+            cur = self._conn.executemany(
+                f"INSERT OR IGNORE INTO grips({_GRIP_COLS}) VALUES (?,?,?,?,?,?,?,?,?)",
+                [
+                    (
+                        g.grip_id,
+                        g.project,
+                        g.excerpt,
+                        g.event_id_start,
+                        g.event_id_end,
+                        g.ts_ms,
+                        g.source,
+                        g.toc_node_id,
+                        g.session_id,
+                    )
+                    for g in grips
+                ],
+            )
+            return max(cur.rowcount, 0)
+
+    def get_grip(self, grip_id: str) -> Grip:
+        rows = self._query(f"SELECT {_GRIP_COLS} FROM grips WHERE grip_id = ?", (grip_id,))
+        if not rows:
+            raise NotFoundError("grip", grip_id)
+        return _grip_from_row(rows[0])
+
+    def grips_for_node(self, project: str, node_id: str) -> list[Grip]:
+        rows = self._query(
+            f"SELECT {_GRIP_COLS} FROM grips WHERE project = ? AND toc_node_id = ? "
+            "ORDER BY ts_ms, grip_id",
+            (project, node_id),
+        )
+        return [_grip_from_row(r) for r in rows]
+
+    # -- bookmarks ---------------------------------------------------------------------------------
+    def put_bookmark(self, bookmark: Bookmark) -> None:
+        with self.transaction():
+            self._exec(
+                "INSERT OR REPLACE INTO bookmarks(bookmark_id, project, content, event_ids, "
+                "importance, type, created_ms, last_relevant_ms) VALUES (?,?,?,?,?,?,?,?)",
+                (
+                    bookmark.bookmark_id,
+                    bookmark.project,
+                    bookmark.content,
+                    _dumps(list(bookmark.event_ids)),
+                    bookmark.importance,
+                    bookmark.type,
+                    bookmark.created_ms,
+                    bookmark.last_relevant_ms,
+                ),
+            )
+
+    def list_bookmarks(self, project: str | None = None, limit: int | None = None) -> list[Bookmark]:
+        sql = (
+            "SELECT bookmark_id, project, content, event_ids, importance, type, created_ms, "
+            "last_relevant_ms FROM bookmarks"
+        )
+        params: list[Any] = []
+        if project is not None:
+            sql += " WHERE project = ?"
+            params.append(project)
+        sql += " ORDER BY importance DESC, created_ms DESC"
+        if limit is not None:
+            sql += f" LIMIT {int(limit)}"
+        return [_bookmark_from_row(r) for r in self._query(sql, params)]
+
+    # -- housekeeping --------------------------------------------------------------------------------
+    def stats(self) -> dict[str, JsonValue]:
+        q = self._query
+        levels = {r[0]: r[1] for r in q("SELECT level, COUNT(*) FROM toc_nodes GROUP BY level")}
+        span = q("SELECT MIN(ts_ms), MAX(ts_ms) FROM events")[0]
+        size = sum(
+            p.stat().st_size
+            for p in (self.path, Path(f"{self.path}-wal"), Path(f"{self.path}-shm"))
+            if p.exists()
+        )
+        return {
+            "store": "sqlite",
+            "location": self.location,
+            "durability": self.durability,
+            "events": int(q("SELECT COUNT(*) FROM events")[0][0]),
+            "projects": int(q("SELECT COUNT(DISTINCT project) FROM events")[0][0]),
+            "sessions": int(q("SELECT COUNT(DISTINCT session_id) FROM events")[0][0]),
+            "first_event_ms": span[0],
+            "last_event_ms": span[1],
+            "outbox": self.outbox_counts(),
+            "nodes": levels,
+            "node_versions": int(q("SELECT COUNT(*) FROM toc_node_versions")[0][0]),
+            "grips": int(q("SELECT COUNT(*) FROM grips")[0][0]),
+            "bookmarks": int(q("SELECT COUNT(*) FROM bookmarks")[0][0]),
+            "bytes": size,
+        }
+
+
+def _asdict(node: TocNode) -> dict[str, Any]:
+    return {f: getattr(node, f) for f in node.__dataclass_fields__}
