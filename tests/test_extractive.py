@@ -1,0 +1,310 @@
+"""The extractive summariser: salience, titles, keywords, sizes, merging, determinism, speed."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from memtoc.model import Event, Summary
+from memtoc.pipeline.summarize.extractive import EMPTY_TITLE, ExtractiveSummarizer
+from memtoc.text.keyphrases import key_terms
+from memtoc.text.tokens import TiktokenCounter
+
+LOCOMO = Path("/work/shared/datasets/locomo/locomo10.json")
+COUNTER = TiktokenCounter()
+
+
+def _event(i: int, event_type: str, role: str, text: str, **metadata: object) -> Event:
+    return Event(
+        event_id=f"01HX{i:022d}",
+        session_id="s1",
+        project="p",
+        agent="a",
+        ts_ms=1_700_000_000_000 + i * 1000,
+        event_type=event_type,
+        role=role,
+        text=text,
+        metadata=metadata,
+    )
+
+
+def coding_segment() -> list[Event]:
+    rows = [
+        (
+            "user_message",
+            "user",
+            "hey, can you look at why the JWT refresh fails? Users get logged out after 5 minutes.",
+        ),
+        ("assistant_message", "assistant", "Sure. Let me check the session code first."),
+        ("tool_call", "assistant", json.dumps({"command": "grep -rn refresh_token src/app/"})),
+        ("tool_result", "tool", "src/app/auth/session.py:42: def refresh_token(self, token):"),
+        ("tool_call", "assistant", json.dumps({"file_path": "src/app/auth/session.py"})),
+        (
+            "assistant_message",
+            "assistant",
+            "The root cause is a race: two concurrent requests both call refresh_token() and the second invalidates the first token. The fix is to hold a per-user lock in refresh_token.",
+        ),
+        (
+            "tool_call",
+            "assistant",
+            json.dumps(
+                {"file_path": "src/app/auth/session.py", "old_string": "a", "new_string": "b"}
+            ),
+        ),
+        ("tool_call", "assistant", json.dumps({"command": "pytest tests/test_session.py -q"})),
+        (
+            "tool_result",
+            "tool",
+            "E   TypeError: refresh_token() missing 1 required positional argument: 'user_id'\n1 failed, 11 passed",
+        ),
+        (
+            "assistant_message",
+            "assistant",
+            "Fixed by passing user_id through from the middleware. Now all tests pass.",
+        ),
+        ("tool_result", "tool", "12 passed in 0.4s"),
+        ("user_message", "user", "ok thanks, great!"),
+        ("assistant_message", "assistant", "You're welcome, happy to help!"),
+        ("user_message", "user", "Should we also add a test for the concurrent refresh case?"),
+        (
+            "assistant_message",
+            "assistant",
+            "Yes — I'll add test_concurrent_refresh in tests/test_session.py using two threads.",
+        ),
+    ]
+    tools = {2: "Bash", 4: "Read", 6: "Edit", 7: "Bash"}
+    return [
+        _event(i, t, r, x, **({"tool_name": tools[i]} if i in tools else {}))
+        for i, (t, r, x) in enumerate(rows)
+    ]
+
+
+@pytest.fixture(scope="module")
+def summarizer() -> ExtractiveSummarizer:
+    return ExtractiveSummarizer(COUNTER)
+
+
+def test_coding_segment_summary(summarizer: ExtractiveSummarizer) -> None:
+    events = coding_segment()
+    s = summarizer.summarize_events(events)
+    assert summarizer.name == "extractive/1" and s.backend == "extractive/1"
+    # A descriptive title, not the first words of the first message.
+    assert 0 < len(s.title) <= 80
+    assert not events[0].text.lower().startswith(s.title.lower()[:15])
+    assert s.title.startswith("Fixing")
+    assert "refresh_token" in s.title or "session.py" in s.title
+    # Decisions and the error and its fix beat chit-chat.
+    assert 3 <= len(s.bullets) <= 5
+    joined = " ".join(s.bullets)
+    assert "root cause" in joined
+    assert "TypeError" in joined
+    assert "Fixed by passing user_id" in joined
+    assert not any(b.lower().startswith(("ok thanks", "sure", "you're welcome")) for b in s.bullets)
+    # Keywords keep identifiers and paths whole.
+    assert 5 <= len(s.keywords) <= 10
+    assert "refresh_token" in s.keywords
+    assert "src/app/auth/session.py" in s.keywords
+    assert not {"src", "app", "py"} & set(s.keywords)
+    # L0 / L1 and the key facts.
+    assert COUNTER.count(s.abstract) <= 100
+    assert s.abstract.startswith(s.title)
+    assert "Files: src/app/auth/session.py" in s.overview
+    assert "pytest tests/test_session.py -q" in s.overview
+    assert COUNTER.count(s.overview) <= 2000
+
+
+def test_deterministic(summarizer: ExtractiveSummarizer) -> None:
+    events = coding_segment()
+    assert summarizer.summarize_events(events) == summarizer.summarize_events(list(events))
+    other = ExtractiveSummarizer(COUNTER)
+    assert other.summarize_events(events) == summarizer.summarize_events(events)
+
+
+def test_empty_input(summarizer: ExtractiveSummarizer) -> None:
+    s = summarizer.summarize_events([])
+    assert s.title == EMPTY_TITLE and s.bullets == () and s.keywords == ()
+    assert (
+        summarizer.summarize_events([_event(0, "session_start", "system", "")]).title == EMPTY_TITLE
+    )
+    assert summarizer.summarize_children([]).title == EMPTY_TITLE
+    assert summarizer.summarize_children([s, s]).title == EMPTY_TITLE
+
+
+def test_long_input_respects_token_limits(summarizer: ExtractiveSummarizer) -> None:
+    para = (
+        "We decided to migrate the ingestion worker from threads to asyncio because the "
+        "outbox drain blocked on sqlite writes under load and the root cause was lock contention. "
+    )
+    events = [
+        _event(i, "assistant_message", "assistant", f"Step {i}: " + para * 30 + "x" * 3000)
+        for i in range(60)
+    ]
+    s = summarizer.summarize_events(events)
+    assert COUNTER.count(s.abstract) <= 100
+    assert COUNTER.count(s.overview) <= 2000
+    assert all(len(b.split()) <= 41 for b in s.bullets)
+    assert len(s.title) <= 80
+
+
+def test_markdown_is_cleaned(summarizer: ExtractiveSummarizer) -> None:
+    text = (
+        "## Plan\n\n- **Decided** to use [FTS5](https://sqlite.org/fts5.html) instead of tantivy.\n"
+        "- The fix for `rank()` is in store/sqlite.py.\n\n```python\nx = 1\n```\n"
+    )
+    s = summarizer.summarize_events([_event(0, "assistant_message", "assistant", text)])
+    assert any(b == "Decided to use FTS5 instead of tantivy." for b in s.bullets)
+    assert not any("**" in b or "](" in b or "x = 1" in b for b in s.bullets)
+
+
+def _child(title: str, bullets: list[str], keywords: list[str]) -> Summary:
+    return Summary(title, tuple(bullets), tuple(keywords), title, title)
+
+
+def test_children_merge_covers_each_child(summarizer: ExtractiveSummarizer) -> None:
+    children = [
+        _child(
+            "Fixing TypeError in src/app/auth.py",
+            ["Fixed the refresh_token race with a lock.", "Added test_concurrent_refresh."],
+            ["refresh_token", "src/app/auth.py", "lock"],
+        ),
+        _child(
+            "Editing docs/architecture.md",
+            ["Documented the outbox worker design.", "Noted the fsync policy."],
+            ["outbox", "docs/architecture.md", "refresh_token"],
+        ),
+        _child(
+            "Running pytest",
+            ["All 212 tests pass on PostgreSQL 15.", "pgvector built from source."],
+            ["pytest", "PostgreSQL", "refresh_token"],
+        ),
+    ]
+    s = summarizer.summarize_children(children)
+    assert 3 <= len(s.bullets) <= 5
+    for child in children:
+        assert any(b in child.bullets for b in s.bullets), child.title
+    assert s.keywords[0] == "refresh_token"  # carried by every child
+    assert {"outbox", "pytest", "lock"} <= set(s.keywords)
+    assert "Summary" not in s.title and 0 < len(s.title) <= 80
+    assert COUNTER.count(s.abstract) <= 100
+    assert summarizer.summarize_children(children) == s
+
+
+def test_children_merge_removes_redundancy(summarizer: ExtractiveSummarizer) -> None:
+    same = "Fixed the refresh_token race with a per-user lock."
+    children = [
+        _child(f"Fixing race {i}", [same, f"Unique point number {i} about topic{i}."], ["race"])
+        for i in range(3)
+    ]
+    s = summarizer.summarize_children(children)
+    assert sum(1 for b in s.bullets if b == same) == 1
+
+
+EVENT_TYPES = st.sampled_from(
+    ["user_message", "assistant_message", "tool_call", "tool_result", "system"]
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(EVENT_TYPES, st.text(max_size=400)), max_size=12))
+def test_never_raises_and_bounded(
+    summarizer: ExtractiveSummarizer, rows: list[tuple[str, str]]
+) -> None:
+    events = [_event(i, t, "user", x) for i, (t, x) in enumerate(rows)]
+    s = summarizer.summarize_events(events)
+    assert len(s.title) <= 80 and s.title
+    assert len(s.bullets) <= 5 and len(s.keywords) <= 10
+    assert COUNTER.count(s.abstract) <= 100
+    assert COUNTER.count(s.overview) <= 2000
+    merged = summarizer.summarize_children([s, s])
+    assert len(merged.bullets) <= 5 and COUNTER.count(merged.abstract) <= 100
+
+
+def _locomo_sessions() -> tuple[list[list[str]], list[str]]:
+    if not LOCOMO.exists():
+        pytest.skip(f"LoCoMo dataset not found at {LOCOMO}")
+    conv = next(c for c in json.loads(LOCOMO.read_text()) if c.get("sample_id") == "conv-26")
+    sessions, summaries = [], []
+    turns_by_session = conv["conversation"]
+    for key, turns in sorted(turns_by_session.items()):
+        if not key.startswith("session_") or not isinstance(turns, list):
+            continue
+        reference = conv["session_summary"].get(f"{key}_summary")
+        if reference:
+            sessions.append([f"{t['speaker']}: {t['text']}" for t in turns])
+            summaries.append(reference)
+    return sessions, summaries
+
+
+def test_locomo_bullets_recall_session_summaries(summarizer: ExtractiveSummarizer) -> None:
+    sessions, references = _locomo_sessions()
+    recalls = []
+    for turns, reference in zip(sessions, references, strict=True):
+        events = [_event(i, "user_message", "user", t) for i, t in enumerate(turns)]
+        s = summarizer.summarize_events(events)
+        assert ":" in s.title and len(s.title) <= 80
+        assert all(":" in b for b in s.bullets)  # speaker names kept
+        ref = key_terms(reference)
+        got = set().union(*(key_terms(b) for b in s.bullets))
+        recalls.append(len(ref & got) / len(ref))
+    mean = sum(recalls) / len(recalls)
+    print(f"LoCoMo conv-26: {len(recalls)} sessions, mean key-term recall of bullets {mean:.3f}")
+    assert mean > 0.15
+
+
+def synthetic_segment(n: int = 40) -> list[Event]:
+    templates = [
+        (
+            "user_message",
+            "user",
+            "Can you check why the sqlite outbox drain is slow when {n} workers run?",
+        ),
+        (
+            "assistant_message",
+            "assistant",
+            "Looking at store/sqlite.py: the drain holds a write lock for each batch of {n} entries. Let's batch commits instead.",
+        ),
+        ("tool_call", "assistant", '{{"command": "pytest tests/test_worker.py -q -k drain_{n}"}}'),
+        (
+            "tool_result",
+            "tool",
+            "FAILED tests/test_worker.py::test_drain_{n} - AssertionError: expected 0 pending, got {n}",
+        ),
+        (
+            "assistant_message",
+            "assistant",
+            "Fixed by committing every 500 entries; the test passes now.",
+        ),
+        (
+            "user_message",
+            "user",
+            "great, thanks! Also Maria said she visited Lisbon last week for the conference.",
+        ),
+        (
+            "tool_call",
+            "assistant",
+            '{{"file_path": "src/memtoc/pipeline/worker_{n}.py", "old_string": "x", "new_string": "y"}}',
+        ),
+        ("tool_result", "tool", "{n} passed in 1.2s"),
+    ]
+    return [
+        _event(i, t, r, x.format(n=i))
+        for i, (t, r, x) in ((i, templates[i % len(templates)]) for i in range(n))
+    ]
+
+
+def test_speed_per_event() -> None:
+    summarizer = ExtractiveSummarizer(TiktokenCounter())
+    events = synthetic_segment(40)
+    summarizer.summarize_events(events)  # warm caches
+    rounds = 30
+    start = time.perf_counter()
+    for _ in range(rounds):
+        summarizer.summarize_events(events)
+    per_event = (time.perf_counter() - start) / (rounds * len(events))
+    print(f"extractive summariser: {per_event * 1e6:.0f} us/event (40-event segment)")
+    assert per_event < 600e-6  # budget ~150 us; loose bound for shared CI machines

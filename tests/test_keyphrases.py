@@ -1,0 +1,111 @@
+"""Code-aware keyphrases and key terms."""
+
+from __future__ import annotations
+
+import time
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from memtoc.text.keyphrases import (
+    extract_keyphrases,
+    is_code_token,
+    key_terms,
+    normalize_term,
+)
+
+CODING = [
+    "The JWT refresh token expires too early in src/app/auth.py",
+    "I ran pytest tests/test_auth.py --until-idle and got a TypeError: 'NoneType' object",
+    "Let's fix the refresh race in auth_token handling; the root cause is the session cache.",
+    "ok thanks, I'll try the JWT refresh fix now",
+    "Fixed by locking the session cache in refreshToken(). pytest passes now.",
+    "The session cache lives in os.path.join(base, 'cache') for now.",
+]
+
+
+def test_identifiers_and_paths_stay_whole() -> None:
+    phrases = extract_keyphrases(CODING, 10)
+    assert "src/app/auth.py" in phrases
+    assert "tests/test_auth.py" in phrases
+    assert "--until-idle" in phrases
+    assert "auth_token" in phrases
+    assert "session cache" in phrases
+    # No fragment of an identifier or path appears on its own.
+    assert not {"src", "app", "py", "until", "idle"} & {p.lower() for p in phrases}
+    # Chat filler never becomes a keyphrase.
+    assert not {"ok", "thanks", "i'll", "let's", "now"} & {p.lower() for p in phrases}
+
+
+def test_keyphrases_rank_recurring_topics_first() -> None:
+    phrases = extract_keyphrases(CODING, 4)
+    assert len(phrases) == 4
+    assert any("refresh" in p.lower() for p in phrases[:3])
+
+
+def test_keyphrases_are_deterministic_and_bounded() -> None:
+    first = extract_keyphrases(CODING, 7)
+    assert first == extract_keyphrases(list(CODING), 7)
+    assert len(first) == 7
+    assert len(set(map(str.lower, first))) == len(first)
+    assert extract_keyphrases(CODING, 0) == []
+    assert extract_keyphrases([], 5) == []
+    assert extract_keyphrases(["ok thanks, yes."], 5) == []
+
+
+def test_conversation_keyphrases_keep_names_and_phrases() -> None:
+    chat = [
+        "Caroline: I went to a LGBTQ support group yesterday and it was so powerful.",
+        "Melanie: Wow, that's cool! What happened at the support group?",
+        "Caroline: The transgender stories were so inspiring. The support group made me feel accepted.",
+        "Melanie: I painted a lake sunrise last year; painting helps me relax.",
+    ]
+    phrases = extract_keyphrases(chat, 8)
+    assert "support group" in phrases
+    assert "Caroline" in phrases and "Melanie" in phrases
+
+
+def test_key_terms_split_identifiers_and_stem() -> None:
+    assert {"auth_token", "auth", "token"} <= key_terms("check auth_token")
+    assert key_terms("tests") == key_terms("test") == {"test"}
+    assert {"refreshtoken", "refresh", "token"} <= key_terms("refreshToken()")
+    assert {"src/app/auth.py", "src", "app", "auth", "py"} <= key_terms("see src/app/auth.py")
+    assert "typeerror" in key_terms("raised TypeError")
+    assert key_terms("ok thanks, I'll do it") == set()
+    assert normalize_term("fixing") == normalize_term("fixed") == "fix"
+    assert normalize_term("libraries") == "library"
+    assert normalize_term("running") == "run"
+
+
+def test_code_token_detection() -> None:
+    for token in (
+        "auth_token",
+        "camelCase",
+        "os.path.join",
+        "src/x.py",
+        "--until-idle",
+        "KeyError",
+    ):
+        assert is_code_token(token), token
+    for token in ("hello", "Caroline", "API", "long-term"):
+        assert not is_code_token(token), token
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.text(max_size=300), max_size=8), st.integers(min_value=0, max_value=12))
+def test_never_raises_and_bounded(texts: list[str], k: int) -> None:
+    phrases = extract_keyphrases(texts, k)
+    assert len(phrases) <= k
+    assert phrases == extract_keyphrases(texts, k)
+    for text in texts:
+        assert all(t == t.lower() and t for t in key_terms(text))
+
+
+def test_key_terms_is_fast() -> None:
+    texts = [f"{t} (variant {i})" for i in range(300) for t in CODING]
+    start = time.perf_counter()
+    for text in texts:
+        key_terms(text)
+    per_text = (time.perf_counter() - start) / len(texts)
+    print(f"key_terms: {per_text * 1e6:.1f} us/text")
+    assert per_text < 200e-6  # tens of microseconds in practice; loose for shared machines
