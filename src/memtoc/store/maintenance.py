@@ -1,0 +1,163 @@
+"""Maintenance of the SQLite store: online backup, restore, integrity verification, compaction."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from memtoc.errors import StoreError
+from memtoc.model import EVENT_TYPES, ROLES, JsonValue
+from memtoc.store.migrations import MIGRATIONS
+from memtoc.store.sqlite import SqliteStore, prepare_private_file
+
+
+@dataclass(slots=True)
+class VerifyReport:
+    """What ``verify`` checked and every problem it found."""
+
+    checks: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def check(self, name: str, problem: str | None) -> None:
+        self.checks.append(name)
+        if problem:
+            self.problems.append(f"{name}: {problem}")
+
+    def to_dict(self) -> dict[str, JsonValue]:
+        return {"ok": self.ok, "checks": list(self.checks), "problems": list(self.problems)}
+
+
+def backup(store: SqliteStore, dest: Path) -> int:
+    """Copy the live store to ``dest`` consistently (SQLite online backup); return its size."""
+    if dest.exists():
+        raise StoreError(f"backup target already exists: {dest}")
+    prepare_private_file(dest)
+    target = sqlite3.connect(dest)
+    try:
+        with store._lock:
+            store.connection.backup(target)
+        target.execute("PRAGMA journal_mode = DELETE")
+    except sqlite3.Error as exc:
+        target.close()
+        dest.unlink(missing_ok=True)
+        raise StoreError(f"backup to {dest} failed: {exc}") from exc
+    target.close()
+    return dest.stat().st_size
+
+
+def restore(source: Path, dest: Path, *, force: bool = False) -> None:
+    """Replace the store at ``dest`` with the backup ``source`` after checking the backup."""
+    if not source.is_file():
+        raise StoreError(f"no backup at {source}")
+    src = sqlite3.connect(f"file:{source}?mode=ro", uri=True)
+    try:
+        ok = src.execute("PRAGMA integrity_check").fetchone()[0]
+        if ok != "ok":
+            raise StoreError(f"{source} is damaged: {ok}")
+        names = {r[0] for r in src.execute("SELECT name FROM schema_migrations")}
+    except sqlite3.Error as exc:
+        raise StoreError(f"{source} is not a memtoc store: {exc}") from exc
+    finally:
+        src.close()
+    if not names or not names <= {m.name for m in MIGRATIONS}:
+        raise StoreError(f"{source} is not a memtoc store this version can read")
+    if dest.exists() and not force:
+        raise StoreError(f"{dest} exists; pass force to replace it")
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{dest}{suffix}").unlink(missing_ok=True)
+    prepare_private_file(dest)
+    src = sqlite3.connect(f"file:{source}?mode=ro", uri=True)
+    target = sqlite3.connect(dest)
+    try:
+        src.backup(target)
+    finally:
+        src.close()
+        target.close()
+    os.chmod(dest, 0o600)
+
+
+def compact(store: SqliteStore) -> dict[str, int]:
+    """Checkpoint the WAL, optimise the FTS indexes and VACUUM; return sizes before and after."""
+    before = _size(store.path)
+    conn = store.connection
+    with store._lock:
+        try:
+            for table in ("events_fts", "docs_fts"):
+                conn.execute(f"INSERT INTO {table}({table}) VALUES ('optimize')")
+            conn.execute("VACUUM")
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        except sqlite3.Error as exc:
+            raise StoreError(f"compact failed: {exc}") from exc
+    return {"bytes_before": before, "bytes_after": _size(store.path)}
+
+
+def _size(path: Path) -> int:
+    return sum(p.stat().st_size for p in (path, Path(f"{path}-wal")) if p.exists())
+
+
+def verify(store: SqliteStore) -> VerifyReport:
+    """Check SQLite integrity and memtoc's invariants; every problem is listed."""
+    report = VerifyReport()
+    q = store._query
+    result = q("PRAGMA integrity_check")[0][0]
+    report.check("sqlite integrity", None if result == "ok" else str(result))
+    report.check(
+        "migrations",
+        None
+        if {r[0] for r in q("SELECT name FROM schema_migrations")} == {m.name for m in MIGRATIONS}
+        else "schema is not at the current version",
+    )
+    marks = ",".join("?" * len(ROLES))
+    bad_roles = q(f"SELECT COUNT(*) FROM events WHERE role NOT IN ({marks})", ROLES)[0][0]
+    report.check("event roles", f"{bad_roles} events with an unknown role" if bad_roles else None)
+    marks = ",".join("?" * len(EVENT_TYPES))
+    bad_types = q(f"SELECT COUNT(*) FROM events WHERE event_type NOT IN ({marks})", EVENT_TYPES)[0][0]
+    report.check("event types", f"{bad_types} events with an unknown type" if bad_types else None)
+    # Every stored event is announced by exactly one outbox entry (they commit together).
+    ranges = q(
+        "SELECT json_extract(payload, '$.first_seq'), json_extract(payload, '$.last_seq') "
+        "FROM outbox WHERE kind = 'events' ORDER BY 1"
+    )
+    covered = 0
+    overlap = None
+    prev_end = 0
+    for first, last in ranges:
+        if first <= prev_end:
+            overlap = f"outbox ranges overlap at seq {first}"
+        covered += last - first + 1
+        prev_end = max(prev_end, last)
+    total = q("SELECT COUNT(*), COALESCE(MAX(seq), 0) FROM events")[0]
+    problem = overlap
+    if problem is None and covered != total[1]:
+        problem = f"outbox announces {covered} event slots but the log holds {total[1]}"
+    report.check("event/outbox atomicity", problem)
+    dangling = q(
+        "SELECT COUNT(*) FROM toc_nodes n LEFT JOIN toc_node_versions v ON v.project = n.project "
+        "AND v.node_id = n.node_id AND v.version = n.version WHERE v.node_id IS NULL"
+    )[0][0]
+    report.check("node latest pointers", f"{dangling} dangling" if dangling else None)
+    orphans = q(
+        "SELECT COUNT(*) FROM segment_events s LEFT JOIN events e ON e.seq = s.seq "
+        "WHERE e.seq IS NULL"
+    )[0][0]
+    report.check("segment membership", f"{orphans} members with no event" if orphans else None)
+    bad_grips = q(
+        "SELECT COUNT(*) FROM grips g WHERE NOT EXISTS "
+        "(SELECT 1 FROM events e WHERE e.event_id = g.event_id_start) OR NOT EXISTS "
+        "(SELECT 1 FROM events e WHERE e.event_id = g.event_id_end)"
+    )[0][0]
+    report.check("grips resolve", f"{bad_grips} grips point at missing events" if bad_grips else None)
+    for table in ("events_fts", "docs_fts"):
+        try:
+            with store._lock:
+                store.connection.execute(f"INSERT INTO {table}({table}) VALUES ('integrity-check')")
+            report.check(f"{table} index", None)
+        except sqlite3.Error as exc:
+            report.check(f"{table} index", str(exc))
+    return report

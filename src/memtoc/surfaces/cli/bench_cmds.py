@@ -1,0 +1,80 @@
+"""``memtoc bench``: speed and memory at scale, each beside a baseline measured in the same run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.table import Table
+
+from memtoc.surfaces.cli.app import JsonOpt, app, console, emit_json
+
+bench_app = typer.Typer(help="Benchmarks (speed, memory, growth with history size).")
+app.add_typer(bench_app, name="bench")
+
+
+def _progress(label: str) -> Progress:
+    return Progress(
+        TextColumn(f"[bold]{label}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeRemainingColumn(),
+        console=console,
+        transient=True,
+    )
+
+
+@bench_app.command("ingest")
+def bench_ingest(
+    events: Annotated[
+        list[int], typer.Option("--events", "-n", help="Event counts (repeatable).")
+    ] = [100_000],  # noqa: B006 (typer reads the default)
+    batch_size: Annotated[int, typer.Option("--batch-size")] = 2_000,
+    durability: Annotated[str, typer.Option("--durability", help="full, normal or off.")] = "full",
+    seed: Annotated[int, typer.Option("--seed")] = 7,
+    workdir: Annotated[
+        Path | None, typer.Option("--workdir", help="Where the temporary stores go.")
+    ] = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Ingest throughput (events/s, MB/s, peak RSS) against raw SQLite inserts."""
+    from memtoc.eval.bench_ingest import run_ingest_bench
+
+    results = []
+    for n in events:
+        if json_out:
+            result = run_ingest_bench(n, batch_size=batch_size, durability=durability, seed=seed,
+                                      workdir=workdir)  # fmt: skip
+        else:
+            with _progress(f"ingest {n:,}") as bar:
+                task = bar.add_task("ingest", total=n)
+                result = run_ingest_bench(
+                    n,
+                    batch_size=batch_size,
+                    durability=durability,
+                    seed=seed,
+                    workdir=workdir,
+                    progress=lambda k: bar.advance(task, k),
+                )
+        results.append(result.to_dict())
+    if json_out:
+        emit_json({"bench": "ingest", "results": results})
+        return
+    table = Table(title=f"bench ingest (durability={durability}, batch={batch_size})")
+    for col in ("events", "MB", "baseline ev/s", "memtoc ev/s", "memtoc MB/s", "ratio",
+                "peak RSS MB", "db MB"):  # fmt: skip
+        table.add_column(col, justify="right")
+    for r in results:
+        table.add_row(
+            f"{r['events']:,}",
+            str(r["mb"]),
+            f"{r['baseline']['events_per_s']:,}",
+            f"{r['memtoc']['events_per_s']:,}",
+            str(r["memtoc"]["mb_per_s"]),
+            f"{r['ratio_vs_baseline']:.2f}",
+            str(r["peak_rss_mb"]),
+            f"{r['memtoc']['db_bytes'] / 1e6:.0f}",
+        )
+    console.print(table)

@@ -1,0 +1,227 @@
+"""Commands over the event store: init, ingest, events, stats, verify, backup, restore, compact."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.progress import (
+    BarColumn,
+    DownloadColumn,
+    Progress,
+    TextColumn,
+    TimeRemainingColumn,
+    TransferSpeedColumn,
+)
+from rich.table import Table
+
+from memtoc.ingest.importer import discover
+from memtoc.model import IngestReport, iso_ms
+from memtoc.store import maintenance
+from memtoc.surfaces.cli.app import (
+    JsonOpt,
+    app,
+    console,
+    emit_json,
+    fail,
+    open_memory,
+    state,
+)
+from memtoc.surfaces.cli.timeparse import parse_instant
+
+FORMATS = ["auto", "jsonl", "claude-code", "codex", "openai-chat"]
+
+
+@app.command()
+def init(ctx: typer.Context, json_out: JsonOpt = False) -> None:
+    """Create the data directory and an empty store (safe to run again)."""
+    with open_memory(ctx) as memory:
+        info = {"db": memory.store.location, "home": str(state(ctx).settings.home)}
+    if json_out:
+        emit_json(info)
+    else:
+        console.print(f"Store ready at [bold]{info['db']}[/]")
+
+
+@app.command()
+def ingest(
+    ctx: typer.Context,
+    paths: Annotated[list[Path], typer.Argument(help="Files or folders of transcripts.")],
+    format: Annotated[
+        str, typer.Option("--format", "-f", help=f"One of: {', '.join(FORMATS)}.")
+    ] = "auto",
+    project: Annotated[
+        str | None, typer.Option("--project", "-p", help="Put every event in this project.")
+    ] = None,
+    rescan: Annotated[
+        bool, typer.Option("--rescan", help="Ignore watermarks; re-read whole files.")
+    ] = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """Import transcripts (Claude Code, Codex, generic JSONL, OpenAI chat JSON) exactly once."""
+    if format not in FORMATS:
+        raise fail(f"--format must be one of {', '.join(FORMATS)} (got {format!r})")
+    settings = state(ctx).settings
+    total = 0
+    for path in paths:
+        if not path.exists():
+            raise fail(f"{path}: no such file or directory")
+    for file, _root in discover(paths, follow_symlinks=settings.follow_symlinks):
+        total += file.stat().st_size
+    with open_memory(ctx) as memory:
+        if json_out:
+            report = memory.ingest(paths, format=format, project=project, rescan=rescan)
+        else:
+            columns = (
+                TextColumn("[bold]ingest"),
+                BarColumn(),
+                DownloadColumn(),
+                TransferSpeedColumn(),
+                TimeRemainingColumn(),
+            )
+            with Progress(*columns, console=console, transient=True) as bar:
+                task = bar.add_task("ingest", total=total or None)
+                report = memory.ingest(
+                    paths,
+                    format=format,
+                    project=project,
+                    rescan=rescan,
+                    progress=lambda n: bar.advance(task, n),
+                )
+    if json_out:
+        emit_json(report.to_dict())
+    else:
+        print_ingest_report(report)
+
+
+def print_ingest_report(report: IngestReport) -> None:
+    table = Table(title="Ingest", show_header=False, title_justify="left")
+    table.add_column(style="bold")
+    table.add_column(justify="right")
+    table.add_row("files", str(report.files))
+    table.add_row("records read", str(report.read))
+    table.add_row("events ingested", f"[green]{report.ingested}[/]")
+    table.add_row("duplicates (already stored)", str(report.duplicates))
+    table.add_row("rejected", f"[red]{report.rejected}[/]" if report.rejected else "0")
+    table.add_row("secrets redacted", str(report.redacted))
+    table.add_row("truncated (too large)", str(report.truncated))
+    table.add_row("skipped (thinking, bookkeeping)", str(report.skipped))
+    console.print(table)
+    if report.redactions_by_kind:
+        kinds = ", ".join(f"{k}: {v}" for k, v in sorted(report.redactions_by_kind.items()))
+        console.print(f"redacted kinds: {kinds}", highlight=False)
+    for rejection in report.rejections[:50]:
+        console.print(f"[red]rejected[/] {rejection}", highlight=False)
+    if report.rejected > 50:
+        console.print(f"… and {report.rejected - 50} more (use --json for all)")
+
+
+@app.command()
+def events(
+    ctx: typer.Context,
+    project: Annotated[str | None, typer.Option("--project", "-p")] = None,
+    session: Annotated[str | None, typer.Option("--session")] = None,
+    since: Annotated[
+        str | None, typer.Option("--since", help="ISO date/time, epoch ms, or age (7d, 12h).")
+    ] = None,
+    until: Annotated[str | None, typer.Option("--until", help="Exclusive upper bound.")] = None,
+    limit: Annotated[int, typer.Option("--limit", "-n", min=1)] = 50,
+    json_out: JsonOpt = False,
+) -> None:
+    """List stored events in time order."""
+    with open_memory(ctx, read_only=True) as memory:
+        now = memory.clock.now_ms()
+        found = memory.events(
+            project=project,
+            session_id=session,
+            since_ms=parse_instant(since, now_ms=now, option="--since"),
+            until_ms=parse_instant(until, now_ms=now, option="--until"),
+            limit=limit,
+        )
+    if json_out:
+        emit_json({"events": [e.to_dict() for e in found], "count": len(found)})
+        return
+    table = Table("time (UTC)", "project", "session", "role", "text")
+    for e in found:
+        text = e.text.replace("\n", " ")
+        table.add_row(
+            iso_ms(e.ts_ms)[:19], e.project, e.session_id[:12], e.role, text[:100], end_section=False
+        )
+    console.print(table)
+
+
+@app.command()
+def stats(ctx: typer.Context, json_out: JsonOpt = False) -> None:
+    """Counts: events, projects, sessions, outbox, TOC nodes, grips, size."""
+    with open_memory(ctx, read_only=True) as memory:
+        data = memory.stats()
+    if json_out:
+        emit_json(data)
+        return
+    table = Table(title="memtoc stats", show_header=False, title_justify="left")
+    table.add_column(style="bold")
+    table.add_column()
+    for key, value in data.items():
+        if key.endswith("_event_ms") and isinstance(value, int):
+            value = iso_ms(value)
+        table.add_row(key, str(value))
+    console.print(table)
+
+
+@app.command()
+def verify(ctx: typer.Context, json_out: JsonOpt = False) -> None:
+    """Check the store's integrity and memtoc's invariants (exit 1 on any problem)."""
+    with open_memory(ctx) as memory:
+        report = memory.verify()
+    if json_out:
+        emit_json(report.to_dict())
+    else:
+        for check in report.checks:
+            bad = [p for p in report.problems if p.startswith(check + ":")]
+            mark = "[red]✗[/]" if bad else "[green]✓[/]"
+            console.print(f"{mark} {check}" + (f": {bad[0].split(': ', 1)[1]}" if bad else ""))
+    if not report.ok:
+        raise typer.Exit(1)
+
+
+@app.command()
+def backup(
+    ctx: typer.Context,
+    path: Annotated[Path, typer.Argument(help="Where to write the backup (must not exist).")],
+    json_out: JsonOpt = False,
+) -> None:
+    """Write a consistent copy of the live store (safe while others write)."""
+    with open_memory(ctx) as memory:
+        size = memory.backup(path)
+    if json_out:
+        emit_json({"backup": str(path), "bytes": size})
+    else:
+        console.print(f"Backed up to [bold]{path}[/] ({size:,} bytes)")
+
+
+@app.command()
+def restore(
+    ctx: typer.Context,
+    path: Annotated[Path, typer.Argument(help="A backup written by `memtoc backup`.")],
+    force: Annotated[bool, typer.Option("--force", help="Replace an existing store.")] = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """Replace the store with a backup (checked before anything is replaced)."""
+    dest = Path(state(ctx).settings.db)
+    maintenance.restore(path, dest, force=force)
+    if json_out:
+        emit_json({"restored": str(path), "db": str(dest)})
+    else:
+        console.print(f"Restored [bold]{dest}[/] from {path}")
+
+
+@app.command()
+def compact(ctx: typer.Context, json_out: JsonOpt = False) -> None:
+    """Reclaim space: checkpoint the WAL, optimise search indexes, VACUUM."""
+    with open_memory(ctx) as memory:
+        sizes = memory.compact()
+    if json_out:
+        emit_json(sizes)
+    else:
+        console.print(f"{sizes['bytes_before']:,} → {sizes['bytes_after']:,} bytes")

@@ -1,0 +1,109 @@
+"""Crash test: an ingest SIGKILLed at random points loses nothing it acknowledged and duplicates
+nothing; re-running completes the file."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from memtoc.memory import Memory
+from memtoc.store.maintenance import verify
+from memtoc.store.sqlite import SqliteStore
+
+ROOT = Path(__file__).resolve().parent.parent
+N_EVENTS = 60_000
+KILLS = 24
+
+CHILD = """
+import json, sys
+from memtoc.memory import Memory
+from memtoc.store.sqlite import SqliteStore
+from memtoc.ingest.redact import Redactor
+store = SqliteStore(sys.argv[1])
+memory = Memory(store, redactor=Redactor())
+def ack(info):
+    sys.stdout.write(json.dumps(info.event_ids) + "\\n")
+    sys.stdout.flush()
+memory.ingest([sys.argv[2]], on_commit=ack)
+print("DONE", flush=True)
+"""
+
+
+def make_transcript(path: Path) -> None:
+    rng = random.Random(3)
+    with path.open("w", encoding="utf-8") as fh:
+        for i in range(N_EVENTS):
+            text = " ".join(rng.choice(["auth", "token", "refresh", "pytest", "deploy", "cache"])
+                            for _ in range(rng.randint(5, 60)))  # fmt: skip
+            fh.write(json.dumps({
+                "session_id": f"s{i // 500}",
+                "timestamp": 1_705_572_000_000 + i * 1_000,
+                "role": "user" if i % 2 else "assistant",
+                "text": f"{i}: {text}",
+            }) + "\n")  # fmt: skip
+
+
+def run_child(db: Path, transcript: Path, kill_after: float | None) -> tuple[list[str], bool]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", CHILD, str(db), str(transcript)],
+        stdout=subprocess.PIPE,
+        env=env,
+        text=True,
+    )
+    if kill_after is not None:
+        time.sleep(kill_after)
+        proc.send_signal(signal.SIGKILL)
+    out, _ = proc.communicate(timeout=300)
+    acked: list[str] = []
+    finished = False
+    for row in out.splitlines():
+        if row == "DONE":
+            finished = True
+        elif row.startswith("["):
+            try:
+                acked.extend(json.loads(row))
+            except json.JSONDecodeError:  # a line cut by the kill: not acknowledged
+                pass
+    return acked, finished
+
+
+def check_store(db: Path, acknowledged: set[str]) -> None:
+    with SqliteStore(db) as store:
+        report = verify(store)
+        assert report.ok, report.problems
+        present = {e.event_id for e in store.get_events(acknowledged)}
+        assert present == acknowledged, f"lost {len(acknowledged - present)} acknowledged events"
+
+
+def test_sigkill_during_ingest_loses_and_duplicates_nothing(tmp_path: Path) -> None:
+    transcript = tmp_path / "big.jsonl"
+    make_transcript(transcript)
+    rng = random.Random(11)
+    kills = rounds = 0
+    while kills < KILLS:
+        # A round: one store, killed again and again until an ingest finishes on its own.
+        rounds += 1
+        db = tmp_path / f"round{rounds}" / "memtoc.db"
+        acknowledged: set[str] = set()
+        while True:
+            acked, finished = run_child(db, transcript, kill_after=rng.uniform(0.2, 1.5))
+            acknowledged.update(acked)
+            if finished:
+                break
+            kills += 1
+            check_store(db, acknowledged)
+        check_store(db, acknowledged)
+        with SqliteStore(db) as store:
+            assert store.count_events() == N_EVENTS
+            distinct = store.connection.execute("SELECT COUNT(DISTINCT event_id) FROM events")
+            assert distinct.fetchone()[0] == N_EVENTS
+            rescan = Memory(store).ingest([transcript], rescan=True)
+            assert (rescan.ingested, rescan.duplicates) == (0, N_EVENTS)
+    assert kills >= 20
