@@ -183,3 +183,22 @@ def test_truncate_cuts_on_word_boundary(exact: TiktokenCounter) -> None:
         truncate_to_tokens(exact, "a" * 400, 3)
     )
     assert exact.count(truncate_to_tokens(exact, "a" * 400, 3)) <= 3
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=string.printable + "\x0b\x1c\x1f", max_size=80))
+def test_stdlib_pattern_matches_cl100k_on_ascii(text: str) -> None:
+    import regex
+
+    # The no-`regex` fallback splits ASCII text exactly like cl100k's pre-tokeniser.
+    assert tokens._stdlib_pattern().findall(text) == regex.findall(tokens.CL100K_PATTERN, text)
+
+
+def test_heuristic_without_regex_module_stays_safe(
+    monkeypatch: pytest.MonkeyPatch, exact: TiktokenCounter
+) -> None:
+    monkeypatch.setattr(tokens, "_compile_pattern", lambda: (tokens._stdlib_pattern(), False))
+    fallback = HeuristicCounter()
+    for text in ["def refresh_token(self):\n    return 42", "naïve café 東京 🎉", "x" * 50]:
+        assert fallback.count(text) >= exact.count(text)
+    assert fallback.count("naïve") == len("naïve".encode())

@@ -66,10 +66,23 @@ STOPWORDS: frozenset[str] = frozenset(
     here's there's what's let me us thats im ive dont cant wont didnt isnt
     first second third last next another other others else etc e.g i.e
     yesterday tomorrow tonight lately recently
+    amazing fun happy excited exciting incredible wonderful fantastic lovely special thankful
+    grateful super cute big little lots people stuff guess mean means
     self none true false def return import class pass null undefined var const elif
     """.split()  # noqa: SIM905 - a word list reads better as text
 )
 """English stopwords plus chat filler and a few code keywords that carry no topic."""
+
+_WEAK_WORDS: frozenset[str] = frozenset(
+    """
+    instead run runs ran running pass passes passed passing fail fails failed failing hold holds
+    held work works worked check checks checked add adds added fix fixes fixed fixing call calls
+    called show shows showed find finds found start starts started keep keeps kept put puts set
+    sets seem seems seemed help helps helped give gives gave come comes came turn turns turned
+    happen happens happened change changes changed ask asks asked
+    """.split()  # noqa: SIM905 - a word list reads better as text
+)
+"""Common verbs: content terms for overlap, but never part of a keyphrase (they break phrases)."""
 
 
 @lru_cache(maxsize=65_536)
@@ -148,7 +161,7 @@ def _classify(token: str) -> tuple[int, str, str]:
     low = token.lower()
     if is_code_token(token):
         return _CODE, low.removesuffix("()"), low.removesuffix("()")
-    if low in STOPWORDS or len(low) < 2 or low[0].isdigit():
+    if low in STOPWORDS or low in _WEAK_WORDS or len(low) < 2 or low[0].isdigit():
         return _STOP, low, low
     return _PLAIN, low, normalize_term(token)
 

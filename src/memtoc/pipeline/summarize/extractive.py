@@ -86,8 +86,11 @@ class ExtractiveSummarizer:
         chosen = self._select(facts, target)
         bullets = [f.text for f in sorted(chosen, key=lambda f: f.position)]
         title = self._title(facts, keywords, events)
+        chosen_ids = {id(f) for f in chosen}
         extra = self._select(
-            [f for f in facts if f not in chosen], 12, penalty_terms=[f.terms for f in chosen]
+            [f for f in facts if id(f) not in chosen_ids],
+            12,
+            penalty_terms=[f.terms for f in chosen],
         )
         facts_block = self._key_facts(facts)
         best = max(chosen, key=lambda f: (f.score, -f.position)).text
