@@ -287,12 +287,16 @@ class Rejection:
     line: int | None
     reason: str
 
+    @property
+    def where(self) -> str:
+        """``file:line`` (or just the file when the line is unknown)."""
+        return f"{self.source}:{self.line}" if self.line is not None else self.source
+
     def __str__(self) -> str:
-        where = f"{self.source}:{self.line}" if self.line is not None else self.source
-        return f"{where}: {self.reason}"
+        return f"{self.where}: {self.reason}"
 
     def to_dict(self) -> dict[str, JsonValue]:
-        return {"source": self.source, "line": self.line, "reason": self.reason, "where": str(self)}
+        return {"source": self.source, "line": self.line, "reason": self.reason, "where": self.where}
 
 
 @dataclass(slots=True)

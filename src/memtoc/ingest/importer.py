@@ -173,15 +173,15 @@ class Importer:
         report = IngestReport(files=1)
         where = str(path)
         try:
-            source = self._source_for(path)
             identity = file_identity(path)
+            if identity is None:
+                return report  # empty (or blank) file: nothing to import, nothing wrong
+            source = self._source_for(path)
             size = path.stat().st_size
         except (OSError, IngestError) as exc:
             reason = exc.reason if isinstance(exc, IngestError) else f"cannot read: {exc}"
             report.rejections.append(Rejection(where, None, reason))
             return report
-        if identity is None:
-            return report  # empty file: nothing to do, nothing wrong
         job = f"{CHECKPOINT_PREFIX}{identity}"
         start = self._resume_offset(job, size, source)
         if start >= size:

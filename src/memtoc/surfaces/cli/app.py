@@ -13,22 +13,37 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Annotated, Any
 
+import click
 import typer
+from typer.core import TyperGroup
 from rich.console import Console
 
 from memtoc.config import Settings, load_settings
 from memtoc.errors import MemtocError
 from memtoc.memory import Memory
 
+console = Console()
+err_console = Console(stderr=True)
+
+class _Group(TyperGroup):
+    """Turns memtoc errors raised by any command into a clear message and exit code 1."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except MemtocError as exc:
+            err_console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+            raise typer.Exit(1) from None
+
+
 app = typer.Typer(
     name="memtoc",
+    cls=_Group,
     help="Long-term memory for AI agents: a table of contents over time.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-console = Console()
-err_console = Console(stderr=True)
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable JSON output.")]
 
@@ -76,7 +91,7 @@ def emit_json(data: Any) -> None:
 
 
 def fail(message: str, code: int = 1) -> typer.Exit:
-    err_console.print(f"[bold red]error:[/] {message}", highlight=False)
+    err_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
     return typer.Exit(code)
 
 
@@ -84,8 +99,4 @@ def main() -> None:
     """Entry point: run the app, turning memtoc errors into clear messages and exit code 1."""
     from memtoc.surfaces.cli import commands  # noqa: F401  (registers the commands)
 
-    try:
-        app()
-    except MemtocError as exc:
-        err_console.print(f"[bold red]error:[/] {exc}", highlight=False)
-        raise SystemExit(1) from None
+    app()

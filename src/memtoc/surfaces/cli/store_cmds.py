@@ -16,6 +16,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from memtoc.clock import SystemClock
 from memtoc.ingest.importer import discover
 from memtoc.model import IngestReport, iso_ms
 from memtoc.store import maintenance
@@ -130,13 +131,15 @@ def events(
     json_out: JsonOpt = False,
 ) -> None:
     """List stored events in time order."""
+    now = SystemClock().now_ms()
+    since_ms = parse_instant(since, now_ms=now, option="--since")
+    until_ms = parse_instant(until, now_ms=now, option="--until")
     with open_memory(ctx, read_only=True) as memory:
-        now = memory.clock.now_ms()
         found = memory.events(
             project=project,
             session_id=session,
-            since_ms=parse_instant(since, now_ms=now, option="--since"),
-            until_ms=parse_instant(until, now_ms=now, option="--until"),
+            since_ms=since_ms,
+            until_ms=until_ms,
             limit=limit,
         )
     if json_out:
