@@ -1,0 +1,347 @@
+"""Claude Code transcripts: ``~/.claude/projects/<encoded-cwd>/<session-uuid>.jsonl``.
+
+Each line is one record. Conversational records look like::
+
+    {"type": "assistant", "uuid": "...", "parentUuid": "...", "sessionId": "...",
+     "timestamp": "2025-06-03T10:15:02.412Z", "cwd": "/home/dev/webapp", "version": "1.0.17",
+     "gitBranch": "main", "isSidechain": false, "userType": "external",
+     "message": {"role": "assistant", "model": "claude-sonnet-4-20250514",
+                 "content": [{"type": "text", "text": "..."}]}}
+
+How records become events:
+
+- ``user``/``assistant`` lines: one event per content block (a string content is one text block).
+  ``text`` → user_message / assistant_message; ``tool_use`` (and ``server_tool_use``) → tool_call
+  whose text is the tool name and its input as compact JSON; ``tool_result`` (and the server tools'
+  ``*_tool_result``) → tool_result, role tool, text flattened from a string or a list of blocks;
+  ``image``/``document`` → a ``[image]``/``[document]`` placeholder. ``thinking`` blocks are
+  skipped (counted) unless ``include_thinking``, when they become assistant_message events with
+  ``kind: thinking``; ``redacted_thinking`` is always skipped. Empty text blocks are skipped.
+- ``system`` lines with content → system events (``kind`` = their subtype).
+- ``summary`` lines (``{"type": "summary", "summary", "leafUuid"}``) → a system event with
+  ``kind: summary``. They carry no time, session or directory, so they take the file's first
+  timestamp, session and cwd (or the file's mtime when no line has a timestamp): the same values
+  whichever offset the read starts from.
+- Any other record type (``file-history-snapshot``, ``queue-operation``, …) is bookkeeping:
+  skipped, not an error.
+
+``event_id`` is the line's ``uuid`` for its first event and ``uuid#N`` for the N-th further event of
+the same line. ``project`` is the basename of ``cwd``; the full ``cwd`` is in the metadata, with
+``uuid``, ``parent_uuid``, ``git_branch``, ``version``, ``sidechain`` (subagent messages are kept),
+``model`` (assistant), ``tool_name``/``tool_use_id``/``is_error`` (tools).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from memtoc.ingest.sources._lines import (
+    basename,
+    compact_json,
+    decode_line,
+    first_line_cut,
+    first_object,
+    iter_lines,
+    mtime_ms,
+    parse_timestamp,
+)
+from memtoc.ingest.sources.base import EventDraft, RawRecord, SourceOptions
+from memtoc.model import JsonValue
+
+_MESSAGE_TYPES = frozenset({"user", "assistant"})
+_CC_ONLY_TYPES = frozenset({"file-history-snapshot", "queue-operation", "summary"})
+"""Record types no other format uses (for sniffing)."""
+_CONTEXT_SCAN_LINES = 2000
+"""How far into a file to look for the session's first timestamp and cwd (for summary lines)."""
+
+_Part = tuple[str, str, str, dict[str, JsonValue]]
+"""(event_type, role, text, extra metadata) for one content block."""
+
+
+@dataclass(frozen=True, slots=True)
+class _FileContext:
+    """What a file says about its session as a whole: its first session id, cwd and instant."""
+
+    session_id: str
+    cwd: str | None
+    ts_ms: int
+
+
+class ClaudeCodeSource:
+    """Claude Code's per-session JSONL transcripts."""
+
+    name = "claude-code"
+    agent = "claude-code"
+    incremental = True
+
+    def sniff(self, path: Path, head: bytes) -> bool:
+        """Claude Code's keys (``sessionId``, ``parentUuid``, ``leafUuid``) or record types."""
+        obj = first_object(head)
+        if obj is None:
+            return first_line_cut(head) and b'"sessionId"' in head and b'"parentUuid"' in head
+        if "sessionId" in obj or "parentUuid" in obj or "leafUuid" in obj:
+            return True
+        kind = obj.get("type")
+        return kind in _CC_ONLY_TYPES or (kind in ("user", "assistant", "system") and "uuid" in obj)
+
+    def read(self, path: Path, start: int, options: SourceOptions) -> Iterator[RawRecord]:
+        """One record per non-blank line from byte ``start``."""
+        stem = path.stem
+        context: _FileContext | None = None
+        for line_no, offset, raw in iter_lines(path, start):
+            end = offset + len(raw)
+            if raw.isspace():
+                continue
+            obj, error = decode_line(raw, offset)
+            if error is not None:
+                yield RawRecord(line_no, offset, end, error=error, complete=raw[-1:] == b"\n")
+                continue
+            record = RawRecord(line_no, offset, end)
+            if not isinstance(obj, dict):
+                record.error = "line is not a JSON object"
+            elif obj.get("type") == "summary":
+                if context is None:
+                    context = _file_context(path)
+                _summary(obj, context, options, record)
+            else:
+                _line(obj, stem, options, record)
+            yield record
+
+    def session_hint(self, path: Path) -> Mapping[str, str]:
+        """``session_id``, ``cwd`` and ``project`` from the first lines that name them."""
+        context = _file_context(path)
+        hint = {"session_id": context.session_id}
+        if context.cwd is not None:
+            hint["cwd"] = context.cwd
+            project = basename(context.cwd)
+            if project is not None:
+                hint["project"] = project
+        return hint
+
+
+def _line(obj: dict[str, Any], stem: str, options: SourceOptions, record: RawRecord) -> None:
+    """Fill ``record`` from a user, assistant, system or bookkeeping line."""
+    kind = obj.get("type")
+    if kind is None:
+        record.error = "missing field 'type'"
+        return
+    if kind not in _MESSAGE_TYPES and kind != "system":
+        record.skipped = 1
+        return
+    if "timestamp" not in obj:
+        record.error = "missing field 'timestamp'"
+        return
+    try:
+        ts_ms = parse_timestamp(obj["timestamp"])
+    except ValueError as exc:
+        record.error = str(exc)
+        return
+    base = _base_metadata(obj)
+    if kind == "system":
+        content = obj.get("content")
+        if not isinstance(content, str) or not content.strip():
+            record.skipped = 1
+            return
+        extra: dict[str, JsonValue] = {"kind": obj.get("subtype") or "system"}
+        if isinstance(obj.get("level"), str):
+            extra["level"] = obj["level"]
+        parts: list[_Part] = [("system", "system", content, extra)]
+    else:
+        message = obj.get("message")
+        if not isinstance(message, dict):
+            record.error = (
+                "missing field 'message'"
+                if message is None
+                else "field 'message' must be an object"
+            )
+            return
+        if kind == "assistant":
+            for key, meta_key in (("model", "model"), ("id", "message_id")):
+                if isinstance(message.get(key), str):
+                    base[meta_key] = message[key]
+        parts_or_error = _content_parts(message.get("content"), kind, options)
+        if isinstance(parts_or_error, str):
+            record.error = parts_or_error
+            return
+        parts, record.skipped = parts_or_error
+    session_id = obj.get("sessionId")
+    if not isinstance(session_id, str) or not session_id:
+        session_id = stem
+    project = basename(obj.get("cwd"))
+    uuid = obj.get("uuid") if isinstance(obj.get("uuid"), str) else None
+    for index, (event_type, role, text, extra) in enumerate(parts):
+        event_id = None if uuid is None else (uuid if index == 0 else f"{uuid}#{index}")
+        record.drafts.append(
+            EventDraft(
+                session_id=session_id,
+                ts_ms=ts_ms,
+                event_type=event_type,
+                role=role,
+                text=text,
+                metadata={**base, **extra},
+                project=project,
+                agent=options.default_agent,
+                event_id=event_id,
+                part=index,
+            )
+        )
+
+
+def _base_metadata(obj: dict[str, Any]) -> dict[str, JsonValue]:
+    """The line-level metadata every event of the line carries (absent values left out)."""
+    meta: dict[str, JsonValue] = {}
+    for key, meta_key in (
+        ("uuid", "uuid"),
+        ("parentUuid", "parent_uuid"),
+        ("cwd", "cwd"),
+        ("gitBranch", "git_branch"),
+        ("version", "version"),
+        ("agentId", "agent_id"),
+    ):
+        value = obj.get(key)
+        if value is not None:
+            meta[meta_key] = value
+    meta["sidechain"] = obj.get("isSidechain") is True
+    if obj.get("isMeta") is True:
+        meta["is_meta"] = True
+    if obj.get("isCompactSummary") is True:
+        meta["is_compact_summary"] = True
+    return meta
+
+
+def _content_parts(
+    content: Any, kind: str, options: SourceOptions
+) -> tuple[list[_Part], int] | str:
+    """The events of a message's content and how many blocks were skipped, or an error."""
+    if isinstance(content, str):
+        content = [{"type": "text", "text": content}]
+    elif content is None:
+        return "missing field 'message.content'"
+    elif not isinstance(content, list):
+        return "field 'message.content' must be a string or a list of blocks"
+    text_type, role = (
+        ("user_message", "user") if kind == "user" else ("assistant_message", "assistant")
+    )
+    parts: list[_Part] = []
+    skipped = 0
+    for block in content:
+        btype = block.get("type") if isinstance(block, dict) else None
+        if btype == "text":
+            text = block.get("text")
+            if isinstance(text, str) and text.strip():
+                parts.append((text_type, role, text, {}))
+            else:
+                skipped += 1
+        elif btype in ("tool_use", "server_tool_use"):
+            name = block.get("name") if isinstance(block.get("name"), str) else "tool"
+            text = f"{name} {compact_json(block.get('input', {}))}"
+            extra: dict[str, JsonValue] = {"tool_name": name}
+            if isinstance(block.get("id"), str):
+                extra["tool_use_id"] = block["id"]
+            parts.append(("tool_call", "assistant", text, extra))
+        elif isinstance(btype, str) and btype.endswith("tool_result"):
+            extra = {"is_error": block.get("is_error") is True}
+            if isinstance(block.get("tool_use_id"), str):
+                extra["tool_use_id"] = block["tool_use_id"]
+            if btype != "tool_result":
+                extra["result_type"] = btype
+            parts.append(("tool_result", "tool", flatten_content(block.get("content")), extra))
+        elif btype in ("image", "document"):
+            parts.append((text_type, role, f"[{btype}]", {"kind": btype}))
+        elif btype == "thinking" and options.include_thinking:
+            thinking = block.get("thinking")
+            if isinstance(thinking, str) and thinking.strip():
+                parts.append(("assistant_message", "assistant", thinking, {"kind": "thinking"}))
+            else:
+                skipped += 1
+        else:
+            skipped += 1
+    return parts, skipped
+
+
+def flatten_content(content: Any) -> str:
+    """A tool result's content as text: a string, or a list of blocks joined by newlines."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        return compact_json(content)
+    pieces: list[str] = []
+    for item in content:
+        if isinstance(item, str):
+            pieces.append(item)
+        elif (
+            isinstance(item, dict)
+            and item.get("type") == "text"
+            and isinstance(item.get("text"), str)
+        ):
+            pieces.append(item["text"])
+        elif isinstance(item, dict) and item.get("type") in ("image", "document"):
+            pieces.append(f"[{item['type']}]")
+        else:
+            pieces.append(compact_json(item))
+    return "\n".join(pieces)
+
+
+def _summary(
+    obj: dict[str, Any], context: _FileContext, options: SourceOptions, record: RawRecord
+) -> None:
+    """Fill ``record`` from a ``summary`` line, placed at the session's first instant."""
+    text = obj.get("summary")
+    if not isinstance(text, str):
+        record.error = (
+            "missing field 'summary'" if text is None else "field 'summary' must be a string"
+        )
+        return
+    if not text.strip():
+        record.skipped = 1
+        return
+    metadata: dict[str, JsonValue] = {"kind": "summary"}
+    if isinstance(obj.get("leafUuid"), str):
+        metadata["leaf_uuid"] = obj["leafUuid"]
+    if context.cwd is not None:
+        metadata["cwd"] = context.cwd
+    record.drafts.append(
+        EventDraft(
+            session_id=context.session_id,
+            ts_ms=context.ts_ms,
+            event_type="system",
+            role="system",
+            text=text,
+            metadata=metadata,
+            project=basename(context.cwd),
+            agent=options.default_agent,
+        )
+    )
+
+
+def _file_context(path: Path) -> _FileContext:
+    """The session id, cwd and first timestamp found in the first lines of the file."""
+    session_id: str | None = None
+    cwd: str | None = None
+    ts_ms: int | None = None
+    for line_no, offset, raw in iter_lines(path, 0):
+        if line_no > _CONTEXT_SCAN_LINES:
+            break
+        obj, error = decode_line(raw, offset)
+        if error is not None or not isinstance(obj, dict):
+            continue
+        if session_id is None and isinstance(obj.get("sessionId"), str) and obj["sessionId"]:
+            session_id = obj["sessionId"]
+        if cwd is None and isinstance(obj.get("cwd"), str):
+            cwd = obj["cwd"]
+        if ts_ms is None and "timestamp" in obj:
+            with contextlib.suppress(ValueError):
+                ts_ms = parse_timestamp(obj["timestamp"])
+        if session_id is not None and cwd is not None and ts_ms is not None:
+            break
+    return _FileContext(
+        session_id=session_id or path.stem,
+        cwd=cwd,
+        ts_ms=ts_ms if ts_ms is not None else mtime_ms(path),
+    )

@@ -1,0 +1,375 @@
+"""Codex CLI sessions: ``~/.codex/sessions/YYYY/MM/DD/rollout-<timestamp>-<uuid>.jsonl``.
+
+Current files wrap every line in an envelope ``{"timestamp", "type", "payload"}``:
+
+- ``session_meta`` (the first line): ``id``, ``timestamp``, ``cwd``, ``originator``,
+  ``cli_version``, ``instructions``, ``git`` — read once per file by ``session_hint``, so a read
+  from a later offset still knows the session id and cwd. Not an event itself (skipped).
+- ``response_item`` payloads are the conversation: ``message`` (role user / assistant / developer /
+  system, ``content`` blocks ``input_text`` / ``output_text`` / ``input_image``) → one event per
+  block; ``function_call``, ``custom_tool_call``, ``local_shell_call``, ``web_search_call`` →
+  tool_call (text: tool name and compact arguments); ``function_call_output`` and
+  ``custom_tool_call_output`` → tool_result; ``reasoning`` is skipped unless ``include_thinking``.
+  User messages that are injected context (``<environment_context>``, ``<user_instructions>``,
+  ``# AGENTS.md instructions``) become system events with that ``kind``.
+- ``event_msg`` payloads mirror the response items for the UI (user_message, agent_message,
+  agent_reasoning, token_count, exec_command_*): skipped, except ``turn_aborted`` and ``error``,
+  which nothing else records (system events).
+- ``compacted`` (the summary that replaces history after compaction) → a system event.
+- ``turn_context`` is bookkeeping: skipped.
+
+Older files (early 2025) start with the bare session object ``{"id", "timestamp", "instructions"}``,
+then bare response items and ``{"record_type": "state"}`` markers, with no per-line timestamps:
+their events are placed at the session start plus one millisecond per line number (so they keep
+file order and get the same instant whatever offset a read starts from).
+
+``session_id`` is the session's ``id`` (else the uuid in the file name, else the file stem),
+``project`` the basename of its ``cwd``. Metadata carries ``cwd``, ``git_branch``, and for tools
+``tool_name``, ``tool_use_id`` (Codex's ``call_id``), ``is_error``/``exit_code`` when known.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from memtoc.errors import IngestError
+from memtoc.ingest.sources._lines import (
+    basename,
+    compact_json,
+    decode_line,
+    first_line_cut,
+    first_object,
+    iter_lines,
+    mtime_ms,
+    parse_timestamp,
+)
+from memtoc.ingest.sources.base import EventDraft, RawRecord, SourceOptions
+from memtoc.model import JsonValue
+
+_ENVELOPE_TYPES = frozenset(
+    {"session_meta", "response_item", "event_msg", "turn_context", "compacted"}
+)
+_UUID_AT_END = re.compile(
+    r"([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})$"
+)
+_TEXT_BLOCKS = frozenset({"input_text", "output_text", "text"})
+_INJECTED_PREFIXES = (
+    ("<environment_context>", "environment_context"),
+    ("<user_instructions>", "user_instructions"),
+    ("# AGENTS.md instructions", "user_instructions"),
+)
+_MESSAGE_ROLES = {
+    "user": ("user_message", "user"),
+    "assistant": ("assistant_message", "assistant"),
+    "developer": ("system", "system"),
+    "system": ("system", "system"),
+}
+
+_Part = tuple[str, str, str, dict[str, JsonValue]]
+"""(event_type, role, text, extra metadata) for one event of a record."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Session:
+    """What the first line says about the whole file."""
+
+    session_id: str
+    cwd: str | None
+    ts_ms: int | None
+    git_branch: str | None
+
+
+class CodexSource:
+    """Codex CLI rollout files, current (envelope) and early-2025 (bare items) layouts."""
+
+    name = "codex"
+    agent = "codex"
+    incremental = True
+
+    def sniff(self, path: Path, head: bytes) -> bool:
+        """An envelope line with a ``payload``, or the legacy bare session object."""
+        obj = first_object(head)
+        if obj is None:
+            start = head.lstrip()[:16]
+            return first_line_cut(head) and (
+                (start.startswith(b'{"timestamp"') and b'"type":"session_meta"' in head)
+                or (start.startswith(b'{"id"') and b'"instructions"' in head)
+            )
+        if obj.get("type") in _ENVELOPE_TYPES and isinstance(obj.get("payload"), dict):
+            return True
+        return _is_legacy_meta(obj) and ("instructions" in obj or path.name.startswith("rollout-"))
+
+    def read(self, path: Path, start: int, options: SourceOptions) -> Iterator[RawRecord]:
+        """One record per non-blank line from byte ``start``."""
+        session = _read_session(path)
+        base: dict[str, JsonValue] = {}
+        if session.cwd is not None:
+            base["cwd"] = session.cwd
+        if session.git_branch is not None:
+            base["git_branch"] = session.git_branch
+        project = basename(session.cwd)
+        legacy_start: int | None = session.ts_ms
+        for line_no, offset, raw in iter_lines(path, start):
+            end = offset + len(raw)
+            if raw.isspace():
+                continue
+            obj, error = decode_line(raw, offset)
+            if error is not None:
+                yield RawRecord(line_no, offset, end, error=error, complete=raw[-1:] == b"\n")
+                continue
+            record = RawRecord(line_no, offset, end)
+            if not isinstance(obj, dict):
+                record.error = "line is not a JSON object"
+                yield record
+                continue
+            if "payload" in obj:
+                found = _envelope(obj, options)
+            else:
+                if legacy_start is None:
+                    legacy_start = mtime_ms(path)
+                found = _legacy(obj, legacy_start + line_no - 1, options)
+            if isinstance(found, str):
+                record.error = found
+            else:
+                ts_ms, parts, record.skipped = found
+                for index, (event_type, role, text, extra) in enumerate(parts):
+                    record.drafts.append(
+                        EventDraft(
+                            session_id=session.session_id,
+                            ts_ms=ts_ms,
+                            event_type=event_type,
+                            role=role,
+                            text=text,
+                            metadata={**base, **extra},
+                            project=project,
+                            agent=options.default_agent,
+                            part=index,
+                        )
+                    )
+            yield record
+
+    def session_hint(self, path: Path) -> Mapping[str, str]:
+        """``session_id``, ``cwd`` and ``project`` from the session's first line."""
+        session = _read_session(path)
+        hint = {"session_id": session.session_id}
+        if session.cwd is not None:
+            hint["cwd"] = session.cwd
+            project = basename(session.cwd)
+            if project is not None:
+                hint["project"] = project
+        return hint
+
+
+_Found = tuple[int, list[_Part], int] | str
+"""(timestamp, events, skipped parts), or why the line is rejected."""
+
+
+def _envelope(obj: dict[str, Any], options: SourceOptions) -> _Found:
+    """The events of a current-format line."""
+    kind = obj.get("type")
+    if kind not in ("response_item", "event_msg", "compacted"):
+        return 0, [], 1
+    payload = obj["payload"]
+    if not isinstance(payload, dict):
+        return "field 'payload' must be an object"
+    if "timestamp" not in obj:
+        return "missing field 'timestamp'"
+    try:
+        ts_ms = parse_timestamp(obj["timestamp"])
+    except ValueError as exc:
+        return str(exc)
+    if kind == "response_item":
+        found = _item(payload, options)
+    elif kind == "event_msg":
+        found = _event_msg(payload)
+    else:
+        message = payload.get("message")
+        found = ([], 1)
+        if isinstance(message, str) and message.strip():
+            found = ([("system", "system", message, {"kind": "compacted"})], 0)
+    return found if isinstance(found, str) else (ts_ms, *found)
+
+
+def _legacy(obj: dict[str, Any], default_ts: int, options: SourceOptions) -> _Found:
+    """The events of an early-2025 line (a bare response item, or bookkeeping)."""
+    if "record_type" in obj or _is_legacy_meta(obj):
+        return 0, [], 1
+    if "type" not in obj:
+        return "missing field 'type'"
+    ts_ms = default_ts
+    if "timestamp" in obj:
+        try:
+            ts_ms = parse_timestamp(obj["timestamp"])
+        except ValueError as exc:
+            return str(exc)
+    found = _item(obj, options)
+    return found if isinstance(found, str) else (ts_ms, *found)
+
+
+def _is_legacy_meta(obj: dict[str, Any]) -> bool:
+    return "id" in obj and "timestamp" in obj and "type" not in obj and "role" not in obj
+
+
+def _item(item: dict[str, Any], options: SourceOptions) -> tuple[list[_Part], int] | str:
+    """The events of one response item and the count of skipped parts, or an error."""
+    kind = item.get("type")
+    call_meta: dict[str, JsonValue] = {}
+    if isinstance(item.get("call_id"), str):
+        call_meta["tool_use_id"] = item["call_id"]
+    if kind == "message":
+        return _message(item)
+    if kind == "reasoning":
+        if not options.include_thinking:
+            return [], 1
+        texts = [
+            block["text"]
+            for key in ("summary", "content")
+            for block in (item.get(key) or [])
+            if isinstance(block, dict) and isinstance(block.get("text"), str) and block["text"]
+        ]
+        if not texts:
+            return [], 1
+        return [("assistant_message", "assistant", "\n\n".join(texts), {"kind": "thinking"})], 0
+    if kind in ("function_call", "custom_tool_call"):
+        name = item.get("name") if isinstance(item.get("name"), str) else "tool"
+        args = item.get("arguments") if kind == "function_call" else item.get("input")
+        text = f"{name} {_compact_arguments(args)}"
+        return [("tool_call", "assistant", text, {"tool_name": name, **call_meta})], 0
+    if kind in ("local_shell_call", "web_search_call"):
+        name = "local_shell" if kind == "local_shell_call" else "web_search"
+        text = f"{name} {compact_json(item.get('action', {}))}"
+        return [("tool_call", "assistant", text, {"tool_name": name, **call_meta})], 0
+    if kind in ("function_call_output", "custom_tool_call_output"):
+        text, extra = _call_output(item.get("output"))
+        return [("tool_result", "tool", text, {**call_meta, **extra})], 0
+    return [], 1
+
+
+def _message(item: dict[str, Any]) -> tuple[list[_Part], int] | str:
+    """One event per content block of a ``message`` item."""
+    role = item.get("role")
+    mapped = _MESSAGE_ROLES.get(role) if isinstance(role, str) else None
+    if mapped is None:
+        return f"unknown message role {role!r}" if role is not None else "missing field 'role'"
+    content = item.get("content")
+    if isinstance(content, str):
+        content = [{"type": "text", "text": content}]
+    if not isinstance(content, list):
+        return "field 'content' must be a list of blocks"
+    event_type, event_role = mapped
+    base: dict[str, JsonValue] = {"kind": "developer"} if role == "developer" else {}
+    parts: list[_Part] = []
+    skipped = 0
+    for block in content:
+        btype = block.get("type") if isinstance(block, dict) else None
+        text = block.get("text") if btype in _TEXT_BLOCKS else None
+        if btype == "refusal":
+            text = block.get("refusal")
+        if isinstance(text, str) and text.strip():
+            extra = base
+            if role == "user":
+                for prefix, injected in _INJECTED_PREFIXES:
+                    if text.startswith(prefix):
+                        parts.append(("system", "system", text, {"kind": injected}))
+                        break
+                else:
+                    parts.append((event_type, event_role, text, extra))
+            else:
+                parts.append((event_type, event_role, text, extra))
+        elif btype == "input_image":
+            parts.append((event_type, event_role, "[image]", {**base, "kind": "image"}))
+        else:
+            skipped += 1
+    return parts, skipped
+
+
+def _event_msg(payload: dict[str, Any]) -> tuple[list[_Part], int]:
+    """UI events: only those no response item duplicates become events."""
+    kind = payload.get("type")
+    if kind == "turn_aborted":
+        reason = payload.get("reason")
+        text = f"turn aborted: {reason}" if isinstance(reason, str) else "turn aborted"
+        return [("system", "system", text, {"kind": "turn_aborted"})], 0
+    if kind == "error" and isinstance(payload.get("message"), str) and payload["message"]:
+        return [("system", "system", payload["message"], {"kind": "error"})], 0
+    return [], 1
+
+
+def _compact_arguments(args: Any) -> str:
+    """Tool arguments: a JSON string re-rendered compactly, other strings verbatim."""
+    if isinstance(args, str):
+        if args[:1] in ("{", "["):
+            try:
+                return compact_json(json.loads(args))
+            except ValueError:
+                return args
+        return args
+    return compact_json(args if args is not None else {})
+
+
+def _call_output(output: Any) -> tuple[str, dict[str, JsonValue]]:
+    """A tool output's text, with ``exit_code``/``is_error`` when the output states them."""
+    if isinstance(output, dict):
+        content = output.get("content")
+        text = content if isinstance(content, str) else compact_json(content)
+        success = output.get("success")
+        return text, ({"is_error": not success} if isinstance(success, bool) else {})
+    if not isinstance(output, str):
+        return ("" if output is None else compact_json(output)), {}
+    exit_code: Any = None
+    text = output
+    if output.startswith("{") and '"output"' in output:
+        try:
+            parsed = json.loads(output)
+        except ValueError:
+            parsed = None
+        if isinstance(parsed, dict) and isinstance(parsed.get("output"), str):
+            text = parsed["output"]
+            meta = parsed.get("metadata")
+            if isinstance(meta, dict):
+                exit_code = meta.get("exit_code")
+    elif output.startswith("Exit code: "):
+        first = output[len("Exit code: ") :].split("\n", 1)[0].strip()
+        exit_code = int(first) if first.lstrip("-").isdigit() else None
+    if isinstance(exit_code, int) and not isinstance(exit_code, bool):
+        return text, {"exit_code": exit_code, "is_error": exit_code != 0}
+    return text, {}
+
+
+def _read_session(path: Path) -> _Session:
+    """The session described by the file's first line (current or legacy), with fallbacks."""
+    try:
+        with path.open("rb") as f:
+            first = f.readline()
+    except OSError as exc:
+        raise IngestError(f"cannot open: {exc.strerror}", source=str(path)) from exc
+    obj, _ = decode_line(first, 0) if first.strip() else (None, None)
+    meta: dict[str, Any] = {}
+    if isinstance(obj, dict):
+        if obj.get("type") == "session_meta" and isinstance(obj.get("payload"), dict):
+            meta = {"timestamp": obj.get("timestamp"), **obj["payload"]}
+        elif _is_legacy_meta(obj):
+            meta = obj
+    session_id = meta.get("id")
+    if not isinstance(session_id, str) or not session_id:
+        match = _UUID_AT_END.search(path.stem)
+        session_id = match.group(1) if match else path.stem
+    ts_ms: int | None = None
+    try:
+        ts_ms = parse_timestamp(meta["timestamp"]) if meta.get("timestamp") is not None else None
+    except ValueError:
+        ts_ms = None
+    git = meta.get("git")
+    branch = git.get("branch") if isinstance(git, dict) else None
+    cwd = meta.get("cwd")
+    return _Session(
+        session_id=session_id,
+        cwd=cwd if isinstance(cwd, str) else None,
+        ts_ms=ts_ms,
+        git_branch=branch if isinstance(branch, str) else None,
+    )
