@@ -126,15 +126,29 @@ def file_identity(path: Path) -> str | None:
     return hashlib.blake2b(first, digest_size=12).hexdigest()
 
 
-def cap_text(text: str, max_bytes: int) -> tuple[str, int | None]:
-    """``text`` cut to ``max_bytes`` UTF-8 bytes with a marker, and its original size if cut."""
-    if len(text) * 4 <= max_bytes:  # cheap exit: cannot be over the cap
+def cap_text(text: str, max_bytes: int, *, original_size: int | None = None) -> tuple[str, int | None]:
+    """``text`` cut to ``max_bytes`` UTF-8 bytes plus a marker, and the original size if it was cut.
+
+    ``original_size`` names the size to report when ``text`` is itself a cut of a larger original.
+    """
+    if len(text) * 4 <= max_bytes and original_size is None:  # cheap exit: cannot be over
+        return text, None
+    raw = text.encode("utf-8", "surrogatepass")
+    if len(raw) <= max_bytes and original_size is None:
+        return text, None
+    size = original_size if original_size is not None else len(raw)
+    cut = raw[:max_bytes].decode("utf-8", "ignore")
+    return cut + TRUNCATION_MARKER.format(size=size), size
+
+
+def _prefix_bytes(text: str, max_bytes: int) -> tuple[str, int | None]:
+    """At most ``max_bytes`` of ``text`` (no marker), and the full size when it was longer."""
+    if len(text) * 4 <= max_bytes:
         return text, None
     raw = text.encode("utf-8", "surrogatepass")
     if len(raw) <= max_bytes:
         return text, None
-    cut = raw[:max_bytes].decode("utf-8", "ignore")
-    return cut + TRUNCATION_MARKER.format(size=len(raw)), len(raw)
+    return raw[:max_bytes].decode("utf-8", "ignore"), len(raw)
 
 
 class Importer:
@@ -202,7 +216,9 @@ class Importer:
                 else:
                     report.skipped += record.skipped
                     for draft in record.drafts:
-                        event = self._event_from(draft, identity, record, where, report)
+                        event = self._event_from(
+                            draft, identity, record, where, report, source.agent
+                        )
                         if event is not None:
                             batch.events.append(event)
                 report.read += 1
@@ -212,8 +228,9 @@ class Importer:
                 consumed = record.end_offset
                 if len(batch.events) >= self.options.batch_size:
                     self._flush(batch, job, where, source, report)
-        except OSError as exc:
-            report.rejections.append(Rejection(where, None, f"read failed: {exc}"))
+        except (OSError, IngestError) as exc:
+            reason = exc.reason if isinstance(exc, IngestError) else f"read failed: {exc}"
+            report.rejections.append(Rejection(where, None, reason))
         self._flush(batch, job, where, source, report)
         report.bytes_read += max(0, consumed - start)
         return report
@@ -269,13 +286,16 @@ class Importer:
         record: RawRecord,
         where: str,
         report: IngestReport,
+        agent: str,
     ) -> Event | None:
         position = f"line:{record.line}@{record.offset}" + (f"#{draft.part}" if draft.part else "")
         try:
             event_id = draft.event_id or derived_ulid(
                 draft.ts_ms, f"{identity}:{record.offset}:{draft.part}"
             )
-            return self.make_event(draft, event_id, report, source=where, source_pos=position)
+            return self.make_event(
+                draft, event_id, report, source=where, source_pos=position, agent=agent
+            )
         except IngestError as exc:
             report.rejections.append(Rejection(where, record.line, exc.reason))
             return None
@@ -288,6 +308,7 @@ class Importer:
         *,
         source: str | None = None,
         source_pos: str | None = None,
+        agent: str = "unknown",
     ) -> Event:
         """Validate, cap and redact one draft into an ``Event`` (counting into ``report``)."""
         role = draft.role or DEFAULT_ROLE_FOR_TYPE.get(draft.event_type, "")
@@ -299,7 +320,9 @@ class Importer:
         if not draft.session_id:
             raise IngestError("missing session_id", event_id=event_id)
         metadata: dict[str, JsonValue] = dict(draft.metadata)
-        text, original = cap_text(draft.text, self.options.max_event_bytes + 4096)
+        # Cut with slack first (so a huge text is not redacted in full), redact, then cut to the
+        # cap: a secret straddling the cap is still seen whole by the redactor.
+        text, original = _prefix_bytes(draft.text, self.options.max_event_bytes + 4096)
         if self.redactor is not None:
             text, counts = self.redactor.redact(text)
             if metadata:
@@ -311,17 +334,16 @@ class Importer:
                 report.redacted += sum(counts.values())
                 for kind, n in counts.items():
                     report.redactions_by_kind[kind] = report.redactions_by_kind.get(kind, 0) + n
-        capped, cut_from = cap_text(text, self.options.max_event_bytes)
-        if original is not None or cut_from is not None:
-            text = capped
-            metadata["truncated_from_bytes"] = original or cut_from
+        text, cut_from = cap_text(text, self.options.max_event_bytes, original_size=original)
+        if cut_from is not None:
+            metadata["truncated_from_bytes"] = cut_from
             report.truncated += 1
         project = self.options.project or draft.project or self.options.default_project
         return Event(
             event_id=event_id,
             session_id=draft.session_id,
             project=project,
-            agent=draft.agent or "unknown",
+            agent=draft.agent or agent,
             ts_ms=draft.ts_ms,
             event_type=event_type,
             role=role,
