@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from typing import Protocol
 
 from memtoc.model import AppendResult, Bookmark, Event, Grip, JsonValue, OutboxEntry, TocNode
@@ -127,8 +128,146 @@ class Store(Protocol):
     # -- bookmarks ----------------------------------------------------------------------------------
     def put_bookmark(self, bookmark: Bookmark) -> None: ...
 
-    def list_bookmarks(self, project: str | None = None, limit: int | None = None) -> list[Bookmark]:
-        ...
+    def list_bookmarks(
+        self, project: str | None = None, limit: int | None = None
+    ) -> list[Bookmark]: ...
 
     # -- housekeeping -------------------------------------------------------------------------------
     def stats(self) -> dict[str, JsonValue]: ...
+
+
+# -- segments and rollups (pipeline) ----------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class SegmentRecord:
+    """The bookkeeping row of one segment: a session's contiguous events of one project.
+
+    ``start_ms`` is the first event's instant, ``end_ms`` one past the last event's (exclusive);
+    events are ordered by ``(ts_ms, event_id)``. ``built`` is False while the segment's node must be
+    (re)built; ``error`` holds why the last build failed (the segment is quarantined until
+    ``retry_failed_segments``).
+    """
+
+    project: str
+    node_id: str
+    session_id: str
+    start_ms: int
+    end_ms: int
+    first_seq: int
+    last_seq: int
+    event_count: int
+    token_count: int
+    first_event_id: str
+    last_event_id: str
+    closed: bool = False
+    built: bool = False
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DirtyPeriod:
+    """A period whose children changed since it was last rolled up."""
+
+    project: str
+    node_id: str
+    level: str
+    activity_ms: int
+    """The latest data instant among the changes (end of the newest changed child)."""
+    marked_ms: int
+    """When (clock time) it was last marked dirty."""
+
+
+@dataclass(frozen=True, slots=True)
+class DocRow:
+    """A searchable document (node or grip) mirrored into ``docs`` + ``docs_fts``."""
+
+    kind: str
+    doc_id: str
+    project: str
+    ts_ms: int
+    text: str
+
+
+class PipelineStore(Store, Protocol):
+    """The capability the TOC pipeline needs on top of ``Store``: segment bookkeeping, rollup marks,
+    node deletion and search-document upkeep. Writes join the caller's ``transaction()``."""
+
+    # segmentation
+    def assigned_seqs(self, seqs: Sequence[int]) -> set[int]: ...
+
+    def session_tail(self, project: str, session_id: str) -> SegmentRecord | None: ...
+
+    def segment_before(
+        self, project: str, session_id: str, ts_ms: int, event_id: str
+    ) -> SegmentRecord | None:
+        """The last segment of the session starting at or before ``(ts_ms, event_id)``."""
+        ...
+
+    def segments_from(
+        self, project: str, session_id: str, ts_ms: int, event_id: str
+    ) -> list[SegmentRecord]:
+        """The session's segments starting at or after ``(ts_ms, event_id)``, in order."""
+        ...
+
+    def session_events_from(
+        self, project: str, session_id: str, ts_ms: int, event_id: str
+    ) -> list[tuple[int, Event]]:
+        """The session's stored events at or after ``(ts_ms, event_id)`` with their seqs, in order."""
+        ...
+
+    def members_of(self, project: str, node_ids: Sequence[str]) -> set[int]: ...
+
+    def write_segments(
+        self,
+        upserts: Sequence[SegmentRecord],
+        deleted: Sequence[str],
+        project: str,
+        membership: Sequence[tuple[int, str]],
+        index_events: Sequence[tuple[int, str]],
+    ) -> None:
+        """Upsert segment rows, drop ``deleted`` segments (and their nodes, grips and docs), set
+        ``seq → node_id`` membership and add newly assigned events to ``events_fts``."""
+        ...
+
+    # building
+    def unbuilt_segments(self, limit: int) -> list[SegmentRecord]: ...
+
+    def get_segment(self, project: str, node_id: str) -> SegmentRecord: ...
+
+    def segment_member_events(self, project: str, node_id: str) -> list[Event]: ...
+
+    def previous_segment(self, segment: SegmentRecord) -> SegmentRecord | None: ...
+
+    def mark_segment_built(self, project: str, node_id: str) -> None: ...
+
+    def fail_segment(self, project: str, node_id: str, error: str) -> None: ...
+
+    def failed_segments(self, limit: int = 20) -> list[SegmentRecord]: ...
+
+    def retry_failed_segments(self) -> int: ...
+
+    def close_idle_segments(self, before_ms: int) -> int: ...
+
+    def replace_node_grips(self, project: str, node_id: str, grips: Sequence[Grip]) -> int:
+        """Make ``grips`` the node's grips: insert new ones, delete (with their docs) the rest."""
+        ...
+
+    def delete_node(self, project: str, node_id: str) -> None:
+        """Retire a node: drop its latest pointer, grips and docs (old versions stay)."""
+        ...
+
+    # rollups
+    def mark_dirty(self, marks: Sequence[DirtyPeriod]) -> None: ...
+
+    def dirty_periods(self, level: str) -> list[DirtyPeriod]: ...
+
+    def clear_dirty(self, project: str, node_id: str, marked_ms: int) -> None:
+        """Clear the mark unless it was re-marked after ``marked_ms``."""
+        ...
+
+    def orphan_parent_ids(self, level: str) -> list[tuple[str, str, int]]:
+        """``(project, parent_id, max child end_ms)`` for nodes of ``level`` whose parent node is
+        missing (a back-fill sweep)."""
+        ...
+
+    # search documents
+    def put_docs(self, docs: Sequence[DocRow]) -> None: ...

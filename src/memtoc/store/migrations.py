@@ -172,6 +172,24 @@ MIGRATIONS: tuple[Migration, ...] = (
         );
         """,
     ),
+    Migration(
+        "0004_pipeline_segments_rollups",
+        """
+        ALTER TABLE segments ADD COLUMN first_event_id TEXT NOT NULL DEFAULT '';
+        ALTER TABLE segments ADD COLUMN last_event_id TEXT NOT NULL DEFAULT '';
+        ALTER TABLE segments ADD COLUMN error TEXT;
+        CREATE INDEX segments_session_start ON segments(project, session_id, start_ms, first_event_id);
+        CREATE TABLE rollup_dirty (
+            project      TEXT NOT NULL,
+            node_id      TEXT NOT NULL,
+            level        TEXT NOT NULL,
+            activity_ms  INTEGER NOT NULL,
+            marked_ms    INTEGER NOT NULL,
+            PRIMARY KEY (project, node_id)
+        ) WITHOUT ROWID;
+        CREATE INDEX rollup_dirty_level ON rollup_dirty(level, project);
+        """,
+    ),
 )
 
 

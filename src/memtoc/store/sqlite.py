@@ -32,6 +32,7 @@ from memtoc.model import (
     OutboxEntry,
     TocNode,
 )
+from memtoc.store.base import DirtyPeriod, DocRow, SegmentRecord
 from memtoc.store.migrations import migrate
 
 _SYNCHRONOUS = {"full": "FULL", "normal": "NORMAL", "off": "OFF"}
@@ -323,7 +324,7 @@ class SqliteStore:
             out.extend(
                 self._query(f"SELECT {_EVENT_COLS} FROM events WHERE event_id IN ({marks})", chunk)
             )
-        out.sort(key=lambda r: (r[2], r[1]))
+        out.sort(key=lambda r: (r[2], r[0]))
         return [_row_to_event(r) for r in out]
 
     def scan_events(
@@ -350,29 +351,30 @@ class SqliteStore:
         if until_ms is not None:
             where.append("ts_ms < ?")
             params.append(until_ms)
-        # Keyset pagination on (ts_ms, event_id): a huge scan neither holds the lock between
-        # pages nor loads everything, and each page costs the same.
+        # Keyset pagination on (ts_ms, seq): a huge scan neither holds the lock between pages
+        # nor loads everything, each page costs the same, and events of one millisecond keep
+        # their append (file) order.
         order = "DESC" if descending else "ASC"
         cmp = "<" if descending else ">"
         base = f"SELECT {_EVENT_COLS} FROM events"
         page = 2_000
         remaining = limit
-        cursor: tuple[int, str] | None = None
+        cursor: tuple[int, int] | None = None
         while remaining is None or remaining > 0:
             size = page if remaining is None else min(page, remaining)
             clauses = list(where)
             args = list(params)
             if cursor is not None:
-                clauses.append(f"(ts_ms {cmp} ? OR (ts_ms = ? AND event_id {cmp} ?))")
+                clauses.append(f"(ts_ms {cmp} ? OR (ts_ms = ? AND seq {cmp} ?))")
                 args.extend([cursor[0], cursor[0], cursor[1]])
             sql = base + (" WHERE " + " AND ".join(clauses) if clauses else "")
-            sql += f" ORDER BY ts_ms {order}, event_id {order} LIMIT {size}"
+            sql += f" ORDER BY ts_ms {order}, seq {order} LIMIT {size}"
             rows = self._query(sql, args)
             for row in rows:
                 yield _row_to_event(row)
             if len(rows) < size:
                 return
-            cursor = (rows[-1][2], rows[-1][1])
+            cursor = (rows[-1][2], rows[-1][0])
             if remaining is not None:
                 remaining -= len(rows)
 
@@ -386,21 +388,27 @@ class SqliteStore:
     def session_neighbors(
         self, event: Event, *, before: int, after: int, window_ms: int | None = None
     ) -> tuple[list[Event], list[Event]]:
+        found = self._query("SELECT seq FROM events WHERE event_id = ?", (event.event_id,))
+        if not found:
+            raise NotFoundError("event", event.event_id)
+        seq = found[0][0]
         lo = event.ts_ms - window_ms if window_ms is not None else -(1 << 62)
         hi = event.ts_ms + window_ms if window_ms is not None else 1 << 62
         prev_rows = self._query(
             f"SELECT {_EVENT_COLS} FROM events WHERE session_id = ? AND project = ? "
-            "AND (ts_ms < ? OR (ts_ms = ? AND event_id < ?)) AND ts_ms >= ? "
-            "ORDER BY ts_ms DESC, event_id DESC LIMIT ?",
-            (event.session_id, event.project, event.ts_ms, event.ts_ms, event.event_id, lo, before),
+            "AND (ts_ms < ? OR (ts_ms = ? AND seq < ?)) AND ts_ms >= ? "
+            "ORDER BY ts_ms DESC, seq DESC LIMIT ?",
+            (event.session_id, event.project, event.ts_ms, event.ts_ms, seq, lo, before),
         )
         next_rows = self._query(
             f"SELECT {_EVENT_COLS} FROM events WHERE session_id = ? AND project = ? "
-            "AND (ts_ms > ? OR (ts_ms = ? AND event_id > ?)) AND ts_ms <= ? "
-            "ORDER BY ts_ms ASC, event_id ASC LIMIT ?",
-            (event.session_id, event.project, event.ts_ms, event.ts_ms, event.event_id, hi, after),
+            "AND (ts_ms > ? OR (ts_ms = ? AND seq > ?)) AND ts_ms <= ? "
+            "ORDER BY ts_ms ASC, seq ASC LIMIT ?",
+            (event.session_id, event.project, event.ts_ms, event.ts_ms, seq, hi, after),
         )
-        return [_row_to_event(r) for r in reversed(prev_rows)], [_row_to_event(r) for r in next_rows]
+        return [_row_to_event(r) for r in reversed(prev_rows)], [
+            _row_to_event(r) for r in next_rows
+        ]
 
     def count_events(self, project: str | None = None) -> int:
         if project is None:
@@ -438,9 +446,7 @@ class SqliteStore:
                     "WHERE entry_id = ?",
                     [(worker_id, self.clock.now_ms(), r[0]) for r in rows],
                 )
-        return [
-            OutboxEntry(r[0], r[1], json.loads(r[2]), r[3], r[4] + 1, r[5], r[6]) for r in rows
-        ]
+        return [OutboxEntry(r[0], r[1], json.loads(r[2]), r[3], r[4] + 1, r[5], r[6]) for r in rows]
 
     def complete_outbox(self, entry_ids: Sequence[int]) -> None:
         with self.transaction():
@@ -664,7 +670,9 @@ class SqliteStore:
                 ),
             )
 
-    def list_bookmarks(self, project: str | None = None, limit: int | None = None) -> list[Bookmark]:
+    def list_bookmarks(
+        self, project: str | None = None, limit: int | None = None
+    ) -> list[Bookmark]:
         sql = (
             "SELECT bookmark_id, project, content, event_ids, importance, type, created_ms, "
             "last_relevant_ms FROM bookmarks"
@@ -704,6 +712,339 @@ class SqliteStore:
             "bookmarks": int(q("SELECT COUNT(*) FROM bookmarks")[0][0]),
             "bytes": size,
         }
+
+    # -- segments and rollups (pipeline) -------------------------------------------------------------
+    # Owned by the TOC pipeline (memtoc.pipeline): segment bookkeeping, node retirement, grip
+    # replacement, rollup marks and search-document upkeep. Writes join the caller's transaction.
+
+    def assigned_seqs(self, seqs: Sequence[int]) -> set[int]:
+        out: set[int] = set()
+        if not seqs:
+            return out
+        lo, hi = min(seqs), max(seqs)
+        if hi - lo < 4 * len(seqs) + 1000:
+            wanted = set(seqs)
+            rows = self._query("SELECT seq FROM segment_events WHERE seq BETWEEN ? AND ?", (lo, hi))
+            return {r[0] for r in rows if r[0] in wanted}
+        ids = list(seqs)
+        for i in range(0, len(ids), 500):
+            chunk = ids[i : i + 500]
+            marks = ",".join("?" * len(chunk))
+            rows = self._query(f"SELECT seq FROM segment_events WHERE seq IN ({marks})", chunk)
+            out.update(r[0] for r in rows)
+        return out
+
+    def session_tail(self, project: str, session_id: str) -> SegmentRecord | None:
+        rows = self._query(
+            f"SELECT {_SEGMENT_COLS} FROM segments WHERE project = ? AND session_id = ? "
+            "ORDER BY start_ms DESC, first_event_id DESC LIMIT 1",
+            (project, session_id),
+        )
+        return _segment_from_row(rows[0]) if rows else None
+
+    def segment_before(
+        self, project: str, session_id: str, ts_ms: int, event_id: str
+    ) -> SegmentRecord | None:
+        rows = self._query(
+            f"SELECT {_SEGMENT_COLS} FROM segments WHERE project = ? AND session_id = ? "
+            "AND (start_ms < ? OR (start_ms = ? AND first_event_id <= ?)) "
+            "ORDER BY start_ms DESC, first_event_id DESC LIMIT 1",
+            (project, session_id, ts_ms, ts_ms, event_id),
+        )
+        return _segment_from_row(rows[0]) if rows else None
+
+    def segments_from(
+        self, project: str, session_id: str, ts_ms: int, event_id: str
+    ) -> list[SegmentRecord]:
+        rows = self._query(
+            f"SELECT {_SEGMENT_COLS} FROM segments WHERE project = ? AND session_id = ? "
+            "AND (start_ms > ? OR (start_ms = ? AND first_event_id >= ?)) "
+            "ORDER BY start_ms, first_event_id",
+            (project, session_id, ts_ms, ts_ms, event_id),
+        )
+        return [_segment_from_row(r) for r in rows]
+
+    def session_events_from(
+        self, project: str, session_id: str, ts_ms: int, event_id: str
+    ) -> list[tuple[int, Event]]:
+        rows = self._query(
+            f"SELECT {_EVENT_COLS} FROM events WHERE session_id = ? AND project = ? "
+            "AND (ts_ms > ? OR (ts_ms = ? AND event_id >= ?)) ORDER BY ts_ms, event_id",
+            (session_id, project, ts_ms, ts_ms, event_id),
+        )
+        return [(r[0], _row_to_event(r)) for r in rows]
+
+    def members_of(self, project: str, node_ids: Sequence[str]) -> set[int]:
+        out: set[int] = set()
+        ids = list(node_ids)
+        for i in range(0, len(ids), 500):
+            chunk = ids[i : i + 500]
+            marks = ",".join("?" * len(chunk))
+            rows = self._query(
+                f"SELECT seq FROM segment_events WHERE project = ? AND node_id IN ({marks})",
+                [project, *chunk],
+            )
+            out.update(r[0] for r in rows)
+        return out
+
+    def write_segments(
+        self,
+        upserts: Sequence[SegmentRecord],
+        deleted: Sequence[str],
+        project: str,
+        membership: Sequence[tuple[int, str]],
+        index_events: Sequence[tuple[int, str]],
+    ) -> None:
+        with self.transaction():
+            for node_id in deleted:
+                self._exec(
+                    "DELETE FROM segments WHERE project = ? AND node_id = ?", (project, node_id)
+                )
+                self.delete_node(project, node_id)
+            self._conn.executemany(
+                f"INSERT OR REPLACE INTO segments({_SEGMENT_COLS}) "
+                "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                [_segment_row(r) for r in upserts],
+            )
+            self._conn.executemany(
+                "INSERT OR REPLACE INTO segment_events(seq, project, node_id) VALUES (?, ?, ?)",
+                [(seq, project, node_id) for seq, node_id in membership],
+            )
+            self._conn.executemany(
+                "INSERT INTO events_fts(rowid, text) VALUES (?, ?)", index_events
+            )
+
+    def unbuilt_segments(self, limit: int) -> list[SegmentRecord]:
+        rows = self._query(
+            f"SELECT {_SEGMENT_COLS} FROM segments WHERE built = 0 AND error IS NULL "
+            "ORDER BY project, session_id, start_ms, first_event_id LIMIT ?",
+            (limit,),
+        )
+        return [_segment_from_row(r) for r in rows]
+
+    def get_segment(self, project: str, node_id: str) -> SegmentRecord:
+        rows = self._query(
+            f"SELECT {_SEGMENT_COLS} FROM segments WHERE project = ? AND node_id = ?",
+            (project, node_id),
+        )
+        if not rows:
+            raise NotFoundError("segment", f"{node_id} (project {project})")
+        return _segment_from_row(rows[0])
+
+    def segment_member_events(self, project: str, node_id: str) -> list[Event]:
+        cols = ", ".join(f"e.{c.strip()}" for c in _EVENT_COLS.split(","))
+        rows = self._query(
+            f"SELECT {cols} FROM segment_events s JOIN events e ON e.seq = s.seq "
+            "WHERE s.project = ? AND s.node_id = ? ORDER BY e.ts_ms, e.event_id",
+            (project, node_id),
+        )
+        return [_row_to_event(r) for r in rows]
+
+    def previous_segment(self, segment: SegmentRecord) -> SegmentRecord | None:
+        rows = self._query(
+            f"SELECT {_SEGMENT_COLS} FROM segments WHERE project = ? AND session_id = ? "
+            "AND (start_ms < ? OR (start_ms = ? AND first_event_id < ?)) "
+            "ORDER BY start_ms DESC, first_event_id DESC LIMIT 1",
+            (
+                segment.project,
+                segment.session_id,
+                segment.start_ms,
+                segment.start_ms,
+                segment.first_event_id,
+            ),
+        )
+        return _segment_from_row(rows[0]) if rows else None
+
+    def mark_segment_built(self, project: str, node_id: str) -> None:
+        with self.transaction():
+            self._exec(
+                "UPDATE segments SET built = 1, error = NULL WHERE project = ? AND node_id = ?",
+                (project, node_id),
+            )
+
+    def fail_segment(self, project: str, node_id: str, error: str) -> None:
+        with self.transaction():
+            self._exec(
+                "UPDATE segments SET built = 0, error = ? WHERE project = ? AND node_id = ?",
+                (error[:4000], project, node_id),
+            )
+
+    def failed_segments(self, limit: int = 20) -> list[SegmentRecord]:
+        rows = self._query(
+            f"SELECT {_SEGMENT_COLS} FROM segments WHERE error IS NOT NULL "
+            "ORDER BY project, start_ms LIMIT ?",
+            (limit,),
+        )
+        return [_segment_from_row(r) for r in rows]
+
+    def retry_failed_segments(self) -> int:
+        with self.transaction():
+            cur = self._exec("UPDATE segments SET error = NULL WHERE error IS NOT NULL")
+            return int(cur.rowcount)
+
+    def close_idle_segments(self, before_ms: int) -> int:
+        with self.transaction():
+            cur = self._exec(
+                "UPDATE segments SET closed = 1 WHERE closed = 0 AND end_ms <= ?", (before_ms,)
+            )
+            return int(cur.rowcount)
+
+    def replace_node_grips(self, project: str, node_id: str, grips: Sequence[Grip]) -> int:
+        keep = {g.grip_id for g in grips}
+        with self.transaction():
+            old = [
+                r[0]
+                for r in self._exec(
+                    "SELECT grip_id FROM grips WHERE project = ? AND toc_node_id = ?",
+                    (project, node_id),
+                ).fetchall()
+            ]
+            stale = [g for g in old if g not in keep]
+            if stale:
+                self._conn.executemany("DELETE FROM grips WHERE grip_id = ?", [(g,) for g in stale])
+                self._delete_docs("grip", project, stale)
+            return self.put_grips(grips) if grips else 0
+
+    def delete_node(self, project: str, node_id: str) -> None:
+        with self.transaction():
+            self._exec(
+                "DELETE FROM toc_nodes WHERE project = ? AND node_id = ?", (project, node_id)
+            )
+            grip_ids = [
+                r[0]
+                for r in self._exec(
+                    "SELECT grip_id FROM grips WHERE project = ? AND toc_node_id = ?",
+                    (project, node_id),
+                ).fetchall()
+            ]
+            self._exec(
+                "DELETE FROM grips WHERE project = ? AND toc_node_id = ?", (project, node_id)
+            )
+            self._delete_docs("grip", project, grip_ids)
+            self._delete_docs("node", project, [node_id])
+
+    def mark_dirty(self, marks: Sequence[DirtyPeriod]) -> None:
+        with self.transaction():
+            self._conn.executemany(
+                "INSERT INTO rollup_dirty(project, node_id, level, activity_ms, marked_ms) "
+                "VALUES (?,?,?,?,?) ON CONFLICT(project, node_id) DO UPDATE SET "
+                "activity_ms = MAX(activity_ms, excluded.activity_ms), "
+                "marked_ms = MAX(marked_ms, excluded.marked_ms)",
+                [(m.project, m.node_id, m.level, m.activity_ms, m.marked_ms) for m in marks],
+            )
+
+    def dirty_periods(self, level: str) -> list[DirtyPeriod]:
+        rows = self._query(
+            "SELECT project, node_id, level, activity_ms, marked_ms FROM rollup_dirty "
+            "WHERE level = ? ORDER BY project, node_id",
+            (level,),
+        )
+        return [DirtyPeriod(*r) for r in rows]
+
+    def clear_dirty(self, project: str, node_id: str, marked_ms: int) -> None:
+        with self.transaction():
+            self._exec(
+                "DELETE FROM rollup_dirty WHERE project = ? AND node_id = ? AND marked_ms <= ?",
+                (project, node_id, marked_ms),
+            )
+
+    def orphan_parent_ids(self, level: str) -> list[tuple[str, str, int]]:
+        rows = self._query(
+            "SELECT c.project, c.parent_id, MAX(c.end_ms) FROM toc_nodes c "
+            "LEFT JOIN toc_nodes p ON p.project = c.project AND p.node_id = c.parent_id "
+            "WHERE c.level = ? AND c.parent_id IS NOT NULL AND p.node_id IS NULL "
+            "GROUP BY c.project, c.parent_id ORDER BY c.project, c.parent_id",
+            (level,),
+        )
+        return [(r[0], r[1], r[2]) for r in rows]
+
+    def put_docs(self, docs: Sequence[DocRow]) -> None:
+        if not docs:
+            return
+        with self.transaction():
+            for doc in docs:
+                row = self._exec(
+                    "SELECT doc_seq, text, ts_ms FROM docs WHERE kind = ? AND project = ? "
+                    "AND doc_id = ?",
+                    (doc.kind, doc.project, doc.doc_id),
+                ).fetchone()
+                if row is not None:
+                    if row[1] == doc.text and row[2] == doc.ts_ms:
+                        continue
+                    self._exec(
+                        "INSERT INTO docs_fts(docs_fts, rowid, text) VALUES ('delete', ?, ?)",
+                        (row[0], row[1]),
+                    )
+                    self._exec(
+                        "UPDATE docs SET text = ?, ts_ms = ? WHERE doc_seq = ?",
+                        (doc.text, doc.ts_ms, row[0]),
+                    )
+                    doc_seq = row[0]
+                else:
+                    cur = self._exec(
+                        "INSERT INTO docs(kind, doc_id, project, ts_ms, text) VALUES (?,?,?,?,?)",
+                        (doc.kind, doc.doc_id, doc.project, doc.ts_ms, doc.text),
+                    )
+                    doc_seq = cur.lastrowid
+                self._exec("INSERT INTO docs_fts(rowid, text) VALUES (?, ?)", (doc_seq, doc.text))
+
+    def _delete_docs(self, kind: str, project: str, doc_ids: Sequence[str]) -> None:
+        for doc_id in doc_ids:
+            row = self._exec(
+                "SELECT doc_seq, text FROM docs WHERE kind = ? AND project = ? AND doc_id = ?",
+                (kind, project, doc_id),
+            ).fetchone()
+            if row is None:
+                continue
+            self._exec(
+                "INSERT INTO docs_fts(docs_fts, rowid, text) VALUES ('delete', ?, ?)",
+                (row[0], row[1]),
+            )
+            self._exec("DELETE FROM docs WHERE doc_seq = ?", (row[0],))
+
+
+_SEGMENT_COLS = (
+    "project, node_id, session_id, start_ms, end_ms, first_seq, last_seq, event_count, "
+    "token_count, first_event_id, last_event_id, closed, built, error"
+)
+
+
+def _segment_from_row(row: Sequence[Any]) -> SegmentRecord:
+    return SegmentRecord(
+        project=row[0],
+        node_id=row[1],
+        session_id=row[2],
+        start_ms=row[3],
+        end_ms=row[4],
+        first_seq=row[5],
+        last_seq=row[6],
+        event_count=row[7],
+        token_count=row[8],
+        first_event_id=row[9],
+        last_event_id=row[10],
+        closed=bool(row[11]),
+        built=bool(row[12]),
+        error=row[13],
+    )
+
+
+def _segment_row(r: SegmentRecord) -> tuple[Any, ...]:
+    return (
+        r.project,
+        r.node_id,
+        r.session_id,
+        r.start_ms,
+        r.end_ms,
+        r.first_seq,
+        r.last_seq,
+        r.event_count,
+        r.token_count,
+        r.first_event_id,
+        r.last_event_id,
+        int(r.closed),
+        int(r.built),
+        r.error,
+    )
 
 
 def _asdict(node: TocNode) -> dict[str, Any]:

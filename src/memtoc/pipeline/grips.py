@@ -1,0 +1,161 @@
+"""Grips: tie every summary bullet to the events it came from.
+
+**Segments.** Each event of the segment scores by key-term overlap with the bullet (the share of the
+bullet's key terms the event contains) minus a small per-event penalty; the grip is the contiguous
+range with the highest total (a maximum-sum subarray, at most ``MAX_RANGE`` events long), so it
+covers the run of events that carries the bullet and not the quiet ones around it. A bullet that
+shares no term with any event (an LLM paraphrase) is gripped to its single best event — the first
+one when nothing matches — so every bullet still resolves to evidence. The excerpt is the best
+sentence of the best-matching event, at most ``EXCERPT_CHARS`` characters.
+
+**Periods.** A day, week, month or year bullet inherits the grips of the child bullets it matches
+best (key-term overlap), so every bullet at every level resolves to events in its own subtree.
+
+Grip ids are deterministic — ``grip:{ts_ms:013}:{hash of node, range, bullet, excerpt}`` — so
+rebuilding a node recreates the same grips instead of duplicating them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Sequence
+
+from memtoc.model import Event, Grip, TocNode
+from memtoc.text.keyphrases import key_terms
+
+MAX_RANGE = 8
+"""The longest range of events one grip covers."""
+EVENT_PENALTY = 0.15
+"""Subtracted from each event's score, so ranges only grow through events that help."""
+EXCERPT_CHARS = 300
+MAX_INHERITED = 3
+"""At most this many grips are inherited by one period bullet."""
+
+_SENTENCE = re.compile(r"[^.!?\n]+[.!?]?")
+
+
+def grip_id(project: str, node_id: str, events: Sequence[Event], bullet: str, excerpt: str) -> str:
+    """``grip:{ts_ms:013}:{suffix}``: the suffix hashes everything the grip says (its node, the
+    ids of every event in its range, the bullet and the excerpt), so a grip id never changes
+    meaning — a late event inside the range makes a new grip, not a stale one."""
+    key = "\x1f".join((project, node_id, *(e.event_id for e in events), bullet, excerpt))
+    digest = hashlib.blake2b(key.encode("utf-8", "surrogatepass"), digest_size=5).hexdigest()
+    return f"grip:{events[0].ts_ms:013d}:{digest}"
+
+
+def _overlap(bullet_terms: set[str], terms: set[str]) -> float:
+    if not bullet_terms:
+        return 0.0
+    return len(bullet_terms & terms) / len(bullet_terms)
+
+
+def best_range(scores: Sequence[float], max_len: int = MAX_RANGE) -> tuple[int, int]:
+    """The inclusive ``(start, end)`` of the best contiguous range of penalised ``scores``.
+
+    Ties prefer the higher total, then the shorter range, then the earlier one. When no range
+    has a positive total, the single best event wins (the first on ties).
+    """
+    if not scores:
+        raise ValueError("best_range needs at least one score")
+    best: tuple[float, int, int] | None = None
+    for i in range(len(scores)):
+        total = 0.0
+        for j in range(i, min(len(scores), i + max_len)):
+            total += scores[j] - EVENT_PENALTY
+            if total > 1e-9 and (best is None or total > best[0] + 1e-9):
+                best = (total, i, j)
+    if best is not None:
+        return best[1], best[2]
+    top = max(range(len(scores)), key=lambda k: (scores[k], -k))
+    return top, top
+
+
+def excerpt_of(text: str, bullet_terms: set[str], limit: int = EXCERPT_CHARS) -> str:
+    """The sentence of ``text`` sharing most key terms with the bullet, cut to ``limit`` chars."""
+    sentences = [m.group(0).strip() for m in _SENTENCE.finditer(text)]
+    sentences = [s for s in sentences if s]
+    if not sentences:
+        return text.strip()[:limit]
+    best = max(
+        range(len(sentences)),
+        key=lambda k: (len(bullet_terms & key_terms(sentences[k])), -k),
+    )
+    chosen = sentences[best]
+    if len(chosen) < limit // 2:  # a short sentence: add what follows for context
+        chosen = " ".join(sentences[best : best + 3])
+    if len(chosen) > limit:
+        chosen = chosen[: limit - 1].rstrip() + "…"
+    return chosen
+
+
+def segment_grips(
+    project: str,
+    node_id: str,
+    session_id: str,
+    events: Sequence[Event],
+    bullets: Sequence[str],
+) -> list[Grip]:
+    """One grip per bullet over the segment's ``events`` (in time order)."""
+    if not events:
+        return []
+    event_terms = [key_terms(ev.text) for ev in events]
+    out: list[Grip] = []
+    for bullet in bullets:
+        bterms = key_terms(bullet)
+        raw = [_overlap(bterms, t) for t in event_terms]
+        start, end = best_range(raw)
+        focus = max(range(start, end + 1), key=lambda k: (raw[k], -k))
+        first, last = events[start], events[end]
+        excerpt = excerpt_of(events[focus].text, bterms)
+        out.append(
+            Grip(
+                grip_id=grip_id(project, node_id, events[start : end + 1], bullet, excerpt),
+                project=project,
+                excerpt=excerpt,
+                event_id_start=first.event_id,
+                event_id_end=last.event_id,
+                ts_ms=first.ts_ms,
+                source="segment",
+                toc_node_id=node_id,
+                session_id=session_id,
+            )
+        )
+    return out
+
+
+def inherited_grips(bullets: Sequence[str], children: Sequence[TocNode]) -> list[tuple[str, ...]]:
+    """For each period bullet, the grip ids of the child bullets that match it best.
+
+    Child bullets are ranked by key-term overlap (ties: time order); those scoring at least half
+    the best contribute their grips, up to ``MAX_INHERITED``. Without any overlap a bullet takes
+    the first gripped bullet of the child whose title and keywords match best (the first child on
+    ties), so it never dangles while any child has grips.
+    """
+    pool: list[tuple[set[str], tuple[str, ...]]] = [
+        (key_terms(b.text), b.grip_ids) for c in children for b in c.bullets if b.grip_ids
+    ]
+    gripped = [c for c in children if any(b.grip_ids for b in c.bullets)]
+    heads = [key_terms(" ".join((c.title, *c.keywords))) for c in gripped]
+    out: list[tuple[str, ...]] = []
+    for bullet in bullets:
+        if not pool:
+            out.append(())
+            continue
+        bterms = key_terms(bullet)
+        ranked = sorted(
+            ((_overlap(bterms, terms), k, ids) for k, (terms, ids) in enumerate(pool)),
+            key=lambda r: (-r[0], r[1]),
+        )
+        chosen: list[str] = []
+        if ranked[0][0] > 0:
+            top = ranked[0][0]
+            for score, _, ids in ranked:
+                if score < top / 2 or len(chosen) >= MAX_INHERITED:
+                    break
+                chosen.extend(g for g in ids if g not in chosen)
+        else:
+            best = max(range(len(gripped)), key=lambda k: (_overlap(bterms, heads[k]), -k))
+            chosen.extend(next(b for b in gripped[best].bullets if b.grip_ids).grip_ids)
+        out.append(tuple(chosen[:MAX_INHERITED]))
+    return out

@@ -1,0 +1,135 @@
+"""Rollups: day ◀ segments, week ◀ days, month ◀ weeks, year ◀ months.
+
+A period is *dirty* when one of its children got a new version (or was retired); the mark
+(``rollup_dirty``, written in the same transaction as the child) carries the latest data instant
+among the changes (``activity_ms``). A dirty period is *due* once the clock passes
+
+    min(activity_ms, period end) + the level's minimum age
+
+(day 1 h, week and month 24 h, year 7 days by default), so a live day is summarised an hour after
+its last event and history that was just imported rolls up at once. ``force`` ignores the ages.
+
+One run goes bottom-up — days, then weeks, months and years — so the marks a day leaves on its
+week are seen in the same run, and ``rollup(force=True)`` after processing yields the whole TOC.
+Before each level a back-fill sweep marks every period whose children exist but whose own node
+does not (however old), so no period is ever missed. The marks are the job's checkpoint: a run
+that dies half-way resumes where it stopped, and a second run finds nothing dirty and writes
+nothing (idempotent). A summary per level is kept in the ``rollup:{level}`` checkpoint.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from memtoc.clock import Clock
+from memtoc.errors import QueryError
+from memtoc.model import JsonValue
+from memtoc.pipeline.periods import PERIOD_LEVELS, Calendar
+from memtoc.pipeline.toc import TocBuilder
+from memtoc.store.base import DirtyPeriod, PipelineStore
+
+ROLLUP_ORDER: tuple[str, ...] = tuple(reversed(PERIOD_LEVELS))
+"""Bottom-up: day, week, month, year."""
+CHILD_LEVEL = {"day": "segment", "week": "day", "month": "week", "year": "month"}
+
+
+@dataclass(frozen=True, slots=True)
+class RollupAges:
+    """Minimum age (ms) of a dirty period before it rolls up, per level."""
+
+    day_ms: int = 60 * 60_000
+    week_ms: int = 24 * 60 * 60_000
+    month_ms: int = 24 * 60 * 60_000
+    year_ms: int = 7 * 24 * 60 * 60_000
+
+    def of(self, level: str) -> int:
+        return {
+            "day": self.day_ms,
+            "week": self.week_ms,
+            "month": self.month_ms,
+            "year": self.year_ms,
+        }[level]
+
+
+@dataclass(slots=True)
+class RollupReport:
+    """What one rollup run did, per level."""
+
+    rolled: dict[str, int] = field(default_factory=lambda: dict.fromkeys(ROLLUP_ORDER, 0))
+    """Periods (re)built per level (whether or not their content changed)."""
+    written: int = 0
+    """New node versions written."""
+    retired: int = 0
+    pending: int = 0
+    """Dirty periods not yet due."""
+    failures: list[str] = field(default_factory=list)
+
+    def merge(self, other: RollupReport) -> None:
+        for level, n in other.rolled.items():
+            self.rolled[level] = self.rolled.get(level, 0) + n
+        self.written += other.written
+        self.retired += other.retired
+        self.pending = other.pending
+        self.failures.extend(other.failures)
+
+    def to_dict(self) -> dict[str, JsonValue]:
+        return {
+            "rolled": dict(self.rolled),
+            "written": self.written,
+            "retired": self.retired,
+            "pending": self.pending,
+            "failures": list(self.failures),
+        }
+
+
+def run_rollups(
+    store: PipelineStore,
+    builder: TocBuilder,
+    calendar: Calendar,
+    clock: Clock,
+    ages: RollupAges,
+    *,
+    force: bool = False,
+    level: str | None = None,
+) -> RollupReport:
+    """Roll up every due dirty period, bottom-up; ``level`` restricts the run to one level."""
+    if level is not None and level not in ROLLUP_ORDER:
+        raise QueryError(f"not a rollup level: {level!r} (day, week, month or year)")
+    report = RollupReport()
+    for lvl in ROLLUP_ORDER:
+        if level is not None and lvl != level:
+            continue
+        now = clock.now_ms()
+        _backfill(store, lvl, now)
+        rolled = pending = 0
+        for mark in store.dirty_periods(lvl):
+            period = calendar.from_node_id(mark.node_id)
+            due_at = min(mark.activity_ms, period.end_ms) + ages.of(lvl)
+            if not force and now < due_at:
+                pending += 1
+                continue
+            try:
+                outcome = builder.build_period(mark.project, period, activity_ms=mark.activity_ms)
+            except Exception as exc:  # one bad period must not stop the others
+                report.failures.append(
+                    f"{mark.project} {mark.node_id}: {type(exc).__name__}: {exc}"
+                )
+                continue
+            store.clear_dirty(mark.project, mark.node_id, mark.marked_ms)
+            rolled += 1
+            report.written += int(outcome.written)
+            report.retired += int(outcome.retired)
+        report.rolled[lvl] = rolled
+        report.pending += pending
+        store.set_checkpoint(
+            f"rollup:{lvl}",
+            {"last_run_ms": now, "rolled": rolled, "pending": pending, "forced": force},
+        )
+    return report
+
+
+def _backfill(store: PipelineStore, level: str, now: int) -> None:
+    """Mark periods of ``level`` that have child nodes but no node of their own."""
+    orphans = store.orphan_parent_ids(CHILD_LEVEL[level])
+    if orphans:
+        store.mark_dirty([DirtyPeriod(p, node_id, level, end, now) for p, node_id, end in orphans])

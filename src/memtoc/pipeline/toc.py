@@ -1,0 +1,203 @@
+"""The TOC builder: turns a segment's events, or a period's children, into a versioned node.
+
+``build_segment`` summarises a segment (``Summarizer.summarize_events`` with the previous segment's
+overlap as context), grips every bullet to its events, and writes the node, its grips and their
+search documents in one transaction — only as a new version when the content changed
+(``Store.put_node`` compares). A written segment marks its day dirty for the rollups.
+
+``build_period`` does the same for a day, ISO week, month or year from its children's latest nodes
+(``summarize_children``); each bullet inherits the grips of the child bullets it matches. A
+period left without children is retired. A written period marks its parent dirty.
+
+Summaries are computed *outside* the write transaction (an LLM call may take seconds), so the
+store is locked only to write.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from memtoc.clock import Clock
+from memtoc.errors import NotFoundError
+from memtoc.model import Bullet, Event, Grip, Summary, TocNode
+from memtoc.pipeline.grips import inherited_grips, segment_grips
+from memtoc.pipeline.periods import Calendar, Period
+from memtoc.pipeline.summarize.base import Summarizer
+from memtoc.store.base import DirtyPeriod, DocRow, PipelineStore, SegmentRecord
+from memtoc.text.tokens import TokenCounter
+
+
+def node_summary(node: TocNode) -> Summary:
+    """A stored node's summary, as ``summarize_children`` takes it."""
+    return Summary(
+        title=node.title,
+        bullets=tuple(b.text for b in node.bullets),
+        keywords=node.keywords,
+        abstract=node.abstract,
+        overview=node.overview,
+        backend=node.summarizer,
+        degraded=node.degraded,
+    )
+
+
+def node_doc(node: TocNode) -> DocRow:
+    """The search document of a node: title, bullets, keywords and L0."""
+    text = "\n".join(
+        part
+        for part in (
+            node.title,
+            *(b.text for b in node.bullets),
+            " ".join(node.keywords),
+            node.abstract,
+        )
+        if part
+    )
+    return DocRow("node", node.node_id, node.project, node.start_ms, text)
+
+
+def grip_doc(grip: Grip) -> DocRow:
+    return DocRow("grip", grip.grip_id, grip.project, grip.ts_ms, grip.excerpt)
+
+
+@dataclass(frozen=True, slots=True)
+class BuildOutcome:
+    node_id: str
+    written: bool
+    """A new node version was written (False: content unchanged, or the node was retired)."""
+    retired: bool = False
+    stale: bool = False
+    """The segment changed while it was being summarised; it stays queued for another build."""
+
+
+class TocBuilder:
+    """Builds segment and period nodes into a ``PipelineStore``."""
+
+    def __init__(
+        self,
+        store: PipelineStore,
+        summarizer: Summarizer,
+        counter: TokenCounter,
+        calendar: Calendar,
+        clock: Clock,
+        *,
+        overlap_ms: int,
+        overlap_tokens: int,
+    ) -> None:
+        self.store = store
+        self.summarizer = summarizer
+        self.counter = counter
+        self.calendar = calendar
+        self.clock = clock
+        self.overlap_ms = overlap_ms
+        self.overlap_tokens = overlap_tokens
+
+    # -- segments -------------------------------------------------------------------------------
+    def context_for(self, seg: SegmentRecord) -> list[Event]:
+        """The previous segment's last events within the overlap window and token budget."""
+        prev = self.store.previous_segment(seg)
+        if prev is None or seg.start_ms - (prev.end_ms - 1) > self.overlap_ms:
+            return []
+        out: list[Event] = []
+        used = 0
+        for ev in reversed(self.store.segment_member_events(prev.project, prev.node_id)):
+            if seg.start_ms - ev.ts_ms > self.overlap_ms:
+                break
+            used += self.counter.count(ev.text)
+            if used > self.overlap_tokens:
+                break
+            out.append(ev)
+        out.reverse()
+        return out
+
+    def build_segment(self, seg: SegmentRecord) -> BuildOutcome:
+        events = self.store.segment_member_events(seg.project, seg.node_id)
+        summary = self.summarizer.summarize_events(events, self.context_for(seg))
+        grips = segment_grips(seg.project, seg.node_id, seg.session_id, events, summary.bullets)
+        day = self.calendar.period_of("day", seg.start_ms)
+        node = TocNode(
+            node_id=seg.node_id,
+            project=seg.project,
+            level="segment",
+            title=summary.title,
+            start_ms=seg.start_ms,
+            end_ms=seg.end_ms,
+            bullets=tuple(
+                Bullet(t, (g.grip_id,)) for t, g in zip(summary.bullets, grips, strict=True)
+            ),
+            keywords=summary.keywords,
+            abstract=summary.abstract,
+            overview=summary.overview,
+            parent_id=day.node_id,
+            session_id=seg.session_id,
+            event_count=seg.event_count,
+            token_count=seg.token_count,
+            summarizer=summary.backend,
+            degraded=summary.degraded,
+        )
+        with self.store.transaction():
+            try:
+                current: SegmentRecord | None = self.store.get_segment(seg.project, seg.node_id)
+            except NotFoundError:  # re-segmented away while we summarised
+                current = None
+            if current is None or _membership(current) != _membership(seg):
+                return BuildOutcome(seg.node_id, False, stale=True)
+            stored, written = self.store.put_node(node)
+            self.store.replace_node_grips(seg.project, seg.node_id, grips)
+            if written:
+                self.store.put_docs([node_doc(stored), *(grip_doc(g) for g in grips)])
+                self.store.mark_dirty(
+                    [DirtyPeriod(seg.project, day.node_id, "day", seg.end_ms, self.clock.now_ms())]
+                )
+            self.store.mark_segment_built(seg.project, seg.node_id)
+        return BuildOutcome(seg.node_id, written)
+
+    # -- periods --------------------------------------------------------------------------------
+    def build_period(self, project: str, period: Period, *, activity_ms: int) -> BuildOutcome:
+        """(Re)build a period node from its children; retire it when it has none left."""
+        children = self.store.list_nodes(project, parent_id=period.node_id)
+        parent = self.calendar.parent(period)
+        now = self.clock.now_ms()
+        parent_mark = (
+            [DirtyPeriod(project, parent.node_id, parent.level, activity_ms, now)] if parent else []
+        )
+        if not children:
+            with self.store.transaction():
+                existed = bool(self.store.node_versions(project, period.node_id))
+                if existed:
+                    self.store.delete_node(project, period.node_id)
+                    self.store.mark_dirty(parent_mark)
+            return BuildOutcome(period.node_id, False, retired=existed)
+        summary = self.summarizer.summarize_children([node_summary(c) for c in children])
+        node = TocNode(
+            node_id=period.node_id,
+            project=project,
+            level=period.level,
+            title=summary.title,
+            start_ms=period.start_ms,
+            end_ms=period.end_ms,
+            bullets=tuple(
+                Bullet(t, g)
+                for t, g in zip(
+                    summary.bullets, inherited_grips(summary.bullets, children), strict=True
+                )
+            ),
+            keywords=summary.keywords,
+            child_node_ids=tuple(c.node_id for c in children),
+            abstract=summary.abstract,
+            overview=summary.overview,
+            parent_id=parent.node_id if parent else None,
+            event_count=sum(c.event_count for c in children),
+            token_count=sum(c.token_count for c in children),
+            summarizer=summary.backend,
+            degraded=summary.degraded,
+        )
+        with self.store.transaction():
+            stored, written = self.store.put_node(node)
+            if written:
+                self.store.put_docs([node_doc(stored)])
+                self.store.mark_dirty(parent_mark)
+        return BuildOutcome(period.node_id, written)
+
+
+def _membership(seg: SegmentRecord) -> tuple[object, ...]:
+    return (seg.start_ms, seg.end_ms, seg.event_count, seg.first_event_id, seg.last_event_id)

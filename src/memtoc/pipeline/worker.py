@@ -1,0 +1,279 @@
+"""The pipeline worker: drains the outbox into segments, builds their nodes, runs due rollups.
+
+``Processor.run`` repeats three steps until the outbox is empty (or once, ``until_idle=False``):
+
+1. **Drain.** Claim pending outbox entries in order. An ``events`` entry (``first_seq``,
+   ``last_seq``) is segmented (``Segmenter``) and its membership, segment rows, ``events_fts``
+   entries and completion are committed in *one* transaction, so a crash either keeps all of an
+   entry or none of it; re-running an entry skips events already assigned (delivery is at least
+   once, the effect exactly once). An entry that raises is marked failed with its error
+   (``Store.fail_outbox``) and the queue moves on.
+2. **Build.** Every segment whose membership changed (``built = 0``) is summarised and written
+   (``TocBuilder.build_segment``), one transaction per segment; open segments are built too, so
+   the TOC is never empty, and rebuilt when they grow. A segment whose build raises is
+   quarantined with its error (``PipelineStore.fail_segment``) and skipped until
+   ``retry_failed``.
+3. **Roll up** the periods that are due (``rollup.run_rollups`` with the configured ages).
+
+Everything is keyed deterministically — membership by event seq, segment ids by their first
+event, grips by content, node versions by content comparison — so a run killed at any point and
+restarted ends in the same TOC as an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import tzinfo
+from typing import Any
+
+from memtoc.clock import Clock
+from memtoc.errors import StoreError
+from memtoc.model import JsonValue, OutboxEntry
+from memtoc.pipeline.periods import Calendar
+from memtoc.pipeline.rollup import RollupAges, RollupReport, run_rollups
+from memtoc.pipeline.segment import Segmenter
+from memtoc.pipeline.summarize.base import Summarizer
+from memtoc.pipeline.toc import TocBuilder
+from memtoc.store.base import DirtyPeriod, PipelineStore
+from memtoc.text.tokens import TokenCounter
+
+_MINUTE = 60_000
+
+
+@dataclass(frozen=True, slots=True)
+class PipelineConfig:
+    """The pipeline's knobs (filled from ``Settings`` at the entry points)."""
+
+    segment_gap_minutes: int = 30
+    segment_max_tokens: int = 4_000
+    segment_overlap_minutes: int = 5
+    segment_overlap_tokens: int = 500
+    rollup_day_age_minutes: int = 60
+    rollup_week_age_minutes: int = 1_440
+    rollup_month_age_minutes: int = 1_440
+    rollup_year_age_minutes: int = 10_080
+    expand_window_minutes: int = 60
+    """How far (in time) ``expand`` reaches around a grip for its before/after events."""
+    claim_batch: int = 8
+    """Outbox entries claimed at a time (each is still committed on its own)."""
+    build_batch: int = 256
+    """Segments fetched per build round."""
+
+    @classmethod
+    def from_settings(cls, settings: Any) -> PipelineConfig:
+        """Take every field that ``settings`` (a ``memtoc.config.Settings``) also has."""
+        names = cls.__dataclass_fields__
+        return cls(**{n: getattr(settings, n) for n in names if hasattr(settings, n)})
+
+    @property
+    def rollup_ages(self) -> RollupAges:
+        return RollupAges(
+            day_ms=self.rollup_day_age_minutes * _MINUTE,
+            week_ms=self.rollup_week_age_minutes * _MINUTE,
+            month_ms=self.rollup_month_age_minutes * _MINUTE,
+            year_ms=self.rollup_year_age_minutes * _MINUTE,
+        )
+
+
+@dataclass(slots=True)
+class ProcessReport:
+    """What one ``Processor.run`` did."""
+
+    entries: int = 0
+    """Outbox entries completed."""
+    events: int = 0
+    """Events newly filed into segments."""
+    segments_built: int = 0
+    nodes_written: int = 0
+    """New node versions (segments and periods)."""
+    failed_entries: list[str] = field(default_factory=list)
+    failed_segments: list[str] = field(default_factory=list)
+    rollup: RollupReport = field(default_factory=RollupReport)
+    seconds: float = 0.0
+
+    @property
+    def failures(self) -> int:
+        return len(self.failed_entries) + len(self.failed_segments) + len(self.rollup.failures)
+
+    def to_dict(self) -> dict[str, JsonValue]:
+        return {
+            "entries": self.entries,
+            "events": self.events,
+            "segments_built": self.segments_built,
+            "nodes_written": self.nodes_written,
+            "failures": self.failures,
+            "failed_entries": list(self.failed_entries),
+            "failed_segments": list(self.failed_segments),
+            "rollup": self.rollup.to_dict(),
+            "seconds": round(self.seconds, 3),
+        }
+
+
+EntryHandler = Callable[[OutboxEntry], None]
+"""Handles an outbox entry of another kind (registered by the caller, e.g. ``forget``)."""
+
+
+class Processor:
+    """Drains the outbox and keeps the TOC current. One per store; not thread-safe."""
+
+    def __init__(
+        self,
+        store: PipelineStore,
+        summarizer: Summarizer,
+        counter: TokenCounter,
+        config: PipelineConfig,
+        clock: Clock,
+        tz: tzinfo,
+        *,
+        worker_id: str = "memtoc-worker",
+        handlers: Mapping[str, EntryHandler] | None = None,
+    ) -> None:
+        self.store = store
+        self.config = config
+        self.clock = clock
+        self.calendar = Calendar(tz)
+        self.worker_id = worker_id
+        self.handlers = dict(handlers or {})
+        self.segmenter = Segmenter(
+            store,
+            counter,
+            self.calendar,
+            gap_ms=config.segment_gap_minutes * _MINUTE,
+            max_tokens=config.segment_max_tokens,
+        )
+        self.builder = TocBuilder(
+            store,
+            summarizer,
+            counter,
+            self.calendar,
+            clock,
+            overlap_ms=config.segment_overlap_minutes * _MINUTE,
+            overlap_tokens=config.segment_overlap_tokens,
+        )
+
+    # -- public -------------------------------------------------------------------------------
+    def run(
+        self,
+        *,
+        until_idle: bool = True,
+        max_entries: int | None = None,
+        progress: Callable[[ProcessReport], None] | None = None,
+        rollup: bool = True,
+    ) -> ProcessReport:
+        """Drain the outbox, build changed segments, then roll up what is due."""
+        started = time.perf_counter()
+        report = ProcessReport()
+        while True:
+            limit = self.config.claim_batch
+            if max_entries is not None:
+                limit = min(limit, max_entries - report.entries - len(report.failed_entries))
+            claimed = self.store.claim_outbox(self.worker_id, limit) if limit > 0 else []
+            for entry in claimed:
+                self._handle(entry, report)
+            self.build_segments(report)
+            if progress is not None:
+                report.seconds = time.perf_counter() - started
+                progress(report)
+            if not claimed or not until_idle:
+                break
+        self.store.close_idle_segments(
+            self.clock.now_ms() - self.config.segment_gap_minutes * _MINUTE
+        )
+        if rollup:
+            roll = self.rollup()
+            report.rollup = roll
+            report.nodes_written += roll.written
+        report.seconds = time.perf_counter() - started
+        return report
+
+    def rollup(self, *, force: bool = False, level: str | None = None) -> RollupReport:
+        """Roll up dirty periods that are due (all of them with ``force``), bottom-up."""
+        return run_rollups(
+            self.store,
+            self.builder,
+            self.calendar,
+            self.clock,
+            self.config.rollup_ages,
+            force=force,
+            level=level,
+        )
+
+    def retry_failed(self) -> int:
+        """Put failed outbox entries and quarantined segments back in the queue; return how many."""
+        return self.store.retry_failed_outbox() + self.store.retry_failed_segments()
+
+    # -- steps --------------------------------------------------------------------------------
+    def _handle(self, entry: OutboxEntry, report: ProcessReport) -> None:
+        try:
+            if entry.kind == "events":
+                report.events += self._apply_events(entry)
+            elif entry.kind in self.handlers:
+                self.handlers[entry.kind](entry)
+                self.store.complete_outbox([entry.entry_id])
+            else:
+                raise StoreError(f"outbox entry {entry.entry_id}: unknown kind {entry.kind!r}")
+        except Exception as exc:  # quarantine the entry, keep draining
+            message = f"{type(exc).__name__}: {exc}"
+            self.store.fail_outbox(entry.entry_id, message)
+            report.failed_entries.append(f"entry {entry.entry_id}: {message}")
+            return
+        report.entries += 1
+
+    def _apply_events(self, entry: OutboxEntry) -> int:
+        first, last = _seq_range(entry)
+        batch = self.store.events_by_seq(first, last)
+        if not batch:
+            raise StoreError(f"outbox entry {entry.entry_id}: no events with seq {first}..{last}")
+        results = self.segmenter.assign(batch)
+        now = self.clock.now_ms()
+        events = 0
+        with self.store.transaction():
+            for project, res in results.items():
+                self.store.write_segments(
+                    res.upserts, res.deleted, project, res.membership, res.index_events
+                )
+                if res.deleted:
+                    marks = []
+                    for node_id in res.deleted:
+                        day = self.calendar.from_key("day", node_id.split(":")[2][:10])
+                        marks.append(DirtyPeriod(project, day.node_id, "day", day.start_ms, now))
+                    self.store.mark_dirty(marks)
+                events += res.events
+            self.store.complete_outbox([entry.entry_id])
+        return events
+
+    def build_segments(self, report: ProcessReport) -> None:
+        """Build every queued segment (changed membership), quarantining the ones that fail."""
+        while True:
+            todo = self.store.unbuilt_segments(self.config.build_batch)
+            if not todo:
+                return
+            progressed = False
+            for seg in todo:
+                try:
+                    outcome = self.builder.build_segment(seg)
+                except Exception as exc:
+                    message = f"{type(exc).__name__}: {exc}"
+                    self.store.fail_segment(seg.project, seg.node_id, message)
+                    report.failed_segments.append(f"{seg.project} {seg.node_id}: {message}")
+                    continue
+                if outcome.stale:
+                    continue
+                progressed = True
+                report.segments_built += 1
+                report.nodes_written += int(outcome.written)
+            if not progressed:  # pragma: no cover - only under a concurrent re-segmentation
+                return
+
+
+def _seq_range(entry: OutboxEntry) -> tuple[int, int]:
+    payload = entry.payload
+    try:
+        first, last = int(payload["first_seq"]), int(payload["last_seq"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise StoreError(f"outbox entry {entry.entry_id}: malformed payload {payload!r}") from exc
+    if first < 1 or last < first:
+        raise StoreError(f"outbox entry {entry.entry_id}: impossible seq range {first}..{last}")
+    return first, last

@@ -1,0 +1,186 @@
+"""Navigate the table of contents (DESIGN §5): roots, a node with its children, grips, timelines.
+
+These are read-only functions over a ``Store`` and the one ``TokenCounter``; every view reports
+the tokens of what it renders (``tokens`` in ``to_dict()``) so an agent can budget its reads.
+
+- ``toc_roots``: the year nodes of a project, oldest first.
+- ``node_view``: a node (L0 by default: title, abstract, bullets with grip ids, keywords; L1 adds
+  the overview) plus each child's id, level, title and L0.
+- ``expand``: a grip's events — its range plus up to ``before``/``after`` events of the *same
+  session* within ``window_ms`` of the range — i.e. the evidence behind a bullet.
+- ``timeline``: the nodes of one level overlapping a time range.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from memtoc.errors import QueryError
+from memtoc.model import LEVELS, Event, Grip, JsonValue, TocNode, iso_ms
+from memtoc.store.base import Store
+from memtoc.text.tokens import TokenCounter
+
+DEFAULT_EXPAND_WINDOW_MS = 60 * 60_000
+"""Neighbours of a grip farther than this (from the range's ends) are not included."""
+_TIERS = ("L0", "L1")
+
+
+@dataclass(frozen=True, slots=True)
+class ChildView:
+    """A child as listed under its parent: id, level, title, L0 and span."""
+
+    node_id: str
+    level: str
+    title: str
+    abstract: str
+    start_ms: int
+    end_ms: int
+
+    def render(self) -> str:
+        return f"- [{self.node_id}] {self.title}: {self.abstract}"
+
+    def to_dict(self) -> dict[str, JsonValue]:
+        return {
+            "node_id": self.node_id,
+            "level": self.level,
+            "title": self.title,
+            "abstract": self.abstract,
+            "start_time": iso_ms(self.start_ms),
+            "end_time": iso_ms(self.end_ms),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class NodeView:
+    """A node and its children's summaries, as shown to an agent."""
+
+    node: TocNode
+    children: tuple[ChildView, ...]
+    tier: str
+    tokens: int
+
+    def render(self) -> str:
+        return render_node(self.node, self.children, self.tier)
+
+    def to_dict(self) -> dict[str, JsonValue]:
+        node = self.node.to_dict()
+        if self.tier == "L0":
+            node.pop("overview")
+        return {
+            "node": node,
+            "children": [c.to_dict() for c in self.children],
+            "tier": self.tier,
+            "tokens": self.tokens,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ExpandView:
+    """A grip with its events: the range and its neighbours in the same session."""
+
+    grip: Grip
+    events: tuple[Event, ...]
+    range_start: int
+    """Index in ``events`` of the grip's first event."""
+    range_end: int
+    """Index in ``events`` of the grip's last event (inclusive)."""
+    tokens: int
+
+    def to_dict(self) -> dict[str, JsonValue]:
+        return {
+            "grip": self.grip.to_dict(),
+            "events": [
+                {**e.to_dict(), "in_grip": self.range_start <= i <= self.range_end}
+                for i, e in enumerate(self.events)
+            ],
+            "tokens": self.tokens,
+        }
+
+
+def render_node(node: TocNode, children: tuple[ChildView, ...], tier: str) -> str:
+    """The text an agent reads for a node view (what ``tokens`` counts)."""
+    lines = [f"{node.node_id} — {node.title}", node.abstract]
+    lines += [f"* {b.text} ({', '.join(b.grip_ids)})" for b in node.bullets]
+    if node.keywords:
+        lines.append("keywords: " + ", ".join(node.keywords))
+    if tier == "L1" and node.overview:
+        lines.append(node.overview)
+    lines += [c.render() for c in children]
+    return "\n".join(line for line in lines if line)
+
+
+def toc_roots(store: Store, project: str) -> list[TocNode]:
+    """The project's year nodes, oldest first."""
+    return store.list_nodes(project, level="year")
+
+
+def node_view(
+    store: Store,
+    counter: TokenCounter,
+    node_id: str,
+    project: str | None = None,
+    *,
+    tier: str = "L0",
+) -> NodeView:
+    """A node with its children (ids, levels, titles, L0s), and the tokens of its rendering."""
+    if tier not in _TIERS:
+        raise QueryError(f"node views come at L0 or L1, not {tier!r}")
+    node = store.find_node(node_id, project)
+    children: list[ChildView] = []
+    if node.child_node_ids:
+        by_id = {n.node_id: n for n in store.list_nodes(node.project, parent_id=node.node_id)}
+        for cid in node.child_node_ids:
+            child = by_id.get(cid)
+            if child is None:  # retired since the parent was rolled up
+                continue
+            children.append(
+                ChildView(
+                    cid, child.level, child.title, child.abstract, child.start_ms, child.end_ms
+                )
+            )
+    kids = tuple(children)
+    return NodeView(node, kids, tier, counter.count(render_node(node, kids, tier)))
+
+
+def expand(
+    store: Store,
+    counter: TokenCounter,
+    grip_id: str,
+    *,
+    before: int = 3,
+    after: int = 3,
+    window_ms: int | None = DEFAULT_EXPAND_WINDOW_MS,
+) -> ExpandView:
+    """The grip's events plus up to ``before``/``after`` neighbours in its session and window."""
+    if before < 0 or after < 0:
+        raise QueryError(f"before and after must be ≥ 0 (got {before}, {after})")
+    grip = store.get_grip(grip_id)
+    start = store.get_event(grip.event_id_start)
+    end = store.get_event(grip.event_id_end)
+    lo, hi = (start.ts_ms, start.event_id), (end.ts_ms, end.event_id)
+    core = [
+        ev
+        for ev in store.scan_events(
+            project=grip.project,
+            session_id=grip.session_id,
+            since_ms=start.ts_ms,
+            until_ms=end.ts_ms + 1,
+        )
+        if lo <= (ev.ts_ms, ev.event_id) <= hi
+    ]
+    prev, _ = store.session_neighbors(start, before=before, after=0, window_ms=window_ms)
+    _, nxt = store.session_neighbors(end, before=0, after=after, window_ms=window_ms)
+    events = (*prev, *core, *nxt)
+    tokens = sum(counter.count(e.text) for e in events)
+    return ExpandView(grip, events, len(prev), len(prev) + len(core) - 1, tokens)
+
+
+def timeline(
+    store: Store, project: str, since_ms: int, until_ms: int, level: str = "day"
+) -> list[TocNode]:
+    """Nodes of ``level`` overlapping ``[since_ms, until_ms)``, in time order."""
+    if level not in LEVELS:
+        raise QueryError(f"unknown level {level!r} ({', '.join(LEVELS)})")
+    if until_ms <= since_ms:
+        raise QueryError(f"empty time range: {iso_ms(since_ms)} .. {iso_ms(until_ms)}")
+    return store.list_nodes(project, level=level, since_ms=since_ms, until_ms=until_ms)
