@@ -8,20 +8,36 @@ redactor, token counter, summariser.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from datetime import tzinfo
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from memtoc.clock import Clock, SystemClock
 from memtoc.config import Settings
-from memtoc.errors import IngestError, StoreError
+from memtoc.errors import IngestError, QueryError, StoreError
 from memtoc.ids import UlidFactory
 from memtoc.ingest.importer import CommitInfo, Importer, IngestOptions, ProgressFn
 from memtoc.ingest.sources.base import EventDraft
 from memtoc.ingest.sources.jsonl import parse_event
-from memtoc.model import DEFAULT_TYPE_FOR_ROLE, Event, IngestReport, JsonValue, Rejection
+from memtoc.model import (
+    DEFAULT_TYPE_FOR_ROLE,
+    Event,
+    IngestReport,
+    JsonValue,
+    Rejection,
+    TocNode,
+)
+from memtoc.pipeline.rollup import RollupReport
+from memtoc.pipeline.summarize.base import Summarizer
+from memtoc.pipeline.summarize.extractive import ExtractiveSummarizer
+from memtoc.pipeline.worker import PipelineConfig, ProcessReport, Processor
+from memtoc.retrieval import navigate
+from memtoc.retrieval.navigate import ExpandView, NodeView
+from memtoc.services import ROLLUP_LEVELS, build_summarizer, store_timezone
 from memtoc.store import maintenance
 from memtoc.store.maintenance import VerifyReport
 from memtoc.store.sqlite import SqliteStore
+from memtoc.text.tokens import TokenCounter, default_counter
 
 if TYPE_CHECKING:
     from memtoc.ingest.redact import Redactor
@@ -38,12 +54,23 @@ class Memory:
         clock: Clock | None = None,
         ids: UlidFactory | None = None,
         redactor: Redactor | None = None,
+        counter: TokenCounter | None = None,
+        summarizer: Summarizer | None = None,
+        tz: tzinfo | None = None,
+        pipeline: PipelineConfig | None = None,
     ) -> None:
         self.store = store
         self.settings = settings
         self.clock = clock or SystemClock()
         self.ids = ids or UlidFactory(self.clock)
         self.redactor = redactor
+        self.counter = counter or default_counter()
+        self.summarizer: Summarizer = summarizer or ExtractiveSummarizer(self.counter)
+        self.tz = tz or store_timezone(store, settings.timezone if settings else None)
+        self.pipeline = pipeline or (
+            PipelineConfig.from_settings(settings) if settings else PipelineConfig()
+        )
+        self._processor: Processor | None = None
 
     @classmethod
     def open(cls, settings: Settings, *, read_only: bool = False) -> Memory:
@@ -55,7 +82,11 @@ class Memory:
         from memtoc.ingest.redact import Redactor
 
         redactor = Redactor(disabled=settings.redact_disable) if settings.redact else None
-        return cls(store, settings=settings, redactor=redactor)
+        counter = default_counter()
+        summarizer = build_summarizer(settings, counter)
+        return cls(
+            store, settings=settings, redactor=redactor, counter=counter, summarizer=summarizer
+        )
 
     def close(self) -> None:
         self.store.close()
@@ -67,9 +98,7 @@ class Memory:
         self.close()
 
     # -- ingest -----------------------------------------------------------------------------------
-    def _ingest_options(
-        self, fmt: str, project: str | None, rescan: bool = False
-    ) -> IngestOptions:
+    def _ingest_options(self, fmt: str, project: str | None, rescan: bool = False) -> IngestOptions:
         s = self.settings
         if s is None:
             return IngestOptions(format=fmt, project=project, rescan=rescan)
@@ -190,6 +219,70 @@ class Memory:
                 limit=limit,
             )
         )
+
+    # -- pipeline ---------------------------------------------------------------------------------
+    @property
+    def processor(self) -> Processor:
+        if self._processor is None:
+            self._processor = Processor(
+                self.store, self.summarizer, self.counter, self.pipeline, self.clock, self.tz
+            )
+        return self._processor
+
+    def process(
+        self,
+        *,
+        until_idle: bool = True,
+        retry_failed: bool = False,
+        rollup: bool = True,
+        progress: Callable[[ProcessReport], None] | None = None,
+    ) -> ProcessReport:
+        """Drain the outbox: segments, summaries, grips, search indexes, then due rollups."""
+        if retry_failed:
+            self.processor.retry_failed()
+        return self.processor.run(until_idle=until_idle, rollup=rollup, progress=progress)
+
+    def rollup(self, *, force: bool = False, level: str | None = None) -> RollupReport:
+        """Roll up dirty days, weeks, months and years (those old enough, or all with ``force``)."""
+        if level is not None and level not in ROLLUP_LEVELS:
+            raise QueryError(f"--level must be one of {', '.join(ROLLUP_LEVELS)} (got {level!r})")
+        return self.processor.rollup(force=force, level=level)
+
+    # -- navigation -------------------------------------------------------------------------------
+    def _project(self, project: str | None) -> str:
+        if project is not None:
+            return project
+        projects = self.store.projects()
+        if len(projects) == 1:
+            return projects[0]
+        if not projects:
+            raise QueryError("the store holds no events yet")
+        raise QueryError(f"several projects ({', '.join(projects)}); name one with --project")
+
+    def toc(self, project: str | None = None) -> list[TocNode]:
+        """The roots of a project's table of contents: its years, oldest first."""
+        return navigate.toc_roots(self.store, self._project(project))
+
+    def node(self, node_id: str, *, project: str | None = None, tier: str = "L0") -> NodeView:
+        """A node's summary and its children's titles and L0s, with its token count."""
+        return navigate.node_view(self.store, self.counter, node_id, project, tier=tier)
+
+    def expand(self, grip_id: str, *, before: int = 3, after: int = 3) -> ExpandView:
+        """A grip's events plus ``before``/``after`` neighbours in the same session."""
+        return navigate.expand(
+            self.store,
+            self.counter,
+            grip_id,
+            before=before,
+            after=after,
+            window_ms=self.pipeline.expand_window_minutes * 60_000,
+        )
+
+    def timeline(
+        self, since_ms: int, until_ms: int, *, level: str = "day", project: str | None = None
+    ) -> list[TocNode]:
+        """Nodes of one level overlapping a time range, in time order."""
+        return navigate.timeline(self.store, self._project(project), since_ms, until_ms, level)
 
     # -- housekeeping -----------------------------------------------------------------------------
     def stats(self) -> dict[str, JsonValue]:

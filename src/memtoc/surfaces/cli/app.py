@@ -13,7 +13,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Annotated, Any
 
-import click
 import typer
 from typer.core import TyperGroup
 from rich.console import Console
@@ -25,10 +24,11 @@ from memtoc.memory import Memory
 console = Console()
 err_console = Console(stderr=True)
 
+
 class _Group(TyperGroup):
     """Turns memtoc errors raised by any command into a clear message and exit code 1."""
 
-    def invoke(self, ctx: click.Context) -> Any:
+    def invoke(self, ctx: Any) -> Any:  # typer vendors click; its Context type is private
         try:
             return super().invoke(ctx)
         except MemtocError as exc:

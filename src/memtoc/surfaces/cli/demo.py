@@ -11,14 +11,19 @@ import typer
 from memtoc.eval.synth import SynthConfig, generate, write_claude_code
 from memtoc.surfaces.cli.app import app, console, open_memory, state
 from memtoc.surfaces.cli.store_cmds import print_ingest_report
+from memtoc.surfaces.cli.toc_cmds import _node_tree, print_expand
 
 
 @app.command()
 def demo(
     ctx: typer.Context,
-    events: Annotated[int, typer.Option("--events", "-n", help="Size of the sample history.")] = 5_000,
+    events: Annotated[
+        int, typer.Option("--events", "-n", help="Size of the sample history.")
+    ] = 5_000,
     seed: Annotated[int, typer.Option("--seed")] = 7,
-    fresh: Annotated[bool, typer.Option("--fresh/--keep", help="Start from an empty store.")] = True,
+    fresh: Annotated[
+        bool, typer.Option("--fresh/--keep", help="Start from an empty store.")
+    ] = True,
 ) -> None:
     """Generate months of sample agent sessions, ingest them as Claude Code transcripts, show the result."""
     settings = state(ctx).settings
@@ -44,3 +49,27 @@ def demo(
         stats = memory.stats()
         for key in ("events", "projects", "sessions", "outbox", "bytes"):
             console.print(f"{key:>10}: {stats[key]}")
+        console.rule("[bold]4. process: segments, summaries, grips, rollups")
+        report = memory.process()
+        roll = memory.rollup(force=True)
+        console.print(
+            f"filed {report.events:,} events into {report.segments_built:,} segments; "
+            f"{report.nodes_written + roll.written:,} node versions written "
+            f"in {report.seconds:.1f}s"
+        )
+        project = memory.store.projects()[0]
+        console.rule(f"[bold]5. the table of contents of project {project!r}")
+        roots = memory.toc(project)
+        for root in roots:
+            console.print(_node_tree(memory.node(root.node_id, project=project)))
+        weeks = memory.store.list_nodes(project, level="week")
+        if weeks:
+            week = weeks[len(weeks) // 2]
+            console.rule(f"[bold]6. one week: memtoc toc {week.node_id} --project {project}")
+            view = memory.node(week.node_id, project=project)
+            console.print(_node_tree(view))
+            grip_id = next((g for b in view.node.bullets for g in b.grip_ids), None)
+            if grip_id:
+                console.rule(f"[bold]7. one grip: memtoc expand {grip_id}")
+                print_expand(memory.expand(grip_id))
+    console.print(f"\nStore: {settings.db}  (try: memtoc --home {home} toc --project {project})")

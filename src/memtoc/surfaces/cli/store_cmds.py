@@ -149,7 +149,12 @@ def events(
     for e in found:
         text = e.text.replace("\n", " ")
         table.add_row(
-            iso_ms(e.ts_ms)[:19], e.project, e.session_id[:12], e.role, text[:100], end_section=False
+            iso_ms(e.ts_ms)[:19],
+            e.project,
+            e.session_id[:12],
+            e.role,
+            text[:100],
+            end_section=False,
         )
     console.print(table)
 

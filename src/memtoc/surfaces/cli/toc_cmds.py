@@ -1,0 +1,220 @@
+"""Commands over the table of contents: process, rollup, toc, expand, timeline."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+from rich.tree import Tree
+
+from memtoc.clock import SystemClock
+from memtoc.model import TocNode, iso_ms
+from memtoc.pipeline.worker import ProcessReport
+from memtoc.retrieval.navigate import ExpandView, NodeView
+from memtoc.surfaces.cli.app import JsonOpt, app, console, emit_json, open_memory
+from memtoc.surfaces.cli.timeparse import parse_instant
+
+ProjectOpt = Annotated[
+    str | None, typer.Option("--project", "-p", help="Project (needed when the store has several).")
+]
+
+
+@app.command()
+def process(
+    ctx: typer.Context,
+    until_idle: Annotated[
+        bool, typer.Option("--until-idle/--once", help="Drain everything, or one round.")
+    ] = True,
+    retry_failed: Annotated[
+        bool, typer.Option("--retry-failed", help="Put quarantined entries back first.")
+    ] = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """Drain the outbox: segments, summaries, grips, search indexes, then due rollups."""
+    with open_memory(ctx) as memory:
+        if json_out:
+            report = memory.process(until_idle=until_idle, retry_failed=retry_failed)
+        else:
+            columns = (SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn())
+            with Progress(*columns, console=console, transient=True) as bar:
+                task = bar.add_task("processing", total=None)
+
+                def show(r: ProcessReport) -> None:
+                    bar.update(
+                        task,
+                        description=f"processing: {r.events:,} events filed, "
+                        f"{r.segments_built:,} segments built",
+                    )
+
+                report = memory.process(
+                    until_idle=until_idle, retry_failed=retry_failed, progress=show
+                )
+        counts = memory.store.outbox_counts()
+    if json_out:
+        emit_json({**report.to_dict(), "outbox": counts})
+        return
+    console.print(
+        f"filed [bold]{report.events:,}[/] events from {report.entries:,} outbox entries; "
+        f"built {report.segments_built:,} segments; wrote {report.nodes_written:,} node versions "
+        f"in {report.seconds:.1f}s"
+    )
+    if report.failures:
+        console.print(f"[red]{report.failures} failures quarantined[/] (see `memtoc stats`)")
+        for item in [*report.failed_entries, *report.failed_segments][:10]:
+            console.print(f"  [red]✗[/] {escape(item)}", highlight=False)
+    if counts.get("pending"):
+        console.print(f"{counts['pending']} outbox entries still pending")
+
+
+@app.command()
+def rollup(
+    ctx: typer.Context,
+    force: Annotated[bool, typer.Option("--force", help="Ignore minimum ages.")] = False,
+    level: Annotated[
+        str | None, typer.Option("--level", help="Only this level: day, week, month or year.")
+    ] = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Roll segments up into days, weeks, months and years (when old enough, or --force)."""
+    with open_memory(ctx) as memory:
+        report = memory.rollup(force=force, level=level)
+    if json_out:
+        emit_json(report.to_dict())
+    else:
+        console.print(f"rollup: {report.to_dict()}", highlight=False)
+
+
+def _node_tree(view: NodeView) -> Tree:
+    node = view.node
+    head = f"[bold]{escape(node.title)}[/]  [dim]{node.node_id} · v{node.version}[/]"
+    tree = Tree(head)
+    if node.abstract:
+        tree.add(f"[italic]{escape(node.abstract)}[/]")
+    bullets = tree.add("[bold]bullets[/]")
+    for b in node.bullets:
+        grips = ", ".join(b.grip_ids[:2]) + ("…" if len(b.grip_ids) > 2 else "")
+        bullets.add(f"{escape(b.text)}  [dim]{grips}[/]")
+    if node.keywords:
+        tree.add("[bold]keywords[/] " + escape(", ".join(node.keywords)))
+    if view.tier == "L1" and node.overview:
+        tree.add(escape(node.overview))
+    if view.children:
+        kids = tree.add(f"[bold]children[/] ({len(view.children)})")
+        for c in view.children:
+            kids.add(f"[cyan]{c.node_id}[/]  {escape(c.title)}")
+    degraded = f"  [yellow]degraded: {escape(node.degraded)}[/]" if node.degraded else ""
+    tree.add(f"[dim]{view.tokens} tokens · summariser {node.summarizer}[/]{degraded}")
+    return tree
+
+
+@app.command()
+def toc(
+    ctx: typer.Context,
+    node_id: Annotated[
+        str | None, typer.Argument(help="A node id (toc:week:2024-W03); none: the years.")
+    ] = None,
+    project: ProjectOpt = None,
+    depth: Annotated[str, typer.Option("--depth", help="L0 (abstracts) or L1 (overview).")] = "L0",
+    json_out: JsonOpt = False,
+) -> None:
+    """Browse the table of contents: the years, or one node with its children."""
+    with open_memory(ctx, read_only=True) as memory:
+        if node_id is None:
+            roots = memory.toc(project)
+            views = [memory.node(r.node_id, project=r.project, tier=depth) for r in roots]
+            if json_out:
+                emit_json(
+                    {
+                        "project": roots[0].project if roots else project,
+                        "roots": [v.to_dict() for v in views],
+                        "tokens": sum(v.tokens for v in views),
+                    }
+                )
+                return
+            if not views:
+                console.print("The TOC is empty: run `memtoc process` after `memtoc ingest`.")
+            for view in views:
+                console.print(_node_tree(view))
+            return
+        view = memory.node(node_id, project=project, tier=depth)
+    if json_out:
+        emit_json(view.to_dict())
+    else:
+        console.print(_node_tree(view))
+
+
+@app.command()
+def expand(
+    ctx: typer.Context,
+    grip_id: Annotated[str, typer.Argument(help="A grip id from a node's bullets.")],
+    before: Annotated[int, typer.Option("--before", min=0)] = 3,
+    after: Annotated[int, typer.Option("--after", min=0)] = 3,
+    json_out: JsonOpt = False,
+) -> None:
+    """Show a grip's events, with neighbours before and after in the same session."""
+    with open_memory(ctx, read_only=True) as memory:
+        view = memory.expand(grip_id, before=before, after=after)
+    if json_out:
+        emit_json(view.to_dict())
+    else:
+        print_expand(view)
+
+
+def print_expand(view: ExpandView) -> None:
+    g = view.grip
+    console.print(f"[bold]{g.grip_id}[/]  [dim]{g.toc_node_id} · session {g.session_id}[/]")
+    console.print(f"[italic]“{escape(g.excerpt)}”[/]")
+    table = Table("", "time (UTC)", "role", "text", show_lines=False)
+    for i, e in enumerate(view.events):
+        inside = view.range_start <= i <= view.range_end
+        text = e.text.replace("\n", " ")
+        table.add_row(
+            "▶" if inside else "",
+            iso_ms(e.ts_ms)[:19],
+            e.role,
+            escape(text[:160] + ("…" if len(text) > 160 else "")),
+            style=None if inside else "dim",
+        )
+    console.print(table)
+    console.print(f"[dim]{view.tokens} tokens[/]")
+
+
+@app.command()
+def timeline(
+    ctx: typer.Context,
+    since: Annotated[str, typer.Option("--since", help="ISO date/time, epoch ms, or age (30d).")],
+    until: Annotated[str | None, typer.Option("--until", help="Default: now.")] = None,
+    level: Annotated[str, typer.Option("--level")] = "day",
+    project: ProjectOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Nodes of one level (day by default) over a time range."""
+    now = SystemClock().now_ms()
+    since_ms = parse_instant(since, now_ms=now, option="--since")
+    until_ms = parse_instant(until, now_ms=now, option="--until") or now
+    assert since_ms is not None
+    with open_memory(ctx, read_only=True) as memory:
+        nodes = memory.timeline(since_ms, until_ms, level=level, project=project)
+        tokens = sum(memory.counter.count(f"{n.title}\n{n.abstract}") for n in nodes)
+    if json_out:
+        emit_json({"nodes": [_brief(n) for n in nodes], "tokens": tokens})
+        return
+    table = Table("start", "node", "title", "events")
+    for n in nodes:
+        table.add_row(iso_ms(n.start_ms)[:10], n.node_id, escape(n.title), str(n.event_count))
+    console.print(table)
+
+
+def _brief(node: TocNode) -> dict[str, object]:
+    return {
+        "node_id": node.node_id,
+        "level": node.level,
+        "title": node.title,
+        "abstract": node.abstract,
+        "start_time": iso_ms(node.start_ms),
+        "end_time": iso_ms(node.end_ms),
+        "event_count": node.event_count,
+    }
