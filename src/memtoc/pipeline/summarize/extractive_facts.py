@@ -253,7 +253,7 @@ def score_facts(facts: Sequence[Fact], events: Sequence[Event]) -> None:
     for fact in facts:
         content = [weight.get(t, 0.0) for t in fact.terms]
         n = len(content)
-        centrality = sum(content) / (top * math.sqrt(n + 2)) if n else 0.0
+        centrality = math.fsum(content) / (top * math.sqrt(n + 2)) if n else 0.0
         score = centrality
         if fact.kind == "error":
             score += 0.9
