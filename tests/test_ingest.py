@@ -198,6 +198,8 @@ def test_ingest_records_api_rejects_bad_records_and_keeps_the_rest(memory: Memor
 
 
 def test_remember_records_a_redacted_event(memory: Memory) -> None:
-    event = memory.remember("Decision: rotate ghp_" + "x" * 36 + " weekly", project="webapp")
+    token = "ghp_" + "Zx9Qw2Er7Ty4Ui1Op8As5Df3Gh6Jk0Lz2Xc"
+    event = memory.remember(f"Decision: rotate {token} weekly", project="webapp")
+    assert token not in event.text
     assert event.project == "webapp" and "[REDACTED:" in event.text
     assert memory.store.get_event(event.event_id) == event

