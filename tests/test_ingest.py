@@ -198,7 +198,7 @@ def test_ingest_records_api_rejects_bad_records_and_keeps_the_rest(memory: Memor
 
 
 def test_remember_records_a_redacted_event(memory: Memory) -> None:
-    token = "ghp_" + "Zx9Qw2Er7Ty4Ui1Op8As5Df3Gh6Jk0Lz2Xc"
+    token = "ghp_" + "Zx9Qw2Er7Ty4Ui1Op8As5Df3Gh6Jk0Lz2Xc7"
     event = memory.remember(f"Decision: rotate {token} weekly", project="webapp")
     assert token not in event.text
     assert event.project == "webapp" and "[REDACTED:" in event.text
