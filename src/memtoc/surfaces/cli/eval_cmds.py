@@ -1,0 +1,172 @@
+"""``memtoc eval``: retrieval quality on public benchmarks (LoCoMo, LongMemEval), every mode side by
+side in one run."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn
+
+from memtoc.errors import ConfigError
+from memtoc.eval.harness import RunConfig
+from memtoc.eval.modes import Mode, ModeContext, build_modes
+from memtoc.eval.report import EvalReport, rich_table, write_outputs
+from memtoc.surfaces.cli.app import JsonOpt, app, console, emit_json, err_console, state
+from memtoc.text.tokens import default_counter
+
+eval_app = typer.Typer(help="Retrieval quality on public benchmarks (LoCoMo, LongMemEval).")
+app.add_typer(eval_app, name="eval")
+
+ModesOpt = Annotated[
+    str | None,
+    typer.Option("--modes", help="Comma-separated modes (default: every registered mode)."),
+]
+KOpt = Annotated[str, typer.Option("--k", help="Comma-separated k for recall@k.")]
+BudgetsOpt = Annotated[str, typer.Option("--budgets", help="Comma-separated token budgets.")]
+OutOpt = Annotated[
+    Path | None,
+    typer.Option("--out", help="Write report.md, recall_vs_budget.png, results.json here."),
+]
+EmbedderOpt = Annotated[
+    str | None,
+    typer.Option("--embedder", help="static, onnx or none (default: the MEMTOC_EMBEDDER setting)."),
+]
+EmbedModelOpt = Annotated[
+    str | None,
+    typer.Option("--embed-model", help="Model folder or hub name (default: MEMTOC_EMBED_MODEL)."),
+]
+WorkdirOpt = Annotated[
+    Path | None,
+    typer.Option("--workdir", help="Keep the per-project stores here (default: a temp dir)."),
+]
+
+
+def _ints(value: str, option: str) -> tuple[int, ...]:
+    try:
+        out = tuple(int(v) for v in value.split(",") if v.strip())
+    except ValueError:
+        raise ConfigError(
+            f"expected comma-separated integers, got {value!r}", setting=option
+        ) from None
+    if not out or min(out) <= 0:
+        raise ConfigError(f"expected positive integers, got {value!r}", setting=option)
+    return tuple(sorted(set(out)))
+
+
+def _context(ctx: typer.Context, embedder: str | None, model: str | None) -> ModeContext:
+    from memtoc.text.embed import load_embedder
+
+    settings = state(ctx).settings
+    kind = (embedder or settings.embedder).strip().lower()
+    model = model or settings.embed_model
+    emb = load_embedder(kind, model)
+    label = "none" if emb is None else f"{emb.name} ({model or 'default model'})"
+    return ModeContext(default_counter(), emb, label)
+
+
+def _modes(names: str | None, mctx: ModeContext) -> tuple[list[Mode], dict[str, str]]:
+    wanted = [n.strip() for n in names.split(",") if n.strip()] if names else None
+    modes, skipped = build_modes(wanted, mctx)
+    if not modes:
+        raise ConfigError("no mode can run: " + "; ".join(f"{k}: {v}" for k, v in skipped.items()),
+                          setting="--modes")  # fmt: skip
+    return modes, skipped
+
+
+@contextmanager
+def _progress(quiet: bool) -> Iterator[Callable[[str, int, int], None] | None]:
+    if quiet:
+        yield None
+        return
+    columns = (TextColumn("[bold]{task.description:<14}"), BarColumn(), MofNCompleteColumn())
+    with Progress(*columns, console=err_console, transient=True) as bar:
+        tasks: dict[str, TaskID] = {}
+
+        def show(stage: str, done: int, total: int) -> None:
+            if stage not in tasks:
+                tasks[stage] = bar.add_task(stage, total=total)
+            bar.update(tasks[stage], completed=done, total=total)
+
+        yield show
+
+
+def _finish(report: EvalReport, out: Path | None, json_out: bool) -> None:
+    paths = write_outputs(report, out) if out is not None else {}
+    if json_out:
+        emit_json({**report.to_dict(), "outputs": {k: str(v) for k, v in paths.items()}})
+        return
+    console.print(rich_table(report))
+    for mode, why in report.skipped_modes.items():
+        console.print(f"[yellow]not run[/] {mode}: {why}", highlight=False)
+    console.print(
+        f"{len(report.results.modes())} modes, {report.projects} projects, "
+        f"embedder {report.embedder}, {report.wall_seconds:.1f} s"
+    )
+    for kind, path in paths.items():
+        console.print(f"{kind}: {path}", highlight=False)
+
+
+def _command_line() -> str:
+    return "memtoc " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+
+
+@eval_app.command("locomo")
+def eval_locomo(
+    ctx: typer.Context,
+    path: Annotated[Path, typer.Argument(help="locomo10.json", exists=True, dir_okay=False)],
+    modes: ModesOpt = None,
+    k: KOpt = "5,10,25,50",
+    budgets: BudgetsOpt = "500,1000,2000",
+    json_out: JsonOpt = False,
+    out: OutOpt = None,
+    conversations: Annotated[
+        int | None, typer.Option("--conversations", help="Only the first N conversations.")
+    ] = None,
+    embedder: EmbedderOpt = None,
+    embed_model: EmbedModelOpt = None,
+    workdir: WorkdirOpt = None,
+) -> None:
+    """Evidence recall@k, recall within token budgets, tokens and latency per mode on LoCoMo."""
+    from memtoc.eval.locomo_run import run_locomo
+
+    cfg = RunConfig(ks=_ints(k, "--k"), budgets=_ints(budgets, "--budgets"))
+    mctx = _context(ctx, embedder, embed_model)
+    chosen, skipped = _modes(modes, mctx)
+    with _progress(json_out) as progress:
+        report = run_locomo(path, chosen, mctx, cfg, skipped_modes=skipped,
+                            conversations=conversations, workdir=workdir,
+                            command=_command_line(), progress=progress)  # fmt: skip
+    _finish(report, out, json_out)
+
+
+@eval_app.command("longmemeval")
+def eval_longmemeval(
+    ctx: typer.Context,
+    path: Annotated[Path, typer.Argument(help="LongMemEval JSON", exists=True, dir_okay=False)],
+    modes: ModesOpt = None,
+    k: KOpt = "1,5,10,25,50",
+    budgets: BudgetsOpt = "500,1000,2000",
+    json_out: JsonOpt = False,
+    out: OutOpt = None,
+    items: Annotated[int | None, typer.Option("--items", help="Only the first N items.")] = None,
+    embedder: EmbedderOpt = None,
+    embed_model: EmbedModelOpt = None,
+    workdir: WorkdirOpt = None,
+) -> None:
+    """Session recall_any/recall_all/NDCG@k and turn recall per mode on LongMemEval."""
+    from memtoc.eval.longmemeval import run_longmemeval
+
+    cfg = RunConfig(ks=_ints(k, "--k"), budgets=_ints(budgets, "--budgets"))
+    mctx = _context(ctx, embedder, embed_model)
+    chosen, skipped = _modes(modes, mctx)
+    with _progress(json_out) as progress:
+        report = run_longmemeval(path, chosen, mctx, cfg, skipped_modes=skipped, limit=items,
+                                 workdir=workdir, command=_command_line(),
+                                 progress=progress)  # fmt: skip
+    _finish(report, out, json_out)
