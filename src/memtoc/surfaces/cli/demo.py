@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 from typing import Annotated
@@ -73,3 +74,20 @@ def demo(
                 console.rule(f"[bold]7. one grip: memtoc expand {grip_id}")
                 print_expand(memory.expand(grip_id))
     console.print(f"\nStore: {settings.db}  (try: memtoc --home {home} toc --project {project})")
+    print_mcp_config(home)
+
+
+def print_mcp_config(home: Path) -> None:
+    """How to give an agent this memory: the MCP server command and the hooks."""
+    console.rule("[bold]8. connect an agent (MCP)")
+    console.print("Claude Code:", highlight=False)
+    console.print(f"  claude mcp add memtoc -- memtoc --home {home} mcp", highlight=False)
+    console.print("or in .mcp.json (project) / ~/.claude.json:", highlight=False)
+    snippet = {
+        "mcpServers": {"memtoc": {"command": "memtoc", "args": ["--home", str(home), "mcp"]}}
+    }
+    console.print(json.dumps(snippet, indent=2), highlight=False, markup=False)
+    console.print(
+        f"Session-start context and automatic ingest: memtoc --home {home} hooks install claude-code",
+        highlight=False,
+    )

@@ -1,0 +1,205 @@
+"""Agent hooks: ``memtoc hooks install|uninstall AGENT``, the hook commands agents run
+(``memtoc hook session-start`` / ``memtoc hook ingest``), and ``memtoc watch``."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import sys
+import threading
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from memtoc.config import Settings
+from memtoc.errors import MemtocError
+from memtoc.model import IngestReport
+from memtoc.retrieval.context import DEFAULT_BUDGET
+from memtoc.surfaces.cli.app import app, console, open_memory, state
+from memtoc.surfaces.hooks import install as installer
+from memtoc.surfaces.hooks import runner
+from memtoc.surfaces.hooks.watch import DEFAULT_INTERVAL_S, Watcher, default_paths
+
+hooks_app = typer.Typer(
+    help="Install memtoc into an agent's hooks (claude-code, codex, gemini).",
+    no_args_is_help=True,
+)
+hook_app = typer.Typer(
+    help="What agents run from their hooks (JSON on stdin; always exit 0).",
+    no_args_is_help=True,
+)
+app.add_typer(hooks_app, name="hooks")
+app.add_typer(hook_app, name="hook")
+
+AgentArg = Annotated[str, typer.Argument(help="claude-code, codex or gemini.")]
+ScopeOpt = Annotated[
+    str,
+    typer.Option("--scope", help="user (~/.<agent>/…) or project (<project>/.<agent>/…)."),
+]
+ProjectDirOpt = Annotated[
+    Path | None,
+    typer.Option("--project-dir", help="Project folder for --scope project (default: cwd)."),
+]
+
+
+def memtoc_command(settings: Settings) -> str:
+    """How an agent should run this memtoc: the script on PATH, else this Python with ``-m``."""
+    script = shutil.which("memtoc")
+    parts = [script] if script else [sys.executable, "-m", "memtoc"]
+    if settings.sources.get("db") not in (None, "default"):
+        parts += ["--db", settings.db]
+    home = str(settings.home) if settings.sources.get("home") not in (None, "default") else None
+    return installer.base_command(parts, home)
+
+
+def _scope(value: str) -> installer.Scope:
+    if value == "user":
+        return "user"
+    if value == "project":
+        return "project"
+    raise typer.BadParameter("expected user or project", param_hint="--scope")
+
+
+@hooks_app.command("install")
+def hooks_install(
+    ctx: typer.Context,
+    agent: AgentArg,
+    scope: ScopeOpt = "user",
+    project_dir: ProjectDirOpt = None,
+) -> None:
+    """Add memtoc's hooks to the agent's settings (idempotent; other settings are kept)."""
+    settings = state(ctx).settings
+    report = installer.install(
+        agent,
+        _scope(scope),
+        command=memtoc_command(settings),
+        project_dir=(project_dir or Path.cwd()).resolve(),
+        user_home=Path.home(),
+    )
+    verb = "updated" if report.changed else "already up to date:"
+    console.print(f"{verb} {report.path} (hooks: {', '.join(report.events)})", highlight=False)
+    if report.note:
+        console.print(f"[yellow]note:[/] {report.note}", highlight=False)
+
+
+@hooks_app.command("uninstall")
+def hooks_uninstall(
+    agent: AgentArg, scope: ScopeOpt = "user", project_dir: ProjectDirOpt = None
+) -> None:
+    """Remove memtoc's hooks from the agent's settings (every other hook stays)."""
+    report = installer.uninstall(
+        agent,
+        _scope(scope),
+        project_dir=(project_dir or Path.cwd()).resolve(),
+        user_home=Path.home(),
+    )
+    if report.changed:
+        console.print(f"removed memtoc's hooks from {report.path}", highlight=False)
+    else:
+        console.print(f"no memtoc hooks in {report.path}", highlight=False)
+
+
+def _read_hook_input() -> runner.HookInput:
+    if sys.stdin is None or sys.stdin.isatty():
+        return runner.HookInput()
+    try:
+        return runner.HookInput.parse(sys.stdin.read())
+    except (OSError, UnicodeDecodeError):
+        return runner.HookInput()
+
+
+def _hook_settings(ctx: typer.Context) -> Settings | None:
+    try:
+        return state(ctx).settings
+    except MemtocError as exc:  # a broken config must not break the agent
+        from memtoc.config import default_home
+
+        runner.log_problem(Path(os.environ.get("MEMTOC_HOME") or default_home()), "hook", str(exc))
+        return None
+
+
+def _finish(output: str) -> None:
+    """Print ``output`` and exit 0 — at once if an abandoned worker thread is still running."""
+    if output:
+        sys.stdout.write(output + "\n")
+    sys.stdout.flush()
+    if any(t.name == "memtoc-hook" and t.is_alive() for t in threading.enumerate()):
+        os._exit(0)  # do not wait for a thread stuck on a lock
+
+
+@hook_app.command("session-start")
+def hook_session_start(
+    ctx: typer.Context,
+    budget: Annotated[int, typer.Option("--budget", min=0)] = DEFAULT_BUDGET,
+    deadline: Annotated[float, typer.Option("--deadline", help="Seconds.")] = (
+        runner.SESSION_START_DEADLINE_S
+    ),
+) -> None:
+    """Print the session-start context as hook JSON (nothing on any problem; exit 0)."""
+    hook = _read_hook_input()
+    settings = _hook_settings(ctx)
+    output = (
+        runner.session_start(settings, hook, budget=budget, deadline_s=deadline) if settings else ""
+    )
+    _finish(output)
+
+
+@hook_app.command("ingest")
+def hook_ingest(
+    ctx: typer.Context,
+    process: Annotated[
+        bool, typer.Option("--process", help="Also file new events into the TOC.")
+    ] = False,
+    deadline: Annotated[float, typer.Option("--deadline", help="Seconds.")] = (
+        runner.INGEST_DEADLINE_S
+    ),
+) -> None:
+    """Import the hook's transcript_path from its watermark (prints nothing; exit 0)."""
+    hook = _read_hook_input()
+    settings = _hook_settings(ctx)
+    if settings is not None:
+        runner.ingest(settings, hook, process=process, deadline_s=deadline)
+    _finish("")
+
+
+@app.command()
+def watch(
+    ctx: typer.Context,
+    paths: Annotated[
+        list[Path] | None,
+        typer.Argument(help="Folders or files (default: ~/.claude/projects, ~/.codex/sessions)."),
+    ] = None,
+    interval: Annotated[
+        float, typer.Option("--interval", min=0.1, help="Seconds between looks.")
+    ] = DEFAULT_INTERVAL_S,
+    process: Annotated[bool, typer.Option("--process", help="Also file new events.")] = False,
+) -> None:
+    """Tail transcript folders and ingest new bytes continuously (Ctrl-C or SIGTERM stops)."""
+    targets = list(paths) if paths else default_paths(Path.home())
+    if not targets:
+        raise typer.BadParameter("no transcript folders found; name some", param_hint="PATHS")
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: Any) -> None:
+        stop.set()
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+
+    def show(report: IngestReport) -> None:
+        if report.ingested or report.rejections:
+            console.print(
+                f"+{report.ingested} events ({report.duplicates} duplicates, "
+                f"{report.rejected} rejected)",
+                highlight=False,
+            )
+
+    try:
+        with open_memory(ctx) as memory:
+            console.print(f"watching {', '.join(map(str, targets))} every {interval:g}s")
+            Watcher(memory, targets, interval, process, stop, show).run()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    console.print("stopped")

@@ -1,0 +1,191 @@
+"""Running memtoc inside an agent's hooks: bounded in time, and fail-open.
+
+An agent (Claude Code, Codex, Gemini CLI) runs a hook command with a JSON object on stdin —
+``{"session_id", "transcript_path", "cwd", "hook_event_name", "source"?, …}`` — and waits for it.
+memtoc's hooks must never block or break the agent, so:
+
+- every run has an internal deadline (``SESSION_START_DEADLINE_S``, ``INGEST_DEADLINE_S``): the
+  work runs in a worker thread and, when the deadline passes, the hook gives up, prints nothing
+  and exits 0 (the caller then ends the process with ``os._exit`` so a thread stuck on a lock
+  cannot hold it); the store waits for another process's lock only briefly (busy timeout);
+- every problem — a missing, locked or corrupt store, unreadable input, a bug — is written to
+  ``<home>/hooks.log`` and swallowed: the hook prints nothing (or an empty context) and exits 0.
+
+``session_start`` returns the JSON the agent injects: ``{"hookSpecificOutput": {"hookEventName":
+"SessionStart", "additionalContext": "<context>"}}`` — the context of the project named by the
+basename of ``cwd`` (the same rule the transcript importers use), within the budget.
+``ingest`` imports the transcript named by ``transcript_path`` incrementally: the importer resumes
+from the file's watermark (the byte offset already stored), so repeated hooks read only new bytes
+and never store an event twice; with ``process`` it also files new events into the TOC.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from memtoc.config import Settings
+from memtoc.ingest.sources._lines import basename
+from memtoc.memory import Memory
+from memtoc.model import iso_ms
+from memtoc.retrieval.context import DEFAULT_BUDGET
+
+SESSION_START_DEADLINE_S = 2.0
+INGEST_DEADLINE_S = 20.0
+SESSION_START_BUSY_MS = 1_200
+"""How long the session-start hook waits for another process's lock before giving up."""
+INGEST_BUSY_MS = 10_000
+LOG_NAME = "hooks.log"
+LOG_MAX_BYTES = 1_000_000
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class HookInput:
+    """The fields memtoc uses from a hook's stdin JSON (all optional: input is never trusted)."""
+
+    event: str = ""
+    session_id: str | None = None
+    transcript_path: str | None = None
+    cwd: str | None = None
+    source: str | None = None
+
+    @classmethod
+    def parse(cls, text: str) -> HookInput:
+        """Parse the hook's stdin; anything that is not a JSON object gives an empty input."""
+        try:
+            data = json.loads(text) if text.strip() else {}
+        except json.JSONDecodeError:
+            data = {}
+        if not isinstance(data, dict):
+            data = {}
+
+        def text_of(key: str) -> str | None:
+            value = data.get(key)
+            return value if isinstance(value, str) and value else None
+
+        return cls(
+            event=text_of("hook_event_name") or "",
+            session_id=text_of("session_id"),
+            transcript_path=text_of("transcript_path"),
+            cwd=text_of("cwd"),
+            source=text_of("source") or text_of("trigger"),
+        )
+
+
+def log_problem(home: Path, what: str, message: str) -> None:
+    """Append one line to ``<home>/hooks.log`` (rotated at 1 MB); never raises."""
+    try:
+        home.mkdir(parents=True, exist_ok=True)
+        path = home / LOG_NAME
+        if path.exists() and path.stat().st_size > LOG_MAX_BYTES:
+            path.replace(home / f"{LOG_NAME}.1")
+        line = f"{iso_ms(int(time.time() * 1000))} {what}: {' '.join(message.split())}\n"
+        with path.open("a", encoding="utf-8") as fh:
+            fh.write(line)
+    except OSError:
+        pass
+
+
+class DeadlineExceeded(Exception):
+    """The hook's work did not finish within its deadline (it is abandoned, not awaited)."""
+
+
+def run_with_deadline(work: Callable[[], T], seconds: float) -> T:
+    """``work()`` in a daemon thread; its result, its exception, or ``DeadlineExceeded``."""
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["result"] = work()
+        except BaseException as exc:  # handed to the caller's thread as is
+            box["error"] = exc
+
+    thread = threading.Thread(target=target, name="memtoc-hook", daemon=True)
+    thread.start()
+    thread.join(seconds)
+    if thread.is_alive():
+        raise DeadlineExceeded(f"gave up after {seconds:g}s")
+    if "error" in box:
+        raise box["error"]
+    result: T = box["result"]
+    return result
+
+
+def session_start(
+    settings: Settings,
+    hook: HookInput,
+    *,
+    budget: int = DEFAULT_BUDGET,
+    deadline_s: float = SESSION_START_DEADLINE_S,
+) -> str:
+    """The JSON to print for a SessionStart hook, or ``""`` (nothing to add, or a problem)."""
+
+    def work() -> str:
+        with Memory.open(settings, read_only=True, busy_timeout_ms=SESSION_START_BUSY_MS) as mem:
+            project = basename(hook.cwd) or settings.project
+            return mem.context(project, budget=budget).text
+
+    try:
+        text = run_with_deadline(work, deadline_s)
+    except Exception as exc:  # fail-open: the agent must start whatever happens here
+        log_problem(settings.home, "session-start", f"{type(exc).__name__}: {exc}")
+        return ""
+    if not text:
+        return ""
+    output = {"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": text}}
+    return json.dumps(output, ensure_ascii=False)
+
+
+def _ends_with_newline(path: Path) -> bool:
+    try:
+        with path.open("rb") as fh:
+            fh.seek(-1, 2)
+            return fh.read(1) == b"\n"
+    except OSError:
+        return True
+
+
+@dataclass(frozen=True, slots=True)
+class IngestOutcome:
+    ingested: int
+    duplicates: int
+    rejected: int
+    processed: int
+
+
+def ingest(
+    settings: Settings,
+    hook: HookInput,
+    *,
+    process: bool = False,
+    deadline_s: float = INGEST_DEADLINE_S,
+) -> IngestOutcome | None:
+    """Import the hook's transcript from its watermark (and process); None on any problem."""
+    path = hook.transcript_path
+    if path is None or not Path(path).expanduser().is_file():
+        log_problem(settings.home, f"ingest {hook.event}", f"no transcript file: {path!r}")
+        return None
+
+    def work() -> IngestOutcome:
+        with Memory.open(settings, busy_timeout_ms=INGEST_BUSY_MS) as mem:
+            report = mem.ingest([Path(path).expanduser()])
+            filed = mem.process().events if process else 0
+        rejections = report.rejections
+        if rejections and not _ends_with_newline(Path(path).expanduser()):
+            rejections = rejections[:-1]  # the last line is still being written: retried later
+        for rejection in rejections[:5]:
+            log_problem(settings.home, f"ingest {hook.event}", str(rejection))
+        return IngestOutcome(report.ingested, report.duplicates, report.rejected, filed)
+
+    try:
+        return run_with_deadline(work, deadline_s)
+    except Exception as exc:  # fail-open: never break the agent's turn
+        log_problem(settings.home, f"ingest {hook.event}", f"{type(exc).__name__}: {exc}")
+        return None

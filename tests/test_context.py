@@ -1,0 +1,131 @@
+"""Session-start context over a TOC built by the real pipeline: budget, order, open thread."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from zoneinfo import ZoneInfo
+
+import pytest
+from typer.testing import CliRunner
+
+from memtoc.clock import ManualClock
+from memtoc.config import load_settings
+from memtoc.ids import derived_ulid
+from memtoc.memory import Memory
+from memtoc.model import Bookmark, Event
+from memtoc.pipeline.summarize.extractive import ExtractiveSummarizer
+from memtoc.pipeline.worker import PipelineConfig
+from memtoc.store.sqlite import SqliteStore
+from memtoc.surfaces.cli import app
+from memtoc.text.tokens import default_counter
+from pipeline_support import make_events
+
+T0 = int(datetime(2024, 3, 4, 9, 0, tzinfo=UTC).timestamp() * 1000)
+DAY = 86_400_000
+
+
+def _ev(sid: str, i: int, t: int, etype: str, role: str, text: str, **meta: object) -> Event:
+    return Event(derived_ulid(t, f"{sid}:{i}"), sid, "p", "test", t, etype, role, text, meta)
+
+
+@pytest.fixture
+def memory(tmp_path: Path) -> Memory:
+    clock = ManualClock(T0 + 60 * DAY)
+    store = SqliteStore(tmp_path / "c.db", durability="off", clock=clock)
+    counter = default_counter()
+    events = make_events(
+        seed=9, sessions=24, per_session=(10, 25), start_ms=T0, projects=("p",), spread_ms=20 * DAY
+    )
+    # The latest session: a question, then a failing tool call (the open thread).
+    last = T0 + 30 * DAY
+    events += [
+        _ev("tail", 0, last, "user_message", "user", "Why does the nightly export job time out?"),
+        _ev("tail", 1, last + 5_000, "assistant_message", "assistant", "Running the export."),
+        _ev(
+            "tail",
+            2,
+            last + 9_000,
+            "tool_result",
+            "tool",
+            "TimeoutError: export exceeded 300s",
+            is_error=True,
+        ),
+    ]
+    store.append_events(events)
+    mem = Memory(
+        store,
+        clock=clock,
+        counter=counter,
+        summarizer=ExtractiveSummarizer(counter),
+        tz=ZoneInfo("UTC"),
+        pipeline=PipelineConfig(),
+    )
+    mem.process()
+    mem.rollup(force=True)
+    return mem
+
+
+def test_budget_respected_and_counted(memory: Memory) -> None:
+    for budget in (0, 30, 120, 400, 800, 3000):
+        view = memory.context("p", budget=budget)
+        assert view.tokens <= budget
+        assert view.tokens == (memory.counter.count(view.text) if view.text else 0)
+    small, big = memory.context("p", budget=120), memory.context("p", budget=3000)
+    assert len(small.items) < len(big.items)
+    assert small.omitted > big.omitted
+
+
+def test_recent_days_first_and_open_thread(memory: Memory) -> None:
+    view = memory.context("p", budget=3000)
+    recent = [i for i in view.items if i.section == "recent"]
+    assert len(recent) >= 3
+    starts = [i.start_ms for i in recent]
+    assert starts == sorted(starts, reverse=True)  # most recent first
+    newest_day = memory.store.latest_nodes("p", "day", 1)[0]
+    assert any(i.ref == newest_day.node_id for i in recent)
+    assert newest_day.abstract.split()[0] in view.text
+    thread = [i for i in view.items if i.section == "thread"]
+    assert "nightly export job" in thread[1].text
+    assert "TimeoutError" in thread[2].text
+    # Sections in reading order: thread, then recent activity.
+    assert view.text.index("Where we left off") < view.text.index("Recent activity")
+
+
+def test_bookmarks_included_by_importance(memory: Memory) -> None:
+    for n, importance in enumerate((0.2, 0.9)):
+        memory.store.put_bookmark(
+            Bookmark(
+                f"bm{n}",
+                "p",
+                f"Decision {n}: ship the exporter in batches",
+                (),
+                importance,
+                "conclusion",
+                T0,
+                T0,
+            )
+        )
+    view = memory.context("p", budget=3000)
+    marks = [i.ref for i in view.items if i.section == "bookmark"]
+    assert marks == ["bm1", "bm0"]
+
+
+def test_default_project_and_empty_store(memory: Memory, tmp_path: Path) -> None:
+    assert memory.context().project == "p"
+    empty = Memory(SqliteStore(tmp_path / "empty.db"))
+    view = empty.context(budget=100)
+    assert (view.project, view.tokens, view.text) == (None, 0, "")
+
+
+def test_cli_context_json(tmp_path: Path) -> None:
+    home = tmp_path / "h"
+    with Memory.open(load_settings({"home": str(home)})) as mem:
+        mem.remember("We decided to keep the cache TTL at 5 minutes.", project="webapp")
+    runner = CliRunner()
+    result = runner.invoke(app, ["--home", str(home), "context", "--budget", "200", "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert data["project"] == "webapp" and data["tokens"] <= 200
+    assert "cache TTL" in data["text"]
