@@ -96,6 +96,9 @@ REGISTRY: tuple[Setting, ...] = (
     Setting("llm_api_key", None, str, "API key for the LLM summariser."),
     Setting("embedder", "static", str, "Embedder: static, onnx, none, or a model path/name."),
     Setting("embed_model", None, str, "Model path or hub name for the embedder."),
+    Setting("fusion_k", 60.0, float, "Hybrid search: the RRF constant k (rank damping)."),
+    Setting("fusion_w_bm25", 1.0, float, "Hybrid search: the RRF weight of the BM25 ranking."),
+    Setting("fusion_w_vec", 1.0, float, "Hybrid search: the RRF weight of the vector ranking."),
 )
 _BY_NAME = {s.name: s for s in REGISTRY}
 
@@ -131,6 +134,9 @@ class Settings:
     llm_api_key: str | None = field(default=None, repr=False)
     embedder: str = "static"
     embed_model: str | None = None
+    fusion_k: float = 60.0
+    fusion_w_bm25: float = 1.0
+    fusion_w_vec: float = 1.0
     sources: Mapping[str, str] = field(default_factory=dict, compare=False)
     """Where each value came from (argument, env, config, default), for ``memtoc config``."""
 

@@ -23,6 +23,7 @@ from memtoc.model import Bullet, Event, Grip, Summary, TocNode
 from memtoc.pipeline.grips import inherited_grips, segment_grips
 from memtoc.pipeline.periods import Calendar, Period
 from memtoc.pipeline.summarize.base import Summarizer
+from memtoc.retrieval.fts_text import search_text
 from memtoc.store.base import DirtyPeriod, DocRow, PipelineStore, SegmentRecord
 from memtoc.text.tokens import TokenCounter
 
@@ -52,11 +53,11 @@ def node_doc(node: TocNode) -> DocRow:
         )
         if part
     )
-    return DocRow("node", node.node_id, node.project, node.start_ms, text)
+    return DocRow("node", node.node_id, node.project, node.start_ms, search_text(text))
 
 
 def grip_doc(grip: Grip) -> DocRow:
-    return DocRow("grip", grip.grip_id, grip.project, grip.ts_ms, grip.excerpt)
+    return DocRow("grip", grip.grip_id, grip.project, grip.ts_ms, search_text(grip.excerpt))
 
 
 @dataclass(frozen=True, slots=True)

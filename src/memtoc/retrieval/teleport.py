@@ -1,0 +1,302 @@
+"""Teleport: BM25 over TOC nodes, grips, bookmarks and events, with filters (DESIGN §5).
+
+Two FTS5 indexes answer: ``docs_fts`` (nodes, grips, bookmarks — the ``docs`` table) and
+``events_fts`` (events, by ``seq``). Both index ``fts_text.search_text`` of their text, and a
+query becomes a quoted, code-aware FTS5 expression (``fts_text.build_match``), so any user text is
+a valid query and a query with no searchable term returns nothing.
+
+Ranking and speed
+-----------------
+Each index is asked for at most ``candidates`` rows ordered by ``bm25()``. The query runs
+*AND-first*: rows holding every query term are ranked first; only when they are fewer than the
+candidate cap does the *OR* query (any term) rank the rest. On common words the AND query is
+also what keeps latency down (FTS5 ranks only rows that survive the intersection).
+
+Scores
+------
+FTS5's ``bm25()`` is unbounded and its scale differs between the two indexes, so each index's
+scores are normalised to 0..1 by dividing by the best score that index returned for the query, and
+multiplied by the fraction of the query's terms the row matched in the AND pass (1.0) or 0.5
+(OR-only rows: they miss at least one term). A row that matches every term and ranks first in its
+index scores 1.0.
+
+Filters
+-------
+``projects`` (any of), ``kinds``, ``levels`` (nodes only: other kinds pass), ``since_ms`` /
+``until_ms`` (events and grips by time, nodes by overlap of their span, bookmarks by creation),
+``session_id`` (events, grips, segment nodes; period nodes and bookmarks have no session and are
+left out), ``role`` (events only: other kinds are left out).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from memtoc.errors import QueryError
+from memtoc.model import LEVELS, ROLES
+from memtoc.retrieval.fts_text import MatchQuery, build_match, original_text, search_text
+from memtoc.store.sqlite import SqliteStore
+
+KINDS: tuple[str, ...] = ("node", "grip", "bookmark", "event")
+DOC_KINDS: tuple[str, ...] = ("node", "grip", "bookmark")
+OR_ONLY_FACTOR = 0.5
+"""Score factor of rows that match some, not all, of the query's terms."""
+
+
+@dataclass(frozen=True, slots=True)
+class SearchFilters:
+    """What a search may return. ``None`` means no restriction."""
+
+    projects: tuple[str, ...] | None = None
+    kinds: tuple[str, ...] | None = None
+    levels: tuple[str, ...] | None = None
+    since_ms: int | None = None
+    until_ms: int | None = None
+    session_id: str | None = None
+    role: str | None = None
+
+    def __post_init__(self) -> None:
+        for name, values, known in (
+            ("kind", self.kinds, KINDS),
+            ("level", self.levels, LEVELS),
+        ):
+            bad = [v for v in values or () if v not in known]
+            if bad:
+                raise QueryError(f"unknown {name} {bad[0]!r} (expected one of {', '.join(known)})")
+        if self.role is not None and self.role not in ROLES:
+            raise QueryError(f"unknown role {self.role!r} (expected one of {', '.join(ROLES)})")
+        if (
+            self.since_ms is not None
+            and self.until_ms is not None
+            and self.until_ms <= self.since_ms
+        ):
+            raise QueryError("empty time range: --until must be after --since")
+
+    def effective_kinds(self) -> tuple[str, ...]:
+        """The kinds that can match: a role filter only fits events, a level filter (without
+        explicit kinds) means nodes, a session filter rules bookmarks out."""
+        kinds = self.kinds or (("node",) if self.levels else KINDS)
+        if self.role is not None:
+            kinds = tuple(k for k in kinds if k == "event")
+        if self.session_id is not None:
+            kinds = tuple(k for k in kinds if k != "bookmark")
+        return tuple(k for k in KINDS if k in kinds)
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """One ranked item: which index row it is and its scores."""
+
+    kind: str
+    project: str
+    item_id: str
+    ts_ms: int
+    score: float
+    """Normalised to 0..1 (see the module docstring)."""
+    raw: float = 0.0
+    """The method's own score (``-bm25()``, or a cosine), for diagnostics."""
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (self.kind, self.project, self.item_id)
+
+
+def _in(column: str, values: Sequence[Any], params: list[Any]) -> str:
+    params.extend(values)
+    return f" AND {column} IN ({','.join('?' * len(values))})"
+
+
+def _event_where(f: SearchFilters, params: list[Any]) -> str:
+    """``AND …`` conditions on events (alias ``e``) for every event filter."""
+    where = ""
+    if f.projects is not None:
+        where += _in("e.project", f.projects, params)
+    for cond, value in (
+        ("e.ts_ms >= ?", f.since_ms),
+        ("e.ts_ms < ?", f.until_ms),
+        ("e.session_id = ?", f.session_id),
+        ("e.role = ?", f.role),
+    ):
+        if value is not None:
+            where += f" AND {cond}"
+            params.append(value)
+    return where
+
+
+def _event_sql(f: SearchFilters, params: list[Any]) -> str:
+    where = _event_where(f, params)
+    return (
+        "SELECT 'event', e.project, e.event_id, e.ts_ms, -bm25(events_fts) AS s "
+        "FROM events_fts CROSS JOIN events e ON e.seq = events_fts.rowid "
+        f"WHERE events_fts MATCH ?{where} ORDER BY s DESC LIMIT ?"
+    )
+
+
+_NODE_SPAN = (
+    "(SELECT n.{col} FROM toc_nodes n WHERE n.project = d.project AND n.node_id = d.doc_id)"
+)
+
+
+def _doc_where(f: SearchFilters, kinds: Sequence[str], params: list[Any]) -> str:
+    """``AND …`` conditions on docs (alias ``d``) for every filter that applies to them."""
+    where = _in("d.kind", kinds, params)
+    if f.projects is not None:
+        where += _in("d.project", f.projects, params)
+    if f.levels is not None:
+        level = "substr(d.doc_id, 5, instr(substr(d.doc_id, 5), ':') - 1)"
+        where += f" AND (d.kind != 'node' OR {level} IN ({','.join('?' * len(f.levels))}))"
+        params.extend(f.levels)
+    if f.since_ms is not None:
+        end = _NODE_SPAN.format(col="end_ms")
+        where += f" AND (CASE WHEN d.kind = 'node' THEN {end} > ? ELSE d.ts_ms >= ? END)"
+        params.extend([f.since_ms, f.since_ms])
+    if f.until_ms is not None:
+        start = _NODE_SPAN.format(col="start_ms")
+        where += f" AND (CASE WHEN d.kind = 'node' THEN {start} ELSE d.ts_ms END) < ?"
+        params.append(f.until_ms)
+    if f.session_id is not None:
+        where += (
+            " AND (CASE d.kind WHEN 'grip' THEN EXISTS (SELECT 1 FROM grips g WHERE "
+            "g.grip_id = d.doc_id AND g.session_id = ?) WHEN 'node' THEN EXISTS (SELECT 1 FROM "
+            "segments sg WHERE sg.project = d.project AND sg.node_id = d.doc_id AND "
+            "sg.session_id = ?) ELSE 0 END)"
+        )
+        params.extend([f.session_id, f.session_id])
+    return where
+
+
+def _doc_sql(f: SearchFilters, kinds: Sequence[str], params: list[Any]) -> str:
+    where = _doc_where(f, kinds, params)
+    return (
+        "SELECT d.kind, d.project, d.doc_id, d.ts_ms, -bm25(docs_fts) AS s "
+        "FROM docs_fts CROSS JOIN docs d ON d.doc_seq = docs_fts.rowid "
+        f"WHERE docs_fts MATCH ?{where} ORDER BY s DESC LIMIT ?"
+    )
+
+
+def _ranked(
+    store: SqliteStore, sql_for: Any, match: MatchQuery, candidates: int
+) -> list[tuple[Any, ...]]:
+    """AND-first: rows with every term (factor 1), then rows with any term (factor 0.5)."""
+    rows: list[tuple[Any, ...]] = []
+    seen: set[str] = set()
+    expressions = [match.all_terms]
+    if match.any_terms != match.all_terms:
+        expressions.append(match.any_terms)
+    for factor, expression in zip((1.0, OR_ONLY_FACTOR), expressions, strict=False):
+        params: list[Any] = []
+        sql = sql_for(params)
+        for row in store._query(sql, [expression, *params, candidates]):
+            if row[2] in seen:
+                continue
+            seen.add(row[2])
+            rows.append((*row, factor))
+        if len(rows) >= candidates:
+            break
+    return rows[:candidates]
+
+
+def _normalise(rows: list[tuple[Any, ...]]) -> list[Hit]:
+    best = max((r[4] for r in rows), default=0.0)
+    hits = []
+    for kind, project, item_id, ts_ms, raw, factor in rows:
+        rel = raw / best if best > 0 else 1.0
+        hits.append(Hit(kind, project, item_id, ts_ms, min(1.0, factor * rel), raw))
+    return hits
+
+
+def bm25_search(
+    store: SqliteStore,
+    query: str,
+    filters: SearchFilters | None = None,
+    *,
+    limit: int = 10,
+    candidates: int | None = None,
+) -> list[Hit]:
+    """The best ``limit`` items for ``query`` by BM25, scores in 0..1, best first.
+
+    ``candidates`` caps the rows taken from each index (default ``max(3 * limit, 30)``); the
+    result merges both indexes by normalised score.
+    """
+    if limit <= 0:
+        return []
+    f = filters or SearchFilters()
+    match = build_match(query)
+    if match is None:
+        return []
+    cap = candidates if candidates is not None else max(3 * limit, 30)
+    kinds = f.effective_kinds()
+    doc_kinds = [k for k in kinds if k in DOC_KINDS]
+    hits: list[Hit] = []
+    if doc_kinds:
+        hits += _normalise(_ranked(store, lambda p: _doc_sql(f, doc_kinds, p), match, cap))
+    if "event" in kinds:
+        hits += _normalise(_ranked(store, lambda p: _event_sql(f, p), match, cap))
+    hits.sort(key=lambda h: (-h.score, -h.raw, h.kind, h.item_id))
+    return hits[:limit]
+
+
+def filter_keys(
+    store: SqliteStore, keys: Sequence[tuple[str, str, str]], filters: SearchFilters
+) -> set[tuple[str, str, str]]:
+    """The keys (kind, project, item id) among ``keys`` that pass ``filters`` — the same rules as
+    ``bm25_search``, for hits found another way (vector search)."""
+    kinds = set(filters.effective_kinds())
+    out: set[tuple[str, str, str]] = set()
+    events = [k[2] for k in keys if k[0] == "event" and "event" in kinds]
+    for i in range(0, len(events), 500):
+        chunk = events[i : i + 500]
+        params: list[Any] = list(chunk)
+        where = _event_where(filters, params)
+        marks = ",".join("?" * len(chunk))
+        rows = store._query(
+            f"SELECT e.project, e.event_id FROM events e WHERE e.event_id IN ({marks}){where}",
+            params,
+        )
+        out.update(("event", r[0], r[1]) for r in rows)
+    for kind, project, item_id in keys:
+        if kind == "event" or kind not in kinds:
+            continue
+        params = [project, item_id]
+        where = _doc_where(filters, [kind], params)
+        sql = f"SELECT 1 FROM docs d WHERE d.project = ? AND d.doc_id = ?{where}"
+        if store._query(sql, params):
+            out.add((kind, project, item_id))
+    return out
+
+
+def rebuild_fts(store: SqliteStore, *, batch: int = 5_000) -> dict[str, int]:
+    """Re-index both FTS tables from their sources with the current ``search_text``.
+
+    Events are re-indexed if the pipeline has filed them (segment members); docs get their stored
+    text recomputed (``search_text`` of their original text), so a store indexed by an older
+    memtoc gains the identifier forms. One transaction: searches see the old index or the new one.
+    """
+    events = docs = 0
+    with store.transaction():
+        store._exec("INSERT INTO events_fts(events_fts) VALUES ('delete-all')")
+        store._exec("INSERT INTO docs_fts(docs_fts) VALUES ('delete-all')")
+        after = 0
+        while True:
+            rows = store._query(
+                "SELECT e.seq, e.text FROM segment_events s JOIN events e ON e.seq = s.seq "
+                "WHERE s.seq > ? ORDER BY s.seq LIMIT ?",
+                (after, batch),
+            )
+            if not rows:
+                break
+            store.connection.executemany(
+                "INSERT INTO events_fts(rowid, text) VALUES (?, ?)",
+                [(seq, search_text(text)) for seq, text in rows],
+            )
+            after = rows[-1][0]
+            events += len(rows)
+        for doc_seq, text in store._query("SELECT doc_seq, text FROM docs ORDER BY doc_seq"):
+            indexed = search_text(original_text(text))
+            if indexed != text:
+                store._exec("UPDATE docs SET text = ? WHERE doc_seq = ?", (indexed, doc_seq))
+            store._exec("INSERT INTO docs_fts(rowid, text) VALUES (?, ?)", (doc_seq, indexed))
+            docs += 1
+    return {"events": events, "docs": docs}

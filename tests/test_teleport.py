@@ -1,0 +1,155 @@
+"""Teleport (BM25) over a real processed store: filters, code-aware matching, score range,
+citations that resolve, the degraded BM25-only mode, and the FTS rebuild."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from memtoc.errors import QueryError
+from memtoc.memory import Memory
+from memtoc.retrieval.hybrid import SearchResult
+from memtoc.retrieval.teleport import SearchFilters, bm25_search
+from search_support import BASE, DAY, build_memory
+
+
+@pytest.fixture(scope="module")
+def memory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Memory]:
+    mem = build_memory(tmp_path_factory.mktemp("teleport") / "memtoc.db")
+    yield mem
+    mem.close()
+
+
+def _event_texts(result: SearchResult, memory: Memory) -> list[str]:
+    return [memory.store.get_event(i.id).text for i in result.items if i.kind == "event"]
+
+
+def test_bm25_only_is_reported_as_degraded(memory: Memory) -> None:
+    result = memory.search("vacuum")
+    assert result.mode == "bm25"
+    assert result.fusion is None
+    assert result.degraded is not None and result.degraded.startswith("no embedder:")
+    assert result.to_dict()["degraded"] == result.degraded
+    # asking for BM25 explicitly is not degraded
+    assert memory.search("vacuum", mode="bm25").degraded is None
+
+
+def test_scores_are_normalised_and_ordered(memory: Memory) -> None:
+    for query in ("vacuum migration", "refresh_token", "diagram", "auth.py tests"):
+        result = memory.search(query, limit=20)
+        scores = [i.score for i in result.items]
+        assert scores, query
+        assert all(0.0 <= s <= 1.0 for s in scores), scores
+        assert scores == sorted(scores, reverse=True)
+        assert scores[0] == pytest.approx(1.0)
+
+
+def test_code_identifier_beats_its_part(memory: Memory) -> None:
+    hits = bm25_search(memory.store, "refresh_token", SearchFilters(kinds=("event",)), limit=10)
+    texts = {memory.store.get_event(h.item_id).text: h.score for h in hits}
+    exact = texts["The refresh_token expires too early in src/app/auth.py"]
+    part_only = texts["I will refresh the page and check the cookie settings"]
+    camel = texts["refreshToken handling in the JS client looks fine"]
+    # decision: refresh_token finds refreshToken (shared separator-free form), below the exact
+    # spelling and above a text holding only "refresh"
+    assert exact > camel > part_only
+
+
+def test_dotted_name_finds_a_path(memory: Memory) -> None:
+    result = memory.search("auth.py", kinds=["event"], mode="bm25")
+    texts = _event_texts(result, memory)
+    assert texts[0] == "The refresh_token expires too early in src/app/auth.py"
+    assert "pytest tests/test_auth.py passed 12 tests" in texts
+
+
+def test_project_filter(memory: Memory) -> None:
+    both = memory.search("vacuum", limit=50)
+    assert {i.project for i in both.items} == {"alpha", "beta"}
+    beta = memory.search("vacuum", project="beta", limit=50)
+    assert beta.items and {i.project for i in beta.items} == {"beta"}
+    several = memory.search("vacuum", projects=["beta", "alpha"], limit=50)
+    assert {i.id for i in several.items} == {i.id for i in both.items}
+
+
+def test_kind_and_level_filters(memory: Memory) -> None:
+    grips = memory.search("vacuum", kinds=["grip"], limit=50)
+    assert grips.items and {i.kind for i in grips.items} == {"grip"}
+    days = memory.search("vacuum", level="day", limit=50)
+    assert days.items and all(i.kind == "node" and i.id.startswith("toc:day:") for i in days.items)
+    mixed = memory.search("vacuum", level="segment", kinds=["node", "event"], limit=50)
+    nodes = [i for i in mixed.items if i.kind == "node"]
+    assert nodes and all(i.id.startswith("toc:segment:") for i in nodes)
+    assert any(i.kind == "event" for i in mixed.items)
+    with pytest.raises(QueryError):
+        memory.search("vacuum", kinds=["nope"])
+    with pytest.raises(QueryError):
+        memory.search("vacuum", level="decade")
+
+
+def test_time_filters(memory: Memory) -> None:
+    since = memory.search("vacuum", since_ms=BASE + 2 * DAY, limit=50)
+    assert since.items
+    assert all(i.end_ms >= BASE + 2 * DAY for i in since.items)
+    assert {i.project for i in since.items if i.kind == "event"} == {"beta"}
+    until = memory.search("vacuum", until_ms=BASE + 2 * DAY, kinds=["event", "grip"], limit=50)
+    assert until.items and all(i.start_ms < BASE + 2 * DAY for i in until.items)
+    assert {i.project for i in until.items} == {"alpha"}
+    with pytest.raises(QueryError):
+        memory.search("vacuum", since_ms=BASE + DAY, until_ms=BASE)
+
+
+def test_session_filter(memory: Memory) -> None:
+    result = memory.search("vacuum migration index", session_id="s2", limit=50)
+    assert {i.kind for i in result.items} >= {"event", "grip"}
+    for item in result.items:
+        assert item.kind != "bookmark"
+        if item.kind == "node":
+            assert item.id.startswith("toc:segment:")
+        for ev in memory.store.get_events([e.event_id for e in item.events] + list(item.cites)):
+            assert ev.session_id == "s2"
+
+
+def test_role_filter(memory: Memory) -> None:
+    result = memory.search("vacuum diagram refresh", role="assistant", limit=50)
+    assert result.items
+    assert all(i.kind == "event" and i.events[0].role == "assistant" for i in result.items)
+    with pytest.raises(QueryError):
+        memory.search("x", role="robot")
+
+
+@pytest.mark.parametrize("depth", ["L0", "L1", "L2"])
+def test_citations_resolve(memory: Memory, depth: str) -> None:
+    for query in ("vacuum", "refresh_token auth", "diagram mermaid"):
+        result = memory.search(query, depth=depth, limit=30)
+        assert result.items
+        for item in result.items:
+            ids = [e.event_id for e in item.events] + list(item.cites)
+            assert ids, item
+            assert len(memory.store.get_events(ids)) == len(set(ids))
+            assert not set(item.cites) & {e.event_id for e in item.events}
+
+
+def test_nothing_searchable_gives_nothing(memory: Memory) -> None:
+    for query in ("", "   ", "\n\t", "!!! ??? ***", "( ) - ^ :"):
+        result = memory.search(query)
+        assert result.items == () and result.tokens == 0
+
+
+def test_limit(memory: Memory) -> None:
+    assert len(memory.search("vacuum", limit=2).items) == 2
+    assert memory.search("vacuum", limit=0).items == ()
+
+
+def test_rebuild_fts_keeps_results(tmp_path: Path) -> None:
+    mem = build_memory(tmp_path / "memtoc.db")
+    try:
+        before = [(i.kind, i.id) for i in mem.search("refresh_token auth.py", limit=20).items]
+        counts = mem.rebuild_fts()
+        assert counts["events"] == 8 and counts["docs"] > 0
+        after = [(i.kind, i.id) for i in mem.search("refresh_token auth.py", limit=20).items]
+        assert after == before
+        assert not [p for p in mem.verify().problems if "fts" in p]
+    finally:
+        mem.close()
