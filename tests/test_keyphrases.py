@@ -109,3 +109,21 @@ def test_key_terms_is_fast() -> None:
     per_text = (time.perf_counter() - start) / len(texts)
     print(f"key_terms: {per_text * 1e6:.1f} us/text")
     assert per_text < 200e-6  # tens of microseconds in practice; loose for shared machines
+
+
+def test_tool_names_and_filler_are_not_keyphrases() -> None:
+    texts = [
+        "Bash pytest tests/test_image.py -x -q and Edit Dockerfile",
+        "Bash ran the full suite again; the command description said the full suite passes",
+        "Edit push_image in docker-compose.yml so the arm64 image crashes stop",
+        "The arm64 image crashes came back; the Kubernetes deploys test suite is green",
+        "Then the Kubernetes deploys test suite went red",
+    ]
+    phrases = extract_keyphrases(texts, 10, exclude=frozenset({"bash", "edit"}))
+    lowered = {p.lower() for p in phrases}
+    assert not lowered & {"bash", "edit", "full suite", "command", "description", "suite"}
+    assert "docker-compose.yml" in phrases  # hyphenated file names stay whole
+    assert "arm64 image crashes" in phrases
+    assert "kubernetes deploys" in lowered  # not "Kubernetes deploys test suite"
+    # Without ``exclude`` the tool names would be there: the filter, not luck, removes them.
+    assert "Bash" in extract_keyphrases(texts, 10)

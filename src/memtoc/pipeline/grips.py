@@ -3,7 +3,11 @@
 **Segments.** Each event of the segment scores by key-term overlap with the bullet (the share of the
 bullet's key terms the event contains) minus a small per-event penalty; the grip is the contiguous
 range with the highest total (a maximum-sum subarray, at most ``MAX_RANGE`` events long), so it
-covers the run of events that carries the bullet and not the quiet ones around it. A bullet that
+covers the run of events that carries the bullet and not the quiet ones around it. The event that
+holds the bullet's quoted sentence (an extractive bullet quotes its event; a tool fact names its
+command or path) anchors the range and scores a bonus, so the grip centres on the bullet's own
+source — never on a denser run of look-alike tool output elsewhere — and its
+excerpt is the quoted sentence, not the head of a nearby tool output. A bullet that
 shares no term with any event (an LLM paraphrase) is gripped to its single best event — the first
 one when nothing matches — so every bullet still resolves to evidence. The excerpt is the best
 sentence of the best-matching event, at most ``EXCERPT_CHARS`` characters.
@@ -32,7 +36,22 @@ EXCERPT_CHARS = 300
 MAX_INHERITED = 3
 """At most this many grips are inherited by one period bullet."""
 
-_SENTENCE = re.compile(r"[^.!?\n]+[.!?]?")
+SOURCE_BONUS = 1.0
+"""Added to the score of the event that holds a bullet's quoted sentence."""
+MIN_CORE = 8
+"""A bullet's quote shorter than this (flattened) is too weak to identify its event."""
+SEARCH_CHARS = 20_000
+"""How much of each event's text is searched for a quote (the summariser reads no more)."""
+
+_SENTENCE = re.compile(r"(?:[^.!?\n]|\.(?=\S))+[.!?]?")
+_EMPHASIS = re.compile(r"\*\*|__|~~|`")
+_TOOL_FACT = re.compile(
+    r"^(?:Ran|Edited|Wrote|Read|Fetched|Searched(?: the web)? for|Called) `([^`]+)`"
+)
+_CALLS = frozenset({"tool_call"})
+_RESULTS = frozenset({"tool_result"})
+_MESSAGES = frozenset({"user_message", "assistant_message", "system", "note"})
+_LABEL = re.compile(r"^[A-Z][\w.'-]{0,30}(?: [A-Z][\w.'-]{0,30})?: (?=\S)")
 
 
 def grip_id(project: str, node_id: str, events: Sequence[Event], bullet: str, excerpt: str) -> str:
@@ -50,14 +69,30 @@ def _overlap(bullet_terms: set[str], terms: set[str]) -> float:
     return len(bullet_terms & terms) / len(bullet_terms)
 
 
-def best_range(scores: Sequence[float], max_len: int = MAX_RANGE) -> tuple[int, int]:
+def best_range(
+    scores: Sequence[float], max_len: int = MAX_RANGE, *, anchor: int | None = None
+) -> tuple[int, int]:
     """The inclusive ``(start, end)`` of the best contiguous range of penalised ``scores``.
 
     Ties prefer the higher total, then the shorter range, then the earlier one. When no range
-    has a positive total, the single best event wins (the first on ties).
+    has a positive total, the single best event wins (the first on ties). With ``anchor``, only
+    ranges containing that index count (the bullet's known source event).
     """
     if not scores:
         raise ValueError("best_range needs at least one score")
+    if anchor is not None:
+        lo = max(0, anchor - max_len + 1)
+        ranges = [
+            (i, j)
+            for i in range(lo, anchor + 1)
+            for j in range(anchor, min(len(scores), i + max_len))
+        ]
+        totals = [sum(scores[i : j + 1]) - EVENT_PENALTY * (j - i + 1) for i, j in ranges]
+        k = max(
+            range(len(ranges)),
+            key=lambda n: (round(totals[n], 9), -(ranges[n][1] - ranges[n][0]), -n),
+        )
+        return ranges[k]
     best: tuple[float, int, int] | None = None
     for i in range(len(scores)):
         total = 0.0
@@ -84,9 +119,34 @@ def excerpt_of(text: str, bullet_terms: set[str], limit: int = EXCERPT_CHARS) ->
     chosen = sentences[best]
     if len(chosen) < limit // 2:  # a short sentence: add what follows for context
         chosen = " ".join(sentences[best : best + 3])
-    if len(chosen) > limit:
-        chosen = chosen[: limit - 1].rstrip() + "…"
-    return chosen
+    return _cut(chosen, limit)
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def _flat(text: str) -> str:
+    """Lowercased, markdown emphasis and backticks dropped, whitespace collapsed: the form in
+    which a bullet's sentence is looked up in an event's text."""
+    return " ".join(_EMPHASIS.sub("", text).lower().split())
+
+
+def bullet_core(bullet: str) -> tuple[str, frozenset[str]]:
+    """The part of an extractive bullet quoted verbatim from its event (flattened), and the
+    event types that can hold it: the sentence without a speaker label or an ellipsis (a
+    message), or what a tool fact names ("Ran `cmd`" → ``cmd`` in a tool call, "Error: msg in
+    `test`" → ``msg`` in a tool result). Empty when too short to identify an event."""
+    text = bullet.strip().removesuffix("…")
+    tool = _TOOL_FACT.match(text)
+    if tool:
+        text, types = tool.group(1).removesuffix("…"), _CALLS
+    elif text.startswith(("Error: ", "Tests: ")):
+        text, types = text[7:].rsplit(" in `", 1)[0], _RESULTS
+    else:
+        text, types = _LABEL.sub("", text), _MESSAGES
+    core = _flat(text)
+    return (core, types) if len(core) >= MIN_CORE else ("", types)
 
 
 def segment_grips(
@@ -96,18 +156,40 @@ def segment_grips(
     events: Sequence[Event],
     bullets: Sequence[str],
 ) -> list[Grip]:
-    """One grip per bullet over the segment's ``events`` (in time order)."""
+    """One grip per bullet over the segment's ``events`` (in time order).
+
+    An event whose text contains the bullet's sentence (``bullet_core``: an extractive bullet
+    quotes its event) gets ``SOURCE_BONUS`` on top of its overlap, so the grip centres on the
+    event the bullet came from, and its excerpt is the sentence(s) holding the quote rather than
+    the head of a long tool output.
+    """
     if not events:
         return []
     event_terms = [key_terms(ev.text) for ev in events]
+    flats: list[str] | None = None
     out: list[Grip] = []
     for bullet in bullets:
         bterms = key_terms(bullet)
         raw = [_overlap(bterms, t) for t in event_terms]
-        start, end = best_range(raw)
-        focus = max(range(start, end + 1), key=lambda k: (raw[k], -k))
+        core, types = bullet_core(bullet)
+        source = -1
+        if core:
+            if flats is None:
+                flats = [_flat(ev.text[:SEARCH_CHARS]) for ev in events]
+            source = next(
+                (k for k, f in enumerate(flats) if events[k].event_type in types and core in f),
+                -1,
+            )
+            if source >= 0:
+                raw[source] += SOURCE_BONUS
+        start, end = best_range(raw, anchor=source if source >= 0 else None)
+        if source >= 0 and start <= source <= end:
+            focus = source
+            excerpt = quote_excerpt(events[source].text, core, bterms)
+        else:
+            focus = max(range(start, end + 1), key=lambda k: (raw[k], -k))
+            excerpt = excerpt_of(events[focus].text, bterms)
         first, last = events[start], events[end]
-        excerpt = excerpt_of(events[focus].text, bterms)
         out.append(
             Grip(
                 grip_id=grip_id(project, node_id, events[start : end + 1], bullet, excerpt),
@@ -122,6 +204,28 @@ def segment_grips(
             )
         )
     return out
+
+
+def quote_excerpt(text: str, core: str, bullet_terms: set[str], limit: int = EXCERPT_CHARS) -> str:
+    """The sentence(s) of ``text`` that hold the bullet's quote (``core``); for a tool call or
+    output (lines, no sentences) the line holding it. Falls back to ``excerpt_of``."""
+    head = core[:60]
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    sentences = [m.group(0).strip() for ln in lines for m in _SENTENCE.finditer(ln)]
+    sentences = [s for s in sentences if s]
+    for k, sentence in enumerate(sentences):
+        if head[:30] in _flat(sentence):
+            chosen = [sentence]
+            while len(" ".join(chosen)) < len(core) and k + len(chosen) < len(sentences):
+                chosen.append(sentences[k + len(chosen)])  # a quote spanning sentences
+            return _cut(" ".join(chosen), limit)
+    for line in lines:
+        flat = _flat(line)
+        at = flat.find(head)
+        if at >= 0:  # a quote inside a long line (a command inside JSON): centre on it
+            lo = max(0, at - 40)
+            return _cut(("…" if lo else "") + " ".join(line.split())[lo:], limit)
+    return excerpt_of(text, bullet_terms, limit)
 
 
 def inherited_grips(bullets: Sequence[str], children: Sequence[TocNode]) -> list[tuple[str, ...]]:

@@ -28,7 +28,7 @@ _WORD = re.compile(
     r"""
     (?:~|\.{1,2})?/?(?:[\w@+-]+/)+[\w@+.-]*\w      # paths: src/app/auth.py, ./x/y, /etc/hosts
     | --[A-Za-z][\w-]*\w                           # CLI flags: --until-idle
-    | [^\W\d][\w]*(?:\.[^\W\d]\w*)+(?:\(\))?        # dotted names: os.path.join, auth.py, f()
+    | [^\W\d][\w-]*(?:\.[^\W\d]\w*)+(?:\(\))?     # dotted names: os.path.join, a-b.yml, f()
     | [^\W\d][\w]*(?:['\u2019-][^\W\d_][\w]*)*(?:\(\))?  # words, snake_case, camelCase, don't, long-term
     | \d+(?:[.:]\d+)*%?                            # numbers (kept for phrases' boundaries only)
     """,
@@ -79,10 +79,30 @@ _WEAK_WORDS: frozenset[str] = frozenset(
     held work works worked check checks checked add adds added fix fixes fixed fixing call calls
     called show shows showed find finds found start starts started keep keeps kept put puts set
     sets seem seems seemed help helps helped give gives gave come comes came turn turns turned
-    happen happens happened change changes changed ask asks asked
+    happen happens happened change changes changed ask asks asked occur occurs occurred longer
+    stay stays stayed grow grows grew leave leaves left remain remains remained stick sticks stuck
+    cover covers covered confirm confirms confirmed explain explains explained matter matters
+    depend depends depended want wants include includes included unchanged behind across
     """.split()  # noqa: SIM905 - a word list reads better as text
 )
 """Common verbs: content terms for overlap, but never part of a keyphrase (they break phrases)."""
+
+GENERIC_WORDS: frozenset[str] = frozenset(
+    """
+    test tests testing suite file files code command commands description error errors result
+    results output outputs line lines issue issues problem problems bug bugs function functions
+    method methods value values case cases part place step steps name names data type types list
+    version option options session sessions message messages question questions answer answers src
+    point points idea ideas full whole entire same different current old new last edge fresh eye
+    look diff call site sites path paths entry snippet approach option plan work progress rest
+    """.split()  # noqa: SIM905 - a word list reads better as text
+)
+"""Words too generic to be a keyphrase on their own; a phrase made only of them is dropped too."""
+
+_TRAILING_FILLER: frozenset[str] = frozenset(
+    "suite test file code command step part site snippet description output result line case".split()  # noqa: SIM905
+)
+"""A phrase ending in one of these ("flaky CI suite") gives way to the phrase without it."""
 
 
 @lru_cache(maxsize=65_536)
@@ -242,13 +262,21 @@ def _candidates(texts: Sequence[str]) -> _Candidates:
     return cands
 
 
-def extract_keyphrases(texts: Sequence[str], k: int) -> list[str]:
-    """The ``k`` best keyphrases of ``texts`` (deterministic; identifiers and paths kept whole)."""
+def extract_keyphrases(
+    texts: Sequence[str], k: int, *, exclude: frozenset[str] = frozenset()
+) -> list[str]:
+    """The ``k`` best keyphrases of ``texts`` (deterministic; identifiers and paths kept whole).
+
+    ``exclude`` holds lowercased words that must not be a keyphrase on their own (tool names,
+    speaker names the caller shows elsewhere); ``GENERIC_WORDS`` never are, and a phrase made
+    only of generic words is dropped as filler ("full suite").
+    """
     if k <= 0:
         return []
     cands = _candidates(texts)
     if not cands.count:
         return []
+    exclude = frozenset(normalize_term(w) for w in exclude) | exclude
     term_freq: dict[str, int] = {}
     degree: dict[str, int] = {}
     for key, count in cands.count.items():
@@ -265,6 +293,10 @@ def extract_keyphrases(texts: Sequence[str], k: int) -> list[str]:
     span = max(cands.total, 1)
     for key, count in cands.count.items():
         code = key in cands.code
+        if all(w in GENERIC_WORDS for w in key) or (len(key) == 1 and key[0] in exclude):
+            continue
+        if len(key) > 1 and not code and key[-1] in _TRAILING_FILLER:
+            continue
         if len(key) == 1:
             score = weight[key[0]] if not code else math.log2(1 + count) * 1.8
         else:

@@ -2,14 +2,16 @@
 
 For a segment: events become facts (``extractive_facts``), scored for salience; 3-5 diverse
 bullets are picked MMR-style (score minus redundancy with bullets already chosen) and shown in
-order; keywords are the segment's keyphrases; the title is a noun phrase from the dominant activity
-and the top keyphrases (never the opening words of the first message); L0 is the title and the best
+order; keywords are the segment's keyphrases (never tool names or filler); the title says what
+happened to what (``extractive_titles``: "Fixed order dependence (AssertionError) in db_fixture"),
+never the opening words of the first message; L0 is the title and the best
 bullet within 100 tokens; L1 adds every bullet, further notable facts and key facts (files,
 commands, errors, participants) within 2,000 tokens.
 
-For a period: child bullets are re-ranked by their rank in the child, their coverage of the
-merged keywords and redundancy, with a penalty on children already represented, so each child
-gets a bullet where room allows; keywords propagate by how many children carry them.
+For a period: child bullets are re-ranked by their own salience (decisions, causes, fixes and
+errors over plans and tool steps), their coverage of the merged keywords and redundancy, with a penalty on children already represented, so each child
+gets a bullet where room allows; keywords propagate by how many children carry them, and the
+title names the dominant topics.
 """
 
 from __future__ import annotations
@@ -21,18 +23,17 @@ from collections.abc import Iterable, Sequence
 from memtoc.model import Event, Summary
 from memtoc.pipeline.summarize.extractive_facts import (
     Fact,
+    bullet_salience,
     clean_sentence,
     extract_facts,
     score_facts,
 )
+from memtoc.pipeline.summarize.extractive_titles import period_title, segment_title
+from memtoc.pipeline.summarize.tool_calls import TOOL_NAMES, tool_name
 from memtoc.text.keyphrases import extract_keyphrases, key_terms
 from memtoc.text.tokens import TokenCounter, truncate_to_tokens
 
 EMPTY_TITLE = "(empty)"
-_PATHLIKE = re.compile(
-    r"[\w.-]+/[\w./-]+|[\w-]+\.(?:py|js|ts|tsx|rs|go|java|rb|md|json|toml|yaml|yml|sql|sh|c|h|cpp)\b"
-)
-_ERROR_NAME = re.compile(r"\b([A-Z]\w*(?:Error|Exception))\b")
 
 
 def _jaccard(a: frozenset[str], b: frozenset[str]) -> float:
@@ -40,14 +41,6 @@ def _jaccard(a: frozenset[str], b: frozenset[str]) -> float:
         return 0.0
     inter = len(a & b)
     return inter / (len(a) + len(b) - inter)
-
-
-def _shorten(text: str, limit: int) -> str:
-    """Cut at a word or comma boundary to at most ``limit`` characters."""
-    if len(text) <= limit:
-        return text
-    cut = text[: limit + 1].rsplit(" ", 1)[0].rstrip(" ,;:-&")
-    return cut or text[:limit]
 
 
 class ExtractiveSummarizer:
@@ -81,11 +74,16 @@ class ExtractiveSummarizer:
         if not facts:
             return self._empty()
         score_facts(facts, events)
-        keywords = extract_keyphrases([_topic_text(f) for f in facts], self.max_keywords)
+        tools = {tool_name(e.metadata).lower() for e in events if e.event_type == "tool_call"}
+        keywords = extract_keyphrases(
+            [_topic_text(f) for f in facts if f.kind != "call"],
+            self.max_keywords,
+            exclude=TOOL_NAMES | tools,
+        )
         target = max(self.min_bullets, min(self.max_bullets, 2 + len(facts) // 8))
         chosen = self._select(facts, target)
         bullets = [f.text for f in sorted(chosen, key=lambda f: f.position)]
-        title = self._title(facts, keywords, events)
+        title = segment_title(facts, keywords, events)
         chosen_ids = {id(f) for f in chosen}
         extra = self._select(
             [f for f in facts if id(f) not in chosen_ids],
@@ -127,56 +125,6 @@ class ExtractiveSummarizer:
                     overlap[i] = o
         return picked
 
-    def _title(
-        self, facts: Sequence[Fact], keywords: Sequence[str], events: Sequence[Event]
-    ) -> str:
-        speakers = Counter(f.speaker for f in facts if f.speaker)
-        names = [n for n, _ in sorted(speakers.items(), key=lambda kv: (-kv[1], kv[0]))][:2]
-        lowered = {n.lower() for n in speakers}
-        topics = [k for k in keywords if k.lower() not in lowered]
-        kinds = Counter(f.kind for f in facts)
-        fixes = sum(1 for f in facts if f.fix or (f.decision and f.kind == "prose"))
-        error_names = sorted(
-            {m for f in facts if f.kind == "error" for m in _ERROR_NAME.findall(f.text)}
-        )
-        path = next((k for k in topics if _PATHLIKE.search(k)), None)
-        plain = [k for k in topics if k != path]
-        if names and not (kinds["command"] or kinds["edit"] or kinds["error"]):
-            who = " & ".join(sorted(names)) if len(names) > 1 else names[0]
-            title = f"{who}: {', '.join(plain[:3]) or 'conversation'}"
-        else:
-            if kinds["error"] and (fixes or kinds["edit"]):
-                verb = "Fixing"
-            elif kinds["error"]:
-                verb = "Debugging"
-            elif kinds["edit"]:
-                verb = "Editing"
-            elif kinds["command"] or kinds["tally"]:
-                verb = "Running"
-            elif kinds["question"] > len(facts) / 4:
-                verb = "Questions on"
-            elif any(f.decision for f in facts):
-                verb = "Deciding"
-            else:
-                verb = "Discussing"
-            subject = error_names[0] if verb in ("Fixing", "Debugging") and error_names else ""
-            head = [subject] if subject else []
-            head += [k for k in plain if k.lower() != subject.lower()][: 3 - len(head)]
-            tail = f" in {path}" if path else ""
-            while head and len(f"{verb} {', '.join(head)}{tail}") > 80:
-                head.pop()
-            if head:
-                title = f"{verb} {', '.join(head)}{tail}"
-            elif path:
-                title = f"{verb}{tail}" if verb != "Questions on" else f"{verb} {path}"
-            else:
-                title = f"{verb} ({len(events)} events)"
-        title = _shorten(title, 80)
-        first = next((e.text.strip() for e in events if e.text.strip()), "")
-        if first.lower().startswith(title.lower()):
-            title = _shorten(f"On {title}", 80)
-        return title
-
     def _key_facts(self, facts: Sequence[Fact]) -> list[str]:
         out: list[str] = []
         groups = (
@@ -203,7 +151,8 @@ class ExtractiveSummarizer:
             for rank, bullet in enumerate(child.bullets):
                 terms = frozenset(key_terms(bullet))
                 coverage = len(terms & top_terms) / (len(top_terms) or 1)
-                candidates.append((1.0 / (1 + rank) + coverage, ci, rank, bullet, terms))
+                weight = 0.5 / (1 + rank) + coverage + bullet_salience(bullet)
+                candidates.append((weight, ci, rank, bullet, terms))
         target = max(self.min_bullets, min(self.max_bullets, len(live)))
         picked: list[tuple[float, int, int, str, frozenset[str]]] = []
         used: Counter[int] = Counter()
@@ -223,7 +172,7 @@ class ExtractiveSummarizer:
             picked.append(best)
             used[best[1]] += 1
         bullets = [clean_sentence(p[3]) for p in sorted(picked, key=lambda p: (p[1], p[2]))]
-        title = self._children_title(live, keywords)
+        title = period_title(live, keywords)
         best_bullet = (
             clean_sentence(max(picked, key=lambda p: (p[0], -p[1], -p[2]))[3]) if picked else ""
         )
@@ -244,14 +193,6 @@ class ExtractiveSummarizer:
         return [min(forms[k].items(), key=lambda kv: (-kv[1], kv[0]))[0] for k in order][
             : self.max_keywords
         ]
-
-    def _children_title(self, children: Sequence[Summary], keywords: Sequence[str]) -> str:
-        prefixes = Counter(c.title.split(": ", 1)[0] for c in children if ": " in c.title)
-        prefix, n = min(prefixes.items(), key=lambda kv: (-kv[1], kv[0])) if prefixes else ("", 0)
-        names = set(prefix.lower().split(" & ")) if prefix and n * 2 >= len(children) else set()
-        topics = [k for k in keywords if k.lower() not in names][:4]
-        body = ", ".join(topics) or children[0].title
-        return _shorten(f"{prefix}: {body}" if names else body, 80)
 
     # -- shared -----------------------------------------------------------------------------
 
@@ -295,12 +236,16 @@ class ExtractiveSummarizer:
         )
 
 
-_FACT_PREFIX = re.compile(r"^(?:Ran|Edited|Read|Called|Error:|Tests:) ")
+_FACT_PREFIX = re.compile(
+    r"^(?:Ran|Edited|Wrote|Read|Fetched|Searched(?: the web)? for|Called|Error:|Tests:) "
+)
 
 
 def _topic_text(fact: Fact) -> str:
     """A fact's text without the words the summariser itself adds ("Ran", "Error:")."""
-    if fact.kind in ("command", "edit", "error", "tally"):
+    if fact.kind == "command":  # the arguments, not the program ("pytest", "git")
+        return _FACT_PREFIX.sub("", fact.text).replace("`", " ").strip().partition(" ")[2]
+    if fact.kind in ("edit", "read", "error", "tally"):
         return _FACT_PREFIX.sub("", fact.text).replace("`", " ")
     return fact.text
 

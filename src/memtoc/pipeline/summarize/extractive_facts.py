@@ -1,20 +1,21 @@
 """Sentences and facts from events, scored for salience (used by the extractive summariser).
 
 Every event becomes zero or more ``Fact``s: prose is split into clean sentences (markdown and
-code fences removed, commands kept whole); a tool call becomes "Ran `cmd`" or "Edited `path`";
+code fences removed, commands kept whole); a tool call becomes "Ran `cmd`", "Edited `path`",
+"Searched for `pattern`"... (``tool_calls.render_tool_call``: never the raw call or tool name);
 a tool result contributes only its error line (or a test tally), since raw output is noise.
 Each fact carries its key terms and cue flags; ``score_facts`` turns them into salience scores.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from memtoc.model import Event
+from memtoc.pipeline.summarize.tool_calls import render_tool_call
 from memtoc.text.keyphrases import iter_words, token_terms
 
 MAX_WORDS = 40
@@ -28,6 +29,7 @@ _ERROR_LINE = re.compile(
     r"(?:^|\s)((?:[A-Za-z_][\w.]*(?:Error|Exception|Warning)|error|ERROR|FAILED|fatal|panic)"
     r"\b[:\s].{0,200})"
 )
+_PYTEST_FAILED = re.compile(r"FAILED \S*?::(\w+)\S* - (.+)")
 _TALLY = re.compile(r"\b\d+ (?:passed|failed|errors?|skipped)\b(?:[, ]+\d+ \w+)*")
 _SHELL = re.compile(
     r"^(?:\$ )?(?:git|pytest|python3?|pip|uv|npm|npx|yarn|pnpm|cargo|go|make|docker|kubectl|ls|cd|"
@@ -62,7 +64,7 @@ class Fact:
     event_index: int
     terms: frozenset[str]
     kind: str
-    """``prose``, ``question``, ``command``, ``edit``, ``error`` or ``tally``."""
+    """``prose``, ``question``, ``command``, ``edit``, ``read``, ``call``, ``error`` or ``tally``."""
     speaker: str | None = None
     decision: bool = False
     fix: bool = False
@@ -99,53 +101,15 @@ def _terms_of(text: str) -> tuple[frozenset[str], bool]:
     return frozenset(terms), code
 
 
-def _tool_name(metadata: Mapping[str, object]) -> str:
-    for key in ("tool_name", "tool", "name"):
-        value = metadata.get(key)
-        if isinstance(value, str) and value:
-            return value
-    return ""
-
-
-def _tool_call_fact(event: Event) -> str | None:
-    """ "Ran `cmd`" / "Edited `path`" / "Read `path`" / "Called `tool`" from a tool call."""
-    name = _tool_name(event.metadata)
-    text = event.text.strip()
-    args: Mapping[str, object] = {}
-    if text.startswith("{"):
-        try:
-            parsed = json.loads(text)
-        except ValueError:
-            parsed = None
-        if isinstance(parsed, dict):
-            args = parsed.get("input", parsed) if isinstance(parsed.get("input"), dict) else parsed
-            name = name or str(parsed.get("name") or parsed.get("tool") or "")
-    elif ":" in text.split("\n", 1)[0][:40] and not name:
-        head, _, rest = text.partition(":")
-        if head.replace("_", "").isalnum():
-            name, text = head, rest.strip()
-    command = args.get("command") or args.get("cmd")
-    path = args.get("file_path") or args.get("path") or args.get("filename")
-    lname = name.lower()
-    if isinstance(command, str) and command.strip():
-        return f"Ran `{clean_sentence(command.splitlines()[0], 16)}`"
-    if isinstance(path, str) and path:
-        verb = "Edited" if any(v in lname for v in ("edit", "write", "patch", "create")) else "Read"
-        return f"{verb} `{path}`"
-    first = text.splitlines()[0].strip() if text else ""
-    if (lname in ("bash", "shell", "exec", "run") or _SHELL.match(first)) and first:
-        return f"Ran `{clean_sentence(first.removeprefix('$ '), 16)}`"
-    if name:
-        return f"Called `{name}`"
-    return None
-
-
 def _tool_result_fact(event: Event) -> tuple[str, str] | None:
     """An error line (``error``) or a test tally (``tally``) from a tool result, else None."""
     text = event.text[-4000:]
     errors = [m.group(1) for m in _ERROR_LINE.finditer(text)]
     if errors or event.metadata.get("is_error") is True:
         line = errors[-1] if errors else text.strip().splitlines()[-1] if text.strip() else "failed"
+        failed = _PYTEST_FAILED.match(line.strip())
+        if failed:  # "FAILED tests/x.py::test_y - msg": the message first, then the test
+            return "error", f"Error: {clean_sentence(failed.group(2), 20)} in `{failed.group(1)}`"
         return "error", "Error: " + clean_sentence(line.strip(), 24)
     tally = _TALLY.search(text)
     if tally:
@@ -211,16 +175,22 @@ def extract_facts(events: Sequence[Event]) -> list[Fact]:
             )
         )
 
+    seen_errors: set[str] = set()
     for index, event in enumerate(events):
         etype = event.event_type
         if etype == "tool_call":
-            fact = _tool_call_fact(event)
-            if fact:
-                add(fact, index, "edit" if fact.startswith(("Edited", "Read")) else "command")
+            action = render_tool_call(event.text, event.metadata)
+            if action:
+                add(action.text, index, action.kind)
             continue
         if etype == "tool_result":
             result = _tool_result_fact(event)
             if result:
+                # The same failure seen again (re-runs) is one fact, kept where it first showed.
+                message = result[1].rsplit(" in `", 1)[0]
+                if result[0] == "error" and message in seen_errors:
+                    continue
+                seen_errors.add(message)
                 add(result[1], index, result[0])
             continue
         if etype in ("session_start", "session_end") or not event.text.strip():
@@ -261,6 +231,8 @@ def score_facts(facts: Sequence[Fact], events: Sequence[Event]) -> None:
             score += 0.4
         elif fact.kind in ("command", "edit"):
             score += 0.35
+        elif fact.kind == "call":
+            score -= 0.3
         elif fact.kind == "question":
             score += 0.5 if fact.event_index in user_turns or fact.speaker else 0.2
         if fact.decision:
@@ -280,3 +252,22 @@ def score_facts(facts: Sequence[Fact], events: Sequence[Event]) -> None:
 
 def _lower(names: Iterable[str | None]) -> set[str]:
     return {n.lower() for n in names if n}
+
+
+_INTENT = re.compile(
+    r"^(?:\w+: )?(?:plan:|i'll |i will |let me |next,? i|ran `|read `|searched |called `|wrote `)",
+    re.IGNORECASE,
+)
+
+
+def bullet_salience(text: str) -> float:
+    """How much a finished bullet says, from its wording alone (for merging child summaries):
+    decisions, causes and fixes up, errors a little, intentions and plain tool steps down."""
+    low = text.lower()
+    cues = {m.lastgroup for m in _CUES.finditer(low)}
+    score = 0.5 * ("decision" in cues) + 0.3 * ("fix" in cues) + 0.3 * ("life" in cues)
+    if low.startswith(("error:", "cause:", "fix:", "decision:", "root cause")):
+        score += 0.3
+    if _INTENT.match(text):
+        score -= 0.4
+    return score

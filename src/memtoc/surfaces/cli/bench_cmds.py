@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
@@ -56,7 +56,7 @@ def bench_ingest(
                     durability=durability,
                     seed=seed,
                     workdir=workdir,
-                    progress=lambda k: bar.advance(task, k),
+                    progress=lambda k: bar.advance(task, k),  # noqa: B023 (called within this iteration)
                 )
         results.append(result.to_dict())
     if json_out:
@@ -77,4 +77,45 @@ def bench_ingest(
             str(r["peak_rss_mb"]),
             f"{r['memtoc']['db_bytes'] / 1e6:.0f}",
         )
+    console.print(table)
+
+
+@bench_app.command("process")
+def bench_process(
+    events: Annotated[
+        list[int], typer.Option("--events", "-n", help="Event counts (repeatable).")
+    ] = [100_000],  # noqa: B006 (typer reads the default)
+    seed: Annotated[int, typer.Option("--seed")] = 7,
+    workdir: Annotated[
+        Path | None, typer.Option("--workdir", help="Where the temporary stores go.")
+    ] = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Pipeline throughput (process + forced rollup) against a plain scan of the same events."""
+    from memtoc.eval.bench_process import run_process_bench
+
+    def one(n: int) -> dict[str, Any]:
+        if json_out:
+            return run_process_bench(n, seed=seed, workdir=workdir)
+        with _progress(f"process {n:,}") as bar:
+            tasks = {s: bar.add_task(s, total=n) for s in ("ingest", "process")}
+            return run_process_bench(
+                n, seed=seed, workdir=workdir, progress=lambda s, k: bar.advance(tasks[s], k)
+            )
+
+    results = [one(n) for n in events]
+    if json_out:
+        emit_json({"bench": "process", "results": results})
+        return
+    table = Table(title="bench process (ingest untimed; process + rollup --force vs. scan)")
+    for col in ("events", "scan ev/s", "pipe ev/s", "µs/ev", "ratio", "process s", "rollup s",
+                "segs", "nodes", "grips", "RSS MB"):  # fmt: skip
+        table.add_column(col, justify="right")
+    for r in results:
+        table.add_row(
+            f"{r['events']:,}", f"{r['scan_events_per_s']:,}", f"{r['events_per_s']:,}",
+            str(r["us_per_event"]), f"{r['ratio_vs_scan']}x", str(r["process_s"]),
+            str(r["rollup_s"]), f"{r['segments']:,}", f"{r['nodes']:,}", f"{r['grips']:,}",
+            str(r["peak_rss_mb"]),
+        )  # fmt: skip
     console.print(table)

@@ -1,0 +1,180 @@
+"""``memtoc bench process``: the whole TOC pipeline's throughput, beside a plain scan of the events.
+
+For each size N, in a fresh ``spawn`` child process (so peak RSS is that size's alone):
+
+1. generate N synthetic events and ingest them (``Importer``) — *not* timed;
+2. **baseline**: a plain ``store.scan_events()`` over all of them (reading + decoding the rows
+   the pipeline has to read at least once);
+3. **pipeline**: ``Memory.process()`` (segmentation, extractive summaries, grips, search
+   documents, due rollups) then ``Memory.rollup(force=True)`` (every day, week, month, year);
+4. counts of segments, nodes (all levels) and grips, and the child's ``ru_maxrss``.
+
+The ratio pipeline/baseline shows what filing an event costs over just reading it.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import queue as queue_module
+import resource
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from memtoc.errors import MemtocError
+from memtoc.eval.bench_ingest import _draft
+from memtoc.eval.synth import SynthConfig, generate
+from memtoc.ingest.importer import Importer, IngestOptions
+from memtoc.memory import Memory
+from memtoc.model import JsonValue
+from memtoc.store.sqlite import SqliteStore
+
+INGEST_BATCH = 5_000
+
+
+@dataclass(slots=True)
+class ProcessBench:
+    events: int
+    segments: int
+    nodes: int
+    """Latest nodes of every level (segments, days, weeks, months, years)."""
+    grips: int
+    ingest_s: float
+    """Untimed setup, reported for context."""
+    scan_s: float
+    process_s: float
+    rollup_s: float
+    peak_rss_mb: float
+
+    @property
+    def pipeline_s(self) -> float:
+        return self.process_s + self.rollup_s
+
+    def to_dict(self) -> dict[str, JsonValue]:
+        out: dict[str, JsonValue] = {
+            k: (round(v, 3) if isinstance(v, float) else v) for k, v in asdict(self).items()
+        }
+        out["pipeline_s"] = round(self.pipeline_s, 3)
+        out["events_per_s"] = round(self.events / self.pipeline_s) if self.pipeline_s else 0
+        out["scan_events_per_s"] = round(self.events / self.scan_s) if self.scan_s else 0
+        out["us_per_event"] = round(self.pipeline_s / self.events * 1e6, 1)
+        out["ratio_vs_scan"] = round(self.pipeline_s / self.scan_s, 1) if self.scan_s else 0.0
+        return out
+
+
+def _count(store: SqliteStore, sql: str) -> int:
+    return int(store.connection.execute(sql).fetchone()[0])
+
+
+def measure_process(
+    events: int,
+    *,
+    seed: int = 7,
+    workdir: Path | None = None,
+    progress: Callable[[str, int], None] | None = None,
+) -> ProcessBench:
+    """Ingest ``events`` synthetic events, then time scan vs. process + forced rollup (in-process)."""
+    with tempfile.TemporaryDirectory(dir=workdir) as tmp:
+        store = SqliteStore(Path(tmp) / "memtoc.db", durability="normal")
+        memory = Memory(store)
+        try:
+            importer = Importer(
+                store, redactor=None, options=IngestOptions(format="jsonl", batch_size=INGEST_BATCH)
+            )
+            t0 = time.perf_counter()
+            chunk = []
+            for event in generate(SynthConfig(seed=seed, events=events)):
+                chunk.append(_draft(event))
+                if len(chunk) >= INGEST_BATCH:
+                    importer.ingest_drafts(chunk, source="bench")
+                    if progress:
+                        progress("ingest", len(chunk))
+                    chunk = []
+            if chunk:
+                importer.ingest_drafts(chunk, source="bench")
+                if progress:
+                    progress("ingest", len(chunk))
+            ingest_s = time.perf_counter() - t0
+
+            t0 = time.perf_counter()
+            scanned = sum(1 for _ in store.scan_events())
+            scan_s = time.perf_counter() - t0
+            if scanned != events:
+                raise MemtocError(f"bench store holds {scanned} events, expected {events}")
+
+            seen = 0
+
+            def on_progress(report: object) -> None:
+                nonlocal seen
+                done = int(getattr(report, "events", 0))
+                if progress and done > seen:
+                    progress("process", done - seen)
+                    seen = done
+
+            t0 = time.perf_counter()
+            memory.process(progress=on_progress)
+            process_s = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            memory.rollup(force=True)
+            rollup_s = time.perf_counter() - t0
+            return ProcessBench(
+                events=events,
+                segments=_count(store, "SELECT COUNT(*) FROM segments"),
+                nodes=len([n for p in store.projects() for n in store.list_nodes(p)]),
+                grips=_count(store, "SELECT COUNT(*) FROM grips"),
+                ingest_s=ingest_s,
+                scan_s=scan_s,
+                process_s=process_s,
+                rollup_s=rollup_s,
+                peak_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            )
+        finally:
+            memory.close()
+
+
+def _child(events: int, seed: int, workdir: str | None, queue: multiprocessing.Queue) -> None:  # type: ignore[type-arg]
+    def report(stage: str, n: int) -> None:
+        queue.put(("progress", stage, n))
+
+    try:
+        result = measure_process(
+            events, seed=seed, workdir=Path(workdir) if workdir else None, progress=report
+        )
+        queue.put(("done", result.to_dict(), 0))
+    except Exception as exc:  # reported to the parent, which raises it
+        queue.put(("error", f"{type(exc).__name__}: {exc}", 0))
+
+
+def run_process_bench(
+    events: int,
+    *,
+    seed: int = 7,
+    workdir: Path | None = None,
+    progress: Callable[[str, int], None] | None = None,
+) -> dict[str, JsonValue]:
+    """``measure_process`` in a fresh spawned child (its own peak RSS); returns its figures."""
+    ctx = multiprocessing.get_context("spawn")
+    queue = ctx.Queue()
+    proc = ctx.Process(target=_child, args=(events, seed, str(workdir) if workdir else None, queue))
+    proc.start()
+    try:
+        while True:
+            try:
+                kind, payload, n = queue.get(timeout=1.0)
+            except queue_module.Empty:
+                if proc.exitcode is not None:  # died without a word (killed, out of memory)
+                    raise MemtocError(
+                        f"bench process child ({events:,} events) exited with {proc.exitcode}"
+                    ) from None
+                continue
+            if kind == "progress":
+                if progress:
+                    progress(str(payload), int(n))
+            elif kind == "error" or not isinstance(payload, dict):
+                raise MemtocError(f"bench process ({events:,} events) failed: {payload}")
+            else:
+                return payload
+    finally:
+        proc.join()
