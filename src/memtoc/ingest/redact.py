@@ -31,15 +31,27 @@ high-entropy value is redacted only when its key is secret-named (``SOME_SERVICE
 A private key whose ``-----END`` line is missing (a truncated log) is redacted from ``-----BEGIN``
 to the first character outside the PEM alphabet: over-redacting beats leaking half a key.
 
-**Speed.** Redaction runs on every event, so the clean path is a prefilter of a few C-level
-passes (about 2 µs for a 200-byte text): a ``bytes.translate`` pass that finds runs of 16 or more
-``[A-Za-z0-9_-]`` holding an uppercase letter or a digit (every token format lies in one; prose and
-``snake_case`` code mostly have none), plus nine substring tests on the lower-cased text for the
-words every context match holds (``key``, ``token``, ``pass``, ``secret``, ``pwd``, ``cred``,
-``auth``, ``bearer``, ``://``). A regex alternation of all the anchors would cost 10 to 30 times more in
-CPython's ``re``. Only when a gate fires are the kinds behind it tried, each after a substring
-test of its own anchors (token anchors are looked for in the long runs only).
-:meth:`Redactor.redact_json` gates once on all the strings of a value before walking it.
+**Speed.** Redaction runs on every event, so a prefilter of a few C-level passes decides first
+whether any kind can match (about 2 µs for a clean 200-byte text on an idle machine):
+
+* the *token gate*: one ``bytes.translate`` pass finds runs of 16 or more ``[A-Za-z0-9_-]`` that
+  hold an uppercase letter or a digit. Every token format holds such a run (each token kind's
+  ``check`` insists on the uppercase letter or digit), so prose and ``snake_case`` code open no
+  gate; most formats *are* such a run from their first character (their regex refuses a
+  preceding run character), and only runs that
+  *start* with a known prefix (``sk-``, ``ghp_``, ``AKIA``, ``eyJ`` …) are searched for anchors,
+  so ids and hashes (``toolu_01…``, git SHAs) cost nothing more;
+* the *keyword gate*: a secret word followed by a character that can continue an assignment
+  (``key=``, ``"token":``, ``password:``; ``keys``, ``passed`` and ``KeyError`` do not count),
+  found with ``in`` and a literal-prefix regex per word, or ``://``, ``bearer``,
+  ``authorization``, ``-----begin``.
+
+A single regex alternation of all the anchors would cost 10 to 30 times more in CPython's
+``re``. Only the kinds behind an open gate are tried, each after a substring test of its own
+anchors; the assignment pass then runs its regex only at the positions the keyword gate found.
+:meth:`Redactor.redact_json` redacts all the strings of a value joined into one text first and
+walks the value only when that changed something or a key is secret-named. A test compares the
+result with every regex run ungated, so the prefilter is an exact optimisation.
 
 **Configuration.** ``Redactor(kinds=…, extra_patterns=…, disabled=…)``: run a subset, add named
 user regexes (a named group ``secret`` limits the replacement to that group), or disable kinds.
@@ -96,6 +108,8 @@ class SecretKind:
     masked_ok: bool = False
     """Redact even a match holding a mask (``xxxx``, ``***``, ``...``): for private keys, whose
     elided or truncated bodies are still key material."""
+    context: tuple[str, ...] = ()
+    """Words that must all occur in the lower-cased text besides an anchor (Twilio SIDs)."""
     run_anchors: tuple[str, ...] = field(init=False, repr=False, compare=False)
     text_anchors: tuple[str, ...] = field(init=False, repr=False, compare=False)
 
@@ -189,8 +203,9 @@ def _k(
     lower: tuple[str, ...] = (),
     check: Callable[[str], bool] | None = None,
     masked_ok: bool = False,
+    context: tuple[str, ...] = (),
 ) -> SecretKind:
-    return SecretKind(name, re.compile(regex), gate, anchors, lower, check, masked_ok)
+    return SecretKind(name, re.compile(regex), gate, anchors, lower, check, masked_ok, context)
 
 
 # Application order matters: a match is replaced before later kinds look at the text, and no kind
@@ -227,7 +242,7 @@ _BUILTIN: tuple[SecretKind, ...] = (
     ),
     _k(
         "github_token",
-        r"(?<![A-Za-z0-9_])(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255})",
+        r"(?<![A-Za-z0-9_-])(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255})",
         "token",
         anchors=("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
         check=_has_upper_or_digit,
@@ -256,9 +271,9 @@ _BUILTIN: tuple[SecretKind, ...] = (
     ),
     _k(
         "stripe_key",
-        r"(?<![A-Za-z0-9_])(?:(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}|whsec_[A-Za-z0-9]{24,})",
+        r"(?<![A-Za-z0-9_-])(?:(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}|whsec_[A-Za-z0-9]{24,})",
         "token",
-        anchors=("k_live_", "k_test_", "whsec_"),
+        anchors=("sk_live_", "rk_live_", "sk_test_", "rk_test_", "whsec_"),
         check=_has_upper_or_digit,
     ),
     _k(
@@ -269,20 +284,20 @@ _BUILTIN: tuple[SecretKind, ...] = (
     ),
     _k(
         "aws_access_key_id",
-        r"(?<![A-Za-z0-9])(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}(?![A-Za-z0-9])",
+        r"(?<![A-Za-z0-9_-])(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}(?![A-Za-z0-9])",
         "token",
         anchors=("AKIA", "ASIA", "ABIA", "ACCA"),
     ),
     _k(
         "npm_token",
-        r"(?<![A-Za-z0-9_])npm_[A-Za-z0-9]{36}(?![A-Za-z0-9])",
+        r"(?<![A-Za-z0-9_-])npm_[A-Za-z0-9]{36}(?![A-Za-z0-9])",
         "token",
         anchors=("npm_",),
         check=_has_upper_or_digit,
     ),
     _k(
         "huggingface_token",
-        r"(?<![A-Za-z0-9_])hf_[A-Za-z0-9]{30,40}(?![A-Za-z0-9])",
+        r"(?<![A-Za-z0-9_-])hf_[A-Za-z0-9]{30,40}(?![A-Za-z0-9])",
         "token",
         anchors=("hf_",),
         check=_mixed_case,
@@ -296,9 +311,10 @@ _BUILTIN: tuple[SecretKind, ...] = (
     ),
     _k(
         "twilio_key",
-        r"(?<![A-Za-z0-9])(?:SK|AC)[0-9a-f]{32}(?![A-Za-z0-9])",
+        r"(?<![A-Za-z0-9_-])(?:SK|AC)[0-9a-f]{32}(?![A-Za-z0-9])",
         "token",
-        lower=("twilio",),
+        anchors=("SK", "AC"),
+        context=("twilio",),
     ),
     _k(
         "aws_secret_access_key",
@@ -342,6 +358,8 @@ DEFAULT_KINDS: tuple[str, ...] = (*(k.name for k in _BUILTIN), ENV_KIND)
 """Every built-in kind, in the order they are applied."""
 
 _CONTEXT_KINDS = frozenset({"url_password", "bearer_token", "basic_auth"})
+_RUN_PREFIXES = tuple(a.encode() for k in _BUILTIN for a in k.run_anchors)
+"""How a token kind's match begins: the start of its run."""
 
 # --- the prefilter ---------------------------------------------------------------------------
 
@@ -357,13 +375,16 @@ def _encode(text: str) -> bytes:
         return text.encode("utf-8", "surrogatepass")
 
 
-def _long_runs(data: bytes, classes: bytes) -> str:
-    """The runs of 16+ ``[A-Za-z0-9_-]`` holding an uppercase letter or a digit, joined by spaces.
+def _long_runs(data: bytes, classes: bytes) -> tuple[bool, str]:
+    """Whether the text holds a *qualifying* run, and those that start like a token, joined.
 
-    Every token format lies inside such a run (the ``check`` of each token kind insists on it),
-    so the token kinds' anchors are searched there, not in the whole text; all-lowercase runs
-    (``snake_case_identifiers``, ``--kebab-case-flags``) are skipped.
+    A qualifying run is 16+ ``[A-Za-z0-9_-]`` holding an uppercase letter or a digit. Every
+    token format is such a run from its first character on: each token kind's regex refuses a
+    preceding ``[A-Za-z0-9_-]`` and its ``check`` insists on the uppercase letter or digit. So
+    all-lowercase runs (``snake_case_identifiers``, ``--kebab-flags``) close no gate, and ids and
+    hashes (``toolu_01…``, git SHAs) open the token gate but bring no anchor to look at.
     """
+    qualified = False
     parts: list[str] = []
     i = classes.find(_RUN)
     while i >= 0:
@@ -372,24 +393,11 @@ def _long_runs(data: bytes, classes: bytes) -> str:
             j = len(classes)
         run = data[i:j]
         if run.translate(None, _LOWER_RUN_BYTES):
-            parts.append(run.decode("ascii"))
+            qualified = True
+            if run.startswith(_RUN_PREFIXES):
+                parts.append(run.decode("ascii"))
         i = classes.find(_RUN, j)
-    return " ".join(parts)
-
-
-def _has_keyword(low: str) -> bool:
-    """Whether the lower-cased text holds a word that every ``keyword``-gated match holds."""
-    return (
-        "key" in low
-        or "token" in low
-        or "pass" in low
-        or "secret" in low
-        or "pwd" in low
-        or "cred" in low
-        or "auth" in low
-        or "bearer" in low
-        or "://" in low
-    )
+    return qualified, " ".join(parts)
 
 
 # --- env_assignment: secret-named keys --------------------------------------------------------
@@ -435,22 +443,20 @@ def secret_name_strength(name: str) -> Literal["strong", "generic"] | None:
     return None
 
 
-# The secret word the key name must end with, then the key's closing quote, then the operator.
 _ASSIGN = re.compile(
-    r"(?P<w>secret|token|password|passwd|passphrase|pass|pwd|credentials?|key)"
-    r"(?P<kq>\\?[\"'`])?"
-    r"(?:(?P<op>[ \t]*(?::=|=>|=(?!=)|:(?![:/]))[ \t]*)|(?P<sp>[ \t]+))",
-    re.IGNORECASE,
-)
-_NAME_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.$@-"
-_VALUE = re.compile(
-    r"""\\"(?P<eq>[^"\\\n]*+(?:\\(?!")[^"\\\n]*+)*+)(?:\\")?
+    r"""(?i:(?P<w>secret|token|password|passwd|passphrase|pass|pwd|credentials?|key))
+    (?P<kq>\\?["'`])?  # the closing quote of a quoted key: "password": / \"password\":
+    (?:(?P<op>[ \t]*(?::=|=>|=(?!=)|:(?![:/]))[ \t]*)|(?P<sp>[ \t]+))  # operator / --flag space
+    (?:\\"(?P<eq>[^"\\\n]*+(?:\\(?!")[^"\\\n]*+)*+)(?:\\")?  # the value, maybe unclosed
     |"(?P<dq>[^"\\\n]*+(?:\\.[^"\\\n]*+)*+)"?
     |'(?P<sq>[^'\n]*+)'?
     |`(?P<bq>[^`\n]*+)`?
-    |(?P<uq>[^\s"'`,;&(){}\[\]]++(?:&(?![A-Za-z_][\w.-]*=)[^\s"'`,;&(){}\[\]]*+)*+)""",
+    |(?P<uq>[^\s"'`,;&(){}\[\]]++(?:&(?![A-Za-z_][\w.-]*=)[^\s"'`,;&(){}\[\]]*+)*+))?""",
     re.VERBOSE,
 )
+"""A secret word ending a key name, the key's closing quote, the operator and the value."""
+_VALUE_GROUPS = frozenset({"eq", "dq", "sq", "bq", "uq"})
+_NAME_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.$@-"
 
 
 def _high_entropy(value: str) -> bool:
@@ -479,35 +485,49 @@ def _value_is_secret(value: str, literal: bool, env_style: bool, generic: bool) 
     return True
 
 
-_ENV_WORDS = ("secret", "token", "pass", "pwd", "cred", "key")
-"""Where a secret word can start (``pass`` also finds ``password``/``passwd``/``passphrase``)."""
+_OP_START = "\"'`\\ \t:="
+_ENV_WORDS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
+    (word, re.compile(re.escape(word) + "[" + re.escape(after) + "]"))
+    for word, after in (
+        ("secret", _OP_START),
+        ("token", _OP_START),
+        ("pass", _OP_START + "wp"),  # pass, password, passwd, passphrase
+        ("pwd", _OP_START),
+        ("cred", "e"),  # credential(s)
+        ("key", _OP_START),
+    )
+)
+"""Where a secret word of :data:`_ASSIGN` can start, with the characters that may follow it (a
+quote closing the key, the operator, or the rest of a longer word). Each regex has a literal
+prefix, so ``re`` skips ``keys``, ``tokens``, ``passed`` and ``KeyError`` in C."""
+
+
+def _assignment_possible(low: str) -> bool:
+    """The ``keyword`` gate's main half: could the lower-cased text hold an assignment (or an
+    AWS secret key or Azure account key, which are assignments too)?"""
+    for word, rx in _ENV_WORDS:  # noqa: SIM110 (a plain loop: this is the hot path)
+        if word in low and rx.search(low) is not None:
+            return True
+    return False
 
 
 def _assignment_starts(text: str, low: str) -> list[int] | None:
-    """Where a secret word starts, ascending; None when positions in ``low`` are not those of
-    ``text`` (lower-casing expanded a character) and the regex must search instead.
-
-    ``str.find`` on the lower-cased text is far cheaper than a case-insensitive regex search;
-    the regex is then only *matched* at these positions.
-    """
+    """Where a secret word followed by a plausible character starts, ascending; None when
+    positions in ``low`` are not those of ``text`` (lower-casing expanded a character) and the
+    regex must search instead. The regex :data:`_ASSIGN` is then only *matched* there: far
+    cheaper than a case-insensitive regex search over the whole text."""
     if len(low) != len(text):
         return None
-    starts: set[int] = set()
-    for word in _ENV_WORDS:
-        i = low.find(word)
-        while i >= 0:
-            starts.add(i)
-            i = low.find(word, i + 1)
-    return sorted(starts)
+    return sorted({m.start() for word, rx in _ENV_WORDS if word in low for m in rx.finditer(low)})
 
 
-def _redact_assignments(text: str, low: str) -> tuple[str, int]:
-    """The ``env_assignment`` kind: redact the values of secret-named keys in ``text``."""
+def _redact_assignments(text: str, starts: list[int] | None) -> tuple[str, int]:
+    """The ``env_assignment`` kind: redact the values of secret-named keys in ``text``
+    (``starts`` from :func:`_assignment_starts`)."""
     out: list[str] = []
     done = pos = count = 0
     tag = marker(ENV_KIND)
-    starts = _assignment_starts(text, low)
-    match, search, value_at = _ASSIGN.match, _ASSIGN.search, _VALUE.match
+    match, search = _ASSIGN.match, _ASSIGN.search
     k = 0
     while True:
         if starts is None:
@@ -520,17 +540,20 @@ def _redact_assignments(text: str, low: str) -> tuple[str, int]:
                 k += 1
         if m is None:
             break
-        begin, pos = m.span()
+        begin = m.start()
+        pos = m.end("op") if m["sp"] is None else m.end("sp")  # a rejected value is searched too
+        group = m.lastgroup
+        if group not in _VALUE_GROUPS:
+            continue
         before = text[max(0, begin - 64) : begin]
         name = before[len(before.rstrip(_NAME_CHARS)) :] + m["w"]
         flag = name.startswith("-")
         if m["sp"] is not None and not flag:
             continue
         strength = secret_name_strength(name.lstrip("-"))
-        if strength is None or (v := value_at(text, pos)) is None:
+        if strength is None:
             continue
-        group = v.lastgroup or "uq"
-        start, end = v.span(group)
+        start, end = m.span(group)
         if group == "uq" and text[end : end + 1] in ("(", "[", "{"):
             continue  # a call or an index: code, not a literal
         env_style = flag or ((m["op"] or "").strip() == "=" and name.isupper())
@@ -549,6 +572,8 @@ def _redact_assignments(text: str, low: str) -> tuple[str, int]:
 # --- the redactor -----------------------------------------------------------------------------
 
 _KIND_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+_Gates = tuple[str, bool, bool, str]
+"""(lower-cased text, keyword gate, token gate, token-like runs)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -560,7 +585,7 @@ class _Stage:
     run_anchors: tuple[tuple[str, int], ...]
     text_anchors: tuple[tuple[str, int], ...]
     lower_anchors: tuple[tuple[str, int], ...]
-    anchorless: frozenset[int]
+    anchorless: tuple[int, ...]
 
     @classmethod
     def of(cls, kinds: list[SecretKind]) -> _Stage:
@@ -570,16 +595,22 @@ class _Stage:
             tuple((a, i) for i, k in enumerate(kinds) for a in k.run_anchors),
             tuple((a, i) for i, k in enumerate(kinds) for a in k.text_anchors),
             tuple((a, i) for i, k in enumerate(kinds) for a in k.lower_anchors),
-            frozenset(i for i, k in enumerate(kinds) if not k.anchors and not k.lower_anchors),
+            tuple(i for i, k in enumerate(kinds) if not k.anchors and not k.lower_anchors),
         )
 
     def candidates(self, text: str, low: str, runs: str) -> list[SecretKind]:
-        """The kinds one of whose anchors occurs, in application order."""
-        hit = {i for a, i in self.run_anchors if a in runs}
-        hit.update(i for a, i in self.text_anchors if a in text)
-        hit.update(i for a, i in self.lower_anchors if a in low)
-        hit |= self.anchorless
-        return [self.kinds[i] for i in sorted(hit)]
+        """The kinds one of whose anchors occurs (and whose context words all do), in order."""
+        hit = [i for a, i in self.run_anchors if a in runs] if runs else []
+        if self.text_anchors:
+            hit += [i for a, i in self.text_anchors if a in text]
+        if self.lower_anchors:
+            hit += [i for a, i in self.lower_anchors if a in low]
+        if self.anchorless:
+            hit += self.anchorless
+        if not hit:
+            return []
+        kinds = [self.kinds[i] for i in sorted(set(hit))]
+        return [k for k in kinds if not k.context or all(w in low for w in k.context)]
 
 
 class Redactor:
@@ -606,7 +637,7 @@ class Redactor:
                 raise ConfigError(f"unknown secret kind {name!r}", setting="redact.kinds")
         for name in off:
             if name not in DEFAULT_KINDS and name not in extras:
-                raise ConfigError(f"unknown secret kind {name!r}", setting="redact.disabled")
+                raise ConfigError(f"unknown secret kind {name!r}", setting="redact_disable")
         user: list[SecretKind] = []
         for name, regex in extras.items():
             setting = f"redact.patterns.{name}"
@@ -643,15 +674,23 @@ class Redactor:
         names = tuple(k.name for k in self._kinds)
         return (*names, ENV_KIND) if self._assignments else names
 
-    def _gates(self, text: str) -> tuple[str, bool, str] | None:
-        """(lower-cased text, keyword gate, long runs), or None when no kind can match."""
+    def _gates(self, text: str) -> _Gates | None:
+        """What the prefilter found, or None when no kind can match (module docstring)."""
         low = text.lower()
-        keyword = _has_keyword(low)
+        keyword = (
+            _assignment_possible(low)
+            or "://" in low
+            or "bearer" in low
+            or "authorization" in low
+            or "-----begin" in low
+        )
+        if not keyword and len(low) != len(text):  # positions shifted: the words alone decide
+            keyword = any(word in low for word, _ in _ENV_WORDS)
         data = _encode(text)
         classes = data.translate(_RUN_TABLE)
-        runs = _long_runs(data, classes) if _RUN in classes else ""
-        if keyword or runs or self._always:
-            return low, keyword, runs
+        qualified, runs = _long_runs(data, classes) if _RUN in classes else (False, "")
+        if keyword or qualified or self._always:
+            return low, keyword, qualified, runs
         return None
 
     def might_contain_secret(self, text: str) -> bool:
@@ -665,11 +704,15 @@ class Redactor:
         gates = self._gates(text)
         if gates is None:
             return text, {}
-        low, keyword, runs = gates
+        return self._redact_gated(text, *gates)
+
+    def _redact_gated(
+        self, text: str, low: str, keyword: bool, token: bool, runs: str
+    ) -> tuple[str, dict[str, int]]:
         counts: dict[str, int] = {}
         changed = False
         for stage in self._stages:
-            if (stage.gate == "token" and not runs) or (stage.gate == "keyword" and not keyword):
+            if (stage.gate == "token" and not token) or (stage.gate == "keyword" and not keyword):
                 continue
             for kind in stage.candidates(text, low, runs):
                 text, n = kind.apply(text)
@@ -677,7 +720,8 @@ class Redactor:
                     counts[kind.name] = n
                     changed = True
         if self._assignments and keyword:
-            text, n = _redact_assignments(text, text.lower() if changed else low)
+            starts = _assignment_starts(text, text.lower() if changed else low)
+            text, n = _redact_assignments(text, starts)
             if n:
                 counts[ENV_KIND] = n
         return text, counts
@@ -689,10 +733,21 @@ class Redactor:
         ``env_assignment`` (when that kind is enabled) by the same name and value policy as
         text assignments. Returns ``value`` itself when nothing was redacted.
         """
-        parts: list[str] = []
-        _collect_strings(value, parts)
-        if not parts or not self.might_contain_secret("\n".join(parts)):
-            return value, {}
+        strings: list[str] = []
+        keys: list[str] = []
+        _collect_strings(value, strings, keys)
+        named = self._assignments and any(secret_name_strength(k) for k in keys)
+        if not named:
+            # One pass over all the strings at once: no match can span the newline between two
+            # of them (no kind's secret holds a newline except a private key's body, which still
+            # changes the blob), so an unchanged blob proves every string unchanged. User
+            # patterns are arbitrary regexes, so with them the strings are walked one by one.
+            blob = "\n".join(strings)
+            gates = self._gates(blob) if blob else None
+            if gates is None:
+                return value, {}
+            if not self._always and not self._redact_gated(blob, *gates)[1]:
+                return value, {}
         counts: dict[str, int] = {}
         return self._walk(value, counts), counts
 
@@ -721,13 +776,13 @@ class Redactor:
         return value
 
 
-def _collect_strings(value: JsonValue, parts: list[str]) -> None:
+def _collect_strings(value: JsonValue, strings: list[str], keys: list[str]) -> None:
     if isinstance(value, str):
-        parts.append(value)
+        strings.append(value)
     elif isinstance(value, dict):
         for key, item in value.items():
-            parts.append(str(key))
-            _collect_strings(item, parts)
+            keys.append(str(key))
+            _collect_strings(item, strings, keys)
     elif isinstance(value, list | tuple):
         for item in value:
-            _collect_strings(item, parts)
+            _collect_strings(item, strings, keys)
