@@ -734,9 +734,7 @@ class Redactor:
         text assignments. Returns ``value`` itself when nothing was redacted.
         """
         strings: list[str] = []
-        keys: list[str] = []
-        _collect_strings(value, strings, keys)
-        named = self._assignments and any(secret_name_strength(k) for k in keys)
+        named = _collect_strings(value, strings) and self._assignments
         if not named:
             # One pass over all the strings at once: no match can span the newline between two
             # of them (no kind's secret holds a newline except a private key's body, which still
@@ -776,13 +774,27 @@ class Redactor:
         return value
 
 
-def _collect_strings(value: JsonValue, strings: list[str], keys: list[str]) -> None:
+def _collect_strings(value: JsonValue, strings: list[str]) -> bool:
+    """Append every string inside ``value`` (dict keys included) to ``strings``; return whether
+    a dict key is secret-named. Allocates nothing else: this runs on every event's metadata."""
     if isinstance(value, str):
         strings.append(value)
-    elif isinstance(value, dict):
+        return False
+    named = False
+    if isinstance(value, dict):
         for key, item in value.items():
-            keys.append(str(key))
-            _collect_strings(item, strings, keys)
+            name = key if isinstance(key, str) else str(key)
+            strings.append(name)
+            if not named and secret_name_strength(name) is not None:
+                named = True
+            if not isinstance(item, str | int | float | None):
+                named = _collect_strings(item, strings) or named
+            elif isinstance(item, str):
+                strings.append(item)
     elif isinstance(value, list | tuple):
         for item in value:
-            _collect_strings(item, strings, keys)
+            if isinstance(item, str):
+                strings.append(item)
+            elif not isinstance(item, int | float | None):
+                named = _collect_strings(item, strings) or named
+    return named
