@@ -107,7 +107,7 @@ def original_text(indexed: str) -> str:
     return indexed.split(f"\n{EXTRAS_MARK}", 1)[0]
 
 
-def _quote(term: str) -> str:
+def quote(term: str) -> str:
     return '"' + term.replace('"', '""') + '"'
 
 
@@ -123,9 +123,9 @@ class TermGroup:
         return tuple(dict.fromkeys((*self.wholes, *self.parts)))
 
     def all_expression(self) -> str:
-        options = [_quote(w) for w in self.wholes]
+        options = [quote(w) for w in self.wholes]
         if self.parts:
-            options.append("(" + " AND ".join(_quote(p) for p in self.parts) + ")")
+            options.append("(" + " AND ".join(quote(p) for p in self.parts) + ")")
         return options[0] if len(options) == 1 else "(" + " OR ".join(options) + ")"
 
 
@@ -146,7 +146,7 @@ class MatchQuery:
 
     @property
     def any_terms(self) -> str:
-        return " OR ".join(_quote(f) for f in self.terms)
+        return " OR ".join(quote(f) for f in self.terms)
 
     @property
     def all_terms(self) -> str:

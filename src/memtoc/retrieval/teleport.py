@@ -36,11 +36,15 @@ from typing import Any
 
 from memtoc.errors import QueryError
 from memtoc.model import LEVELS, ROLES
-from memtoc.retrieval.fts_text import MatchQuery, build_match, original_text, search_text
+from memtoc.retrieval.fts_text import MatchQuery, build_match, original_text, quote, search_text
 from memtoc.store.sqlite import SqliteStore
 
 KINDS: tuple[str, ...] = ("node", "grip", "bookmark", "event")
 DOC_KINDS: tuple[str, ...] = ("node", "grip", "bookmark")
+DEFAULT_SCAN_CAP = 5_000
+"""Most rows one unfiltered FTS expression is ranked over (see ``_ranked``): keeps BM25 in
+milliseconds however large the store; only queries made of very common terms are affected (they
+rank their newest matches)."""
 OR_ONLY_FACTOR = 0.5
 """Score factor of rows that match some, not all, of the query's terms."""
 
@@ -104,6 +108,8 @@ class Hit:
 
 
 def _in(column: str, values: Sequence[Any], params: list[Any]) -> str:
+    if not values:
+        return ""
     params.extend(values)
     return f" AND {column} IN ({','.join('?' * len(values))})"
 
@@ -125,13 +131,11 @@ def _event_where(f: SearchFilters, params: list[Any]) -> str:
     return where
 
 
-def _event_sql(f: SearchFilters, params: list[Any]) -> str:
+def _event_index(f: SearchFilters) -> _Index:
+    params: list[Any] = []
     where = _event_where(f, params)
-    return (
-        "SELECT 'event', e.project, e.event_id, e.ts_ms, -bm25(events_fts) AS s "
-        "FROM events_fts CROSS JOIN events e ON e.seq = events_fts.rowid "
-        f"WHERE events_fts MATCH ?{where} ORDER BY s DESC LIMIT ?"
-    )
+    columns = "'event', e.project, e.event_id, e.ts_ms"
+    return _Index("events_fts", columns, "events e ON e.seq = f.rowid", where, params)
 
 
 _NODE_SPAN = (
@@ -167,28 +171,80 @@ def _doc_where(f: SearchFilters, kinds: Sequence[str], params: list[Any]) -> str
     return where
 
 
-def _doc_sql(f: SearchFilters, kinds: Sequence[str], params: list[Any]) -> str:
+def _doc_index(f: SearchFilters, kinds: Sequence[str]) -> _Index:
+    params: list[Any] = []
     where = _doc_where(f, kinds, params)
-    return (
-        "SELECT d.kind, d.project, d.doc_id, d.ts_ms, -bm25(docs_fts) AS s "
-        "FROM docs_fts CROSS JOIN docs d ON d.doc_seq = docs_fts.rowid "
-        f"WHERE docs_fts MATCH ?{where} ORDER BY s DESC LIMIT ?"
-    )
+    columns = "d.kind, d.project, d.doc_id, d.ts_ms"
+    return _Index("docs_fts", columns, "docs d ON d.doc_seq = f.rowid", where, params)
+
+
+@dataclass(frozen=True, slots=True)
+class _Index:
+    """One FTS index, how its rows join the table they index, and the filter conditions."""
+
+    fts: str
+    columns: str
+    join: str
+    where: str
+    params: list[Any]
+
+    def probe(self, store: SqliteStore, expression: str, offset: int) -> int | None:
+        """The rowid of the ``offset``-th newest match (``None``: fewer matches). Walks rowids
+        only — no ranking — so it costs about ``offset`` postings."""
+        rows = store._query(
+            f"SELECT rowid FROM {self.fts} WHERE {self.fts} MATCH ? "
+            "ORDER BY rowid DESC LIMIT 1 OFFSET ?",
+            (expression, offset),
+        )
+        return int(rows[0][0]) if rows else None
+
+    def ranked(
+        self, store: SqliteStore, expression: str, limit: int, floor: int | None, inner: int | None
+    ) -> list[tuple[Any, ...]]:
+        """Matches best first by BM25 that pass the filters: FTS5 ranks (its ``rank`` order, at
+        most ``inner`` rows, rowids ≥ ``floor``), then the join applies the filters."""
+        sub = f"SELECT rowid, rank FROM {self.fts} WHERE {self.fts} MATCH ?"
+        params: list[Any] = [expression]
+        if floor is not None:
+            sub += " AND rowid >= ?"
+            params.append(floor)
+        sub += " ORDER BY rank"
+        if inner is not None:
+            sub += " LIMIT ?"
+            params.append(inner)
+        sql = (
+            f"SELECT {self.columns}, -f.rank FROM ({sub}) f JOIN {self.join} "
+            f"WHERE 1{self.where} ORDER BY f.rank LIMIT ?"
+        )
+        return store._query(sql, [*params, *self.params, limit])
 
 
 def _ranked(
-    store: SqliteStore, sql_for: Any, match: MatchQuery, candidates: int
+    store: SqliteStore, index: _Index, match: MatchQuery, candidates: int, scan_cap: int
 ) -> list[tuple[Any, ...]]:
-    """AND-first: rows with every term (factor 1), then rows with any term (factor 0.5)."""
+    """AND-first: rows with every term (factor 1), then rows with any term (factor 0.5).
+
+    Ranking cost is bounded: the OR pass leaves out terms matching more than ``scan_cap`` rows
+    (unless every term does), and an expression still matching more than ``scan_cap`` rows is
+    ranked over its ``scan_cap`` newest matches only — unless filters then leave fewer than
+    ``candidates`` rows, when every match is ranked (exact, slower: common terms + a selective
+    filter).
+    """
     rows: list[tuple[Any, ...]] = []
     seen: set[str] = set()
     expressions = [match.all_terms]
     if match.any_terms != match.all_terms:
-        expressions.append(match.any_terms)
+        rare = [t for t in match.terms if index.probe(store, quote(t), scan_cap) is None]
+        expressions.append(" OR ".join(quote(t) for t in rare) if rare else match.any_terms)
+    inner = candidates * (8 if index.where else 1)
     for factor, expression in zip((1.0, OR_ONLY_FACTOR), expressions, strict=False):
-        params: list[Any] = []
-        sql = sql_for(params)
-        for row in store._query(sql, [expression, *params, candidates]):
+        floor = index.probe(store, expression, scan_cap)
+        found = index.ranked(store, expression, candidates, floor, inner)
+        if len(found) < candidates and index.where:
+            # the filters ate the bounded top: rank every match, so a selective filter (an old
+            # session, a time window) still finds what it holds
+            found = index.ranked(store, expression, candidates, None, None)
+        for row in found:
             if row[2] in seen:
                 continue
             seen.add(row[2])
@@ -214,6 +270,7 @@ def bm25_search(
     *,
     limit: int = 10,
     candidates: int | None = None,
+    scan_cap: int = DEFAULT_SCAN_CAP,
 ) -> list[Hit]:
     """The best ``limit`` items for ``query`` by BM25, scores in 0..1, best first.
 
@@ -231,9 +288,10 @@ def bm25_search(
     doc_kinds = [k for k in kinds if k in DOC_KINDS]
     hits: list[Hit] = []
     if doc_kinds:
-        hits += _normalise(_ranked(store, lambda p: _doc_sql(f, doc_kinds, p), match, cap))
+        index = _doc_index(f, doc_kinds if len(doc_kinds) < len(DOC_KINDS) else [])
+        hits += _normalise(_ranked(store, index, match, cap, scan_cap))
     if "event" in kinds:
-        hits += _normalise(_ranked(store, lambda p: _event_sql(f, p), match, cap))
+        hits += _normalise(_ranked(store, _event_index(f), match, cap, scan_cap))
     hits.sort(key=lambda h: (-h.score, -h.raw, h.kind, h.item_id))
     return hits[:limit]
 
