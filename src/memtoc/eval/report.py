@@ -184,7 +184,7 @@ def plot_recall_vs_budget(report: EvalReport, path: Path) -> None:
     ax.set_xticks(budgets)
     ax.set_ylim(0, 1)
     ax.grid(alpha=0.3)
-    ax.set_title(f"{report.benchmark}: recall vs budget ({report.embedder})")
+    ax.set_title(f"{report.benchmark}: recall vs budget ({report.embedder.split(' (')[0]})")
     ax.legend(loc="lower right", fontsize="small")
     fig.tight_layout()
     fig.savefig(path)
