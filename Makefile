@@ -5,12 +5,12 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 export HF_HUB_OFFLINE := 1
 
-.PHONY: setup demo test lint typecheck bench-ingest clean
+.PHONY: setup demo test lint typecheck pg bench-ingest clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[embed,eval,dev]'
+	$(BIN)/python -m pip install -q -e '.[embed,eval,dev,postgres]'
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
 
@@ -26,8 +26,16 @@ lint: setup
 typecheck: setup
 	$(BIN)/mypy
 
-test: setup lint typecheck
-	$(BIN)/pytest -q
+# PostgreSQL + pgvector on 127.0.0.1:54329 for the team-mode tests (scripts/postgres-ci.sh): reused
+# when running, provisioned with apt as root, skipped with a message otherwise (the PostgreSQL
+# tests then skip locally and fail under CI=true).
+MEMTOC_TEST_PG_URL ?= postgresql://postgres@127.0.0.1:54329/postgres
+
+pg:
+	scripts/postgres-ci.sh
+
+test: setup lint typecheck pg
+	MEMTOC_TEST_PG_URL=$(MEMTOC_TEST_PG_URL) $(BIN)/pytest -q
 
 bench-ingest: setup
 	$(BIN)/memtoc bench ingest --events 100000 --events 1000000

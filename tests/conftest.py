@@ -4,8 +4,10 @@ and the Hugging Face hub offline."""
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -34,7 +36,76 @@ def clock() -> ManualClock:
 
 
 @pytest.fixture
-def store(tmp_path: Path, clock: ManualClock) -> Iterator[SqliteStore]:
+def store(request: pytest.FixtureRequest, tmp_path: Path, clock: ManualClock) -> Iterator[Any]:
+    """A fresh store: SQLite by default; also ``postgres`` in a test module that sets
+    ``STORE_BACKENDS = ("sqlite", "postgres")`` (tests/test_store_contract.py)."""
+    backend = getattr(request, "param", "sqlite")
+    if backend == "postgres":
+        from memtoc.store.postgres import PostgresStore
+
+        pg = PostgresStore(request.getfixturevalue("pg_url"), clock=clock, pool_size=2)
+        yield pg
+        pg.close()
+        return
     s = SqliteStore(tmp_path / "store" / "memtoc.db", clock=clock)
     yield s
     s.close()
+
+
+@pytest.fixture
+def sqlite_store(tmp_path: Path, clock: ManualClock) -> Iterator[SqliteStore]:
+    """Always SQLite (for tests of SQLite specifics in modules that run ``store`` on both)."""
+    s = SqliteStore(tmp_path / "store" / "memtoc.db", clock=clock)
+    yield s
+    s.close()
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """A module that sets ``STORE_BACKENDS`` runs each test using ``store`` on every backend."""
+    backends = getattr(metafunc.module, "STORE_BACKENDS", None)
+    if backends and "store" in metafunc.fixturenames:
+        metafunc.parametrize("store", backends, indirect=True)
+
+
+# -- PostgreSQL (team mode) ---------------------------------------------------------------------------
+PG_URL = os.environ.get("MEMTOC_TEST_PG_URL")
+"""The server ``make test`` provides (scripts/postgres-ci.sh); read before ``hermetic_env`` runs."""
+
+
+def pg_unavailable(reason: str) -> None:
+    """Skip locally; fail under CI (``CI=true``), where the server must be there."""
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"PostgreSQL required in CI: {reason}")
+    pytest.skip(f"PostgreSQL tests skipped: {reason}")
+
+
+def create_pg_database() -> tuple[str, Callable[[], None]]:
+    """A new empty database on the test server: its URL and a function that drops it."""
+    if not PG_URL:
+        pg_unavailable("MEMTOC_TEST_PG_URL is not set (run `make test`, or scripts/postgres-ci.sh)")
+    try:
+        import psycopg
+    except ImportError:
+        pg_unavailable("psycopg is not installed (pip install -e '.[postgres]')")
+    assert PG_URL is not None
+    name = f"memtoc_test_{uuid.uuid4().hex[:12]}"
+    try:
+        with psycopg.connect(PG_URL, autocommit=True, connect_timeout=5) as admin:
+            admin.execute(f"CREATE DATABASE {name}")
+    except psycopg.OperationalError as exc:
+        pg_unavailable(f"cannot reach {PG_URL}: {exc}")
+    url = PG_URL.rsplit("/", 1)[0] + "/" + name
+
+    def drop() -> None:
+        with psycopg.connect(PG_URL, autocommit=True) as admin:
+            admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+    return url, drop
+
+
+@pytest.fixture
+def pg_url() -> Iterator[str]:
+    """A fresh PostgreSQL database for one test (dropped afterwards)."""
+    url, drop = create_pg_database()
+    yield url
+    drop()

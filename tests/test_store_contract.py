@@ -15,8 +15,14 @@ from memtoc.errors import MigrationError, NotFoundError, QueryError
 from memtoc.model import Bookmark, Bullet, Event, Grip, TocNode
 from memtoc.store.sqlite import SqliteStore
 
+STORE_BACKENDS = ("sqlite", "postgres")
+"""Every test taking ``store`` runs on both backends (conftest.pytest_generate_tests); SQLite
+specifics take ``sqlite_store``, PostgreSQL specifics live in tests/test_postgres.py."""
 
-def ev(i: int, *, ts: int | None = None, session: str = "s1", project: str = "p", text: str = "") -> Event:
+
+def ev(
+    i: int, *, ts: int | None = None, session: str = "s1", project: str = "p", text: str = ""
+) -> Event:
     return Event(
         event_id=f"E{i:08d}",
         session_id=session,
@@ -52,7 +58,7 @@ def test_events_round_trip_and_scan_in_time_order(store: SqliteStore) -> None:
     scanned = list(store.scan_events())
     assert [e.ts_ms for e in scanned] == sorted(e.ts_ms for e in events)
     assert store.get_event("E00000003") == events[3]
-    assert list(store.scan_events(descending=True))[0].ts_ms == max(e.ts_ms for e in events)
+    assert next(iter(store.scan_events(descending=True))).ts_ms == max(e.ts_ms for e in events)
     window = list(store.scan_events(since_ms=1_700_000_010_000, until_ms=1_700_000_020_000))
     assert {e.ts_ms for e in window} == set(range(1_700_000_010_000, 1_700_000_020_000, 1000))
     assert len(list(store.scan_events(limit=7))) == 7
@@ -175,12 +181,16 @@ def test_list_and_find_nodes(store: SqliteStore) -> None:
 
 def test_grips_indexed_by_node_and_idempotent(store: SqliteStore) -> None:
     grips = [
-        Grip(f"grip:{i:013d}:x", "p", f"excerpt {i}", "E1", "E2", i, "segment", "toc:segment:a", "s1")
+        Grip(
+            f"grip:{i:013d}:x", "p", f"excerpt {i}", "E1", "E2", i, "segment", "toc:segment:a", "s1"
+        )
         for i in range(3)
     ]
     assert store.put_grips(grips) == 3
     assert store.put_grips(grips) == 0
-    assert [g.grip_id for g in store.grips_for_node("p", "toc:segment:a")] == [g.grip_id for g in grips]
+    assert [g.grip_id for g in store.grips_for_node("p", "toc:segment:a")] == [
+        g.grip_id for g in grips
+    ]
     assert store.get_grip(grips[1].grip_id) == grips[1]
     with pytest.raises(NotFoundError):
         store.get_grip("grip:none")
@@ -193,14 +203,16 @@ def test_bookmarks_round_trip(store: SqliteStore) -> None:
     assert store.list_bookmarks("other") == []
 
 
-def test_migrations_recorded_and_newer_store_refused(store: SqliteStore, tmp_path: Path) -> None:
-    names = [r[0] for r in store.connection.execute("SELECT name FROM schema_migrations")]
+def test_migrations_recorded_and_newer_store_refused(
+    sqlite_store: SqliteStore, tmp_path: Path
+) -> None:
+    names = [r[0] for r in sqlite_store.connection.execute("SELECT name FROM schema_migrations")]
     assert names[0] == "0001_events_outbox" and len(names) >= 3
-    tables = {r[0] for r in store.connection.execute("SELECT name FROM sqlite_master")}
+    tables = {r[0] for r in sqlite_store.connection.execute("SELECT name FROM sqlite_master")}
     assert {"events", "outbox", "toc_nodes", "grips", "events_fts", "docs_fts"} <= tables
-    store.connection.execute("INSERT INTO schema_migrations VALUES ('9999_future', 0)")
+    sqlite_store.connection.execute("INSERT INTO schema_migrations VALUES ('9999_future', 0)")
     with pytest.raises(MigrationError, match="newer memtoc"):
-        SqliteStore(store.path)
+        SqliteStore(sqlite_store.path)
 
 
 def test_store_files_are_private(tmp_path: Path) -> None:
@@ -210,38 +222,52 @@ def test_store_files_are_private(tmp_path: Path) -> None:
     assert stat.S_IMODE(os.stat(path.parent).st_mode) == 0o700
 
 
-def test_wal_and_full_durability_by_default(store: SqliteStore) -> None:
-    assert store.connection.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-    assert store.connection.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
+def test_wal_and_full_durability_by_default(sqlite_store: SqliteStore) -> None:
+    assert sqlite_store.connection.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert sqlite_store.connection.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
 
 
-def test_read_only_store_serves_reads(store: SqliteStore) -> None:
-    store.append_events([ev(1)])
-    ro = SqliteStore(store.path, read_only=True)
+def test_read_only_store_serves_reads(sqlite_store: SqliteStore) -> None:
+    sqlite_store.append_events([ev(1)])
+    ro = SqliteStore(sqlite_store.path, read_only=True)
     assert ro.count_events() == 1
-    with pytest.raises(Exception, match="readonly|read-only"):
+    with pytest.raises(Exception, match=r"readonly|read-only"):
         ro.append_events([ev(2)])
     ro.close()
 
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers(-(2**53), 2**53) | st.text(max_size=20),
-    lambda children: st.lists(children, max_size=4)
-    | st.dictionaries(st.text(max_size=8), children, max_size=4),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4)
+    ),
     max_leaves=10,
 )
 
 
-@settings(max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture], deadline=None)
+@settings(
+    max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture], deadline=None
+)
 @given(
     texts=st.lists(st.text(max_size=200), min_size=1, max_size=10),
     meta=st.dictionaries(st.text(min_size=1, max_size=10), json_values, max_size=5),
 )
-def test_round_trip_arbitrary_text_and_metadata(store: SqliteStore, texts: list[str], meta: dict[str, object]) -> None:
+def test_round_trip_arbitrary_text_and_metadata(
+    store: SqliteStore, texts: list[str], meta: dict[str, object]
+) -> None:
     base = store.count_events()
     events = [
-        Event(f"H{base + i:09d}", "s", "p", "a", 1_000 + base + i, "assistant_message",
-              "assistant", t.encode("utf-8", "replace").decode("utf-8"), meta)  # fmt: skip
+        Event(
+            f"H{base + i:09d}",
+            "s",
+            "p",
+            "a",
+            1_000 + base + i,
+            "assistant_message",
+            "assistant",
+            t.encode("utf-8", "replace").decode("utf-8"),
+            meta,
+        )
         for i, t in enumerate(texts)
     ]
     store.append_events(events)
@@ -249,15 +275,15 @@ def test_round_trip_arbitrary_text_and_metadata(store: SqliteStore, texts: list[
         assert store.get_event(e.event_id) == e
 
 
-def test_concurrent_writer_waits_instead_of_failing(store: SqliteStore) -> None:
-    other = sqlite3.connect(store.path, isolation_level=None)
+def test_concurrent_writer_waits_instead_of_failing(sqlite_store: SqliteStore) -> None:
+    other = sqlite3.connect(sqlite_store.path, isolation_level=None)
     other.execute("BEGIN IMMEDIATE")
     import threading
 
     done = threading.Event()
 
     def write() -> None:
-        store.append_events([ev(99)])
+        sqlite_store.append_events([ev(99)])
         done.set()
 
     t = threading.Thread(target=write)
@@ -265,5 +291,5 @@ def test_concurrent_writer_waits_instead_of_failing(store: SqliteStore) -> None:
     assert not done.wait(0.3)  # blocked behind the other writer
     other.execute("COMMIT")
     t.join(5)
-    assert done.is_set() and store.count_events() == 1
+    assert done.is_set() and sqlite_store.count_events() == 1
     other.close()

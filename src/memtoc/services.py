@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 from datetime import tzinfo
+from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from memtoc.config import Settings
@@ -16,6 +17,9 @@ from memtoc.pipeline.summarize.base import Summarizer
 from memtoc.pipeline.summarize.extractive import ExtractiveSummarizer
 from memtoc.store.sqlite import SqliteStore
 from memtoc.text.tokens import TokenCounter
+
+if TYPE_CHECKING:
+    from memtoc.store.postgres import PostgresStore
 
 log = logging.getLogger("memtoc")
 
@@ -34,7 +38,7 @@ def machine_timezone_name() -> str:
     return name or "UTC"
 
 
-def store_timezone(store: SqliteStore, configured: str | None) -> tzinfo:
+def store_timezone(store: SqliteStore | PostgresStore, configured: str | None) -> tzinfo:
     """The time zone TOC periods are computed in.
 
     A store keeps the zone it was first processed in (in its ``meta`` table), so moving the

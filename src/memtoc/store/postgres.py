@@ -1,0 +1,627 @@
+"""The team store: PostgreSQL (``psycopg`` 3 + ``psycopg_pool``), full text in ``tsvector``, vectors
+in pgvector. ``PostgresStore(url)`` implements ``Store`` and ``PipelineStore`` with the SQLite store's
+semantics (the contract suite runs on both), and lets several processes on several machines append
+and drain the pipeline together:
+
+- **Appends.** An append inserts its new events (duplicates by ``event_id`` are counted, not
+  stored) and one outbox entry ``{first_seq, last_seq}`` in one transaction. Seqs are allocated
+  under a short advisory lock held only for the ``INSERT`` (not the commit), so each append owns
+  its range outright even with concurrent writers; commits still run in parallel.
+- **Claims.** ``claim_outbox`` takes pending entries ``FOR UPDATE SKIP LOCKED`` and leases them
+  (``outbox_lease_ms``); an entry not completed within the lease is claimable again. It never hands
+  out an entry whose (project, session) keys overlap an entry leased to a worker that has not
+  finished: the segmenter reads a session's state before writing it, so a session must be filed by
+  one worker at a time. ``complete_outbox`` refuses to complete an entry twice, so a worker whose
+  lease expired while another redid the entry rolls its duplicate effect back.
+- **Node versions.** ``put_node`` takes an advisory lock on the node, so two workers writing the same
+  node serialise and the second sees the first's version (equal content writes nothing).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from memtoc.errors import NotFoundError, QueryError, StoreError
+from memtoc.model import AppendResult, Bookmark, Event, JsonValue, OutboxEntry, TocNode
+from memtoc.store.postgres_base import APPEND_LOCK, CLAIM_LOCK, dumps, pg_text
+from memtoc.store.postgres_pipeline import EVENT_COLS, PgPipeline, row_to_event
+from memtoc.store.sqlite import _asdict, _bookmark_from_row, _node_data, _node_from_row
+
+_OUTBOX_COLS = "entry_id, kind, payload, created_ms, attempts, status, error"
+_LATEST = (
+    "FROM toc_nodes n JOIN toc_node_versions v "
+    "ON v.project = n.project AND v.node_id = n.node_id AND v.version = n.version"
+)
+
+
+def _entry(row: Sequence[Any], attempts_add: int = 0) -> OutboxEntry:
+    return OutboxEntry(
+        int(row[0]),
+        row[1],
+        json.loads(row[2]),
+        int(row[3]),
+        int(row[4]) + attempts_add,
+        row[5],
+        row[6],
+    )
+
+
+def _session_key(project: str, session_id: str) -> str:
+    return f"{project}\x1f{session_id}"
+
+
+class PostgresStore(PgPipeline):
+    """``Store`` + ``PipelineStore`` on a PostgreSQL database (``postgresql://`` URL)."""
+
+    # -- events -------------------------------------------------------------------------------------
+    def append_events(
+        self,
+        events: Sequence[Event],
+        checkpoints: Mapping[str, JsonValue] | None = None,
+    ) -> AppendResult:
+        cols: list[list[Any]] = [[] for _ in range(12)]
+        for e in events:
+            exact = None
+            text = e.text
+            if "\x00" in text:
+                exact, text = json.dumps(text), pg_text(text)
+            meta = dumps(dict(e.metadata)) if e.metadata else "{}"
+            values = (
+                e.event_id, e.ts_ms, e.project, e.session_id, e.agent, e.event_type, e.role,
+                text, exact, meta, e.source, e.source_pos,
+            )  # fmt: skip
+            for col, value in zip(cols, values, strict=True):
+                col.append(value)
+        job_values = [(job, dumps(value)) for job, value in (checkpoints or {}).items()]
+        result = AppendResult()
+        with self.transaction():
+            rows = self._insert_events(cols) if events else []
+            result.inserted = len(rows)
+            result.duplicates = len(events) - len(rows)
+            if rows:
+                seqs = [int(r[0]) for r in rows]
+                sessions = sorted({_session_key(r[1], r[2]) for r in rows})
+                first, last = min(seqs), max(seqs)
+                found = self._query(
+                    "INSERT INTO outbox(kind, payload, first_seq, last_seq, sessions, created_ms) "
+                    "VALUES ('events', %s, %s, %s, %s, %s) RETURNING entry_id",
+                    (
+                        dumps({"first_seq": first, "last_seq": last}),
+                        first,
+                        last,
+                        sessions,
+                        self.clock.now_ms(),
+                    ),
+                )
+                result.outbox_entry_id = int(found[0][0])
+            now = self.clock.now_ms()
+            for job, value in job_values:
+                self._exec(
+                    "INSERT INTO checkpoints(job, value, updated_ms) VALUES (%s, %s, %s) "
+                    "ON CONFLICT (job) DO UPDATE SET value = excluded.value, "
+                    "updated_ms = excluded.updated_ms",
+                    (job, value, now),
+                )
+        return result
+
+    def _insert_events(self, cols: list[list[Any]]) -> list[tuple[Any, ...]]:
+        """Insert the new events; seqs are allocated under ``APPEND_LOCK`` (see the module doc).
+
+        Events already stored are filtered out before the insert, so duplicates burn no seqs;
+        ``ON CONFLICT`` covers a concurrent writer inserting the same event meanwhile.
+        """
+        self._exec("SELECT pg_advisory_lock(%s)", (APPEND_LOCK,))
+        self._tx.unlock = True
+        rows = self._query(
+            "INSERT INTO events(event_id, ts_ms, project, session_id, agent, event_type, role, "
+            "text, text_exact, metadata, source, source_pos) "
+            "SELECT u.event_id, u.ts_ms, u.project, u.session_id, u.agent, u.event_type, u.role, "
+            "u.text, u.text_exact, u.metadata, u.source, u.source_pos FROM unnest("
+            "%s::text[], %s::int8[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[], "
+            "%s::text[], %s::text[], %s::text[], %s::text[], %s::text[]) WITH ORDINALITY AS "
+            "u(event_id, ts_ms, project, session_id, agent, event_type, role, text, text_exact, "
+            "metadata, source, source_pos, ord) "
+            "WHERE NOT EXISTS (SELECT 1 FROM events e WHERE e.event_id = u.event_id) "
+            "ORDER BY u.ord ON CONFLICT (event_id) DO NOTHING RETURNING seq, project, session_id",
+            cols,
+        )
+        self._exec("SELECT pg_advisory_unlock(%s)", (APPEND_LOCK,))
+        self._tx.unlock = False
+        return rows
+
+    def get_event(self, event_id: str) -> Event:
+        rows = self._query(f"SELECT {EVENT_COLS} FROM events WHERE event_id = %s", (event_id,))
+        if not rows:
+            raise NotFoundError("event", event_id)
+        return row_to_event(rows[0])
+
+    def get_events(self, event_ids: Iterable[str]) -> list[Event]:
+        ids = list(dict.fromkeys(event_ids))
+        if not ids:
+            return []
+        rows = self._query(
+            f"SELECT {EVENT_COLS} FROM events WHERE event_id = ANY(%s) ORDER BY ts_ms, seq", (ids,)
+        )
+        return [row_to_event(r) for r in rows]
+
+    def scan_events(
+        self,
+        *,
+        project: str | None = None,
+        session_id: str | None = None,
+        since_ms: int | None = None,
+        until_ms: int | None = None,
+        limit: int | None = None,
+        descending: bool = False,
+    ) -> Iterator[Event]:
+        where: list[str] = []
+        params: list[Any] = []
+        for clause, value in (
+            ("project = %s", project),
+            ("session_id = %s", session_id),
+            ("ts_ms >= %s", since_ms),
+            ("ts_ms < %s", until_ms),
+        ):
+            if value is not None:
+                where.append(clause)
+                params.append(value)
+        # Keyset pagination on (ts_ms, seq), as in the SQLite store: constant cost per page.
+        order = "DESC" if descending else "ASC"
+        cmp = "<" if descending else ">"
+        remaining = limit
+        cursor: tuple[int, int] | None = None
+        while remaining is None or remaining > 0:
+            size = 2_000 if remaining is None else min(2_000, remaining)
+            clauses, args = list(where), list(params)
+            if cursor is not None:
+                clauses.append(f"(ts_ms, seq) {cmp} (%s, %s)")
+                args.extend(cursor)
+            text = f"SELECT {EVENT_COLS} FROM events"
+            text += (" WHERE " + " AND ".join(clauses)) if clauses else ""
+            text += f" ORDER BY ts_ms {order}, seq {order} LIMIT {int(size)}"
+            rows = self._query(text, args)
+            for row in rows:
+                yield row_to_event(row)
+            if len(rows) < size:
+                return
+            cursor = (int(rows[-1][2]), int(rows[-1][0]))
+            if remaining is not None:
+                remaining -= len(rows)
+
+    def events_by_seq(self, first_seq: int, last_seq: int) -> list[tuple[int, Event]]:
+        rows = self._query(
+            f"SELECT {EVENT_COLS} FROM events WHERE seq BETWEEN %s AND %s ORDER BY seq",
+            (first_seq, last_seq),
+        )
+        return [(int(r[0]), row_to_event(r)) for r in rows]
+
+    def session_neighbors(
+        self, event: Event, *, before: int, after: int, window_ms: int | None = None
+    ) -> tuple[list[Event], list[Event]]:
+        found = self._query("SELECT seq FROM events WHERE event_id = %s", (event.event_id,))
+        if not found:
+            raise NotFoundError("event", event.event_id)
+        seq = int(found[0][0])
+        lo = event.ts_ms - window_ms if window_ms is not None else -(1 << 62)
+        hi = event.ts_ms + window_ms if window_ms is not None else 1 << 62
+        base = f"SELECT {EVENT_COLS} FROM events WHERE session_id = %s AND project = %s "
+        prev_rows = self._query(
+            base + "AND (ts_ms, seq) < (%s, %s) AND ts_ms >= %s "
+            "ORDER BY ts_ms DESC, seq DESC LIMIT %s",
+            (event.session_id, event.project, event.ts_ms, seq, lo, before),
+        )
+        next_rows = self._query(
+            base + "AND (ts_ms, seq) > (%s, %s) AND ts_ms <= %s ORDER BY ts_ms, seq LIMIT %s",
+            (event.session_id, event.project, event.ts_ms, seq, hi, after),
+        )
+        return [row_to_event(r) for r in reversed(prev_rows)], [row_to_event(r) for r in next_rows]
+
+    def count_events(self, project: str | None = None) -> int:
+        if project is None:
+            return int(self._query("SELECT COUNT(*) FROM events")[0][0])
+        return int(self._query("SELECT COUNT(*) FROM events WHERE project = %s", (project,))[0][0])
+
+    def max_seq(self) -> int:
+        return int(self._query("SELECT COALESCE(MAX(seq), 0) FROM events")[0][0])
+
+    def projects(self) -> list[str]:
+        return [r[0] for r in self._query("SELECT DISTINCT project FROM events ORDER BY project")]
+
+    # -- outbox and checkpoints -----------------------------------------------------------------------
+    def add_outbox(self, kind: str, payload: Mapping[str, JsonValue]) -> int:
+        rows = self._query(
+            "INSERT INTO outbox(kind, payload, created_ms) VALUES (%s, %s, %s) RETURNING entry_id",
+            (kind, dumps(dict(payload)), self.clock.now_ms()),
+        )
+        return int(rows[0][0])
+
+    def claim_outbox(self, worker_id: str, limit: int) -> list[OutboxEntry]:
+        if limit <= 0:
+            return []
+        now = self.clock.now_ms()
+        expired = now - self.outbox_lease_ms
+        with self.transaction():
+            self._exec("SELECT pg_advisory_xact_lock(%s)", (CLAIM_LOCK,))
+            busy = {
+                r[0]
+                for r in self._query(
+                    "SELECT DISTINCT unnest(sessions) FROM outbox WHERE status = 'pending' "
+                    "AND claimed_ms IS NOT NULL AND claimed_ms > %s",
+                    (expired,),
+                )
+            }
+            candidates = self._query(
+                f"SELECT {_OUTBOX_COLS}, sessions FROM outbox WHERE status = 'pending' "
+                "AND (claimed_ms IS NULL OR claimed_ms <= %s) ORDER BY entry_id "
+                "LIMIT %s FOR UPDATE SKIP LOCKED",
+                (expired, max(limit * 8, 64)),
+            )
+            taken: list[tuple[Any, ...]] = []
+            for row in candidates:
+                keys = set(row[7])
+                if keys & busy:
+                    continue  # a session another worker is filing: leave it to that worker
+                taken.append(row)
+                if len(taken) == limit:
+                    break
+            if taken:
+                self._exec(
+                    "UPDATE outbox SET claimed_by = %s, claimed_ms = %s, attempts = attempts + 1 "
+                    "WHERE entry_id = ANY(%s)",
+                    (worker_id, now, [r[0] for r in taken]),
+                )
+        return [_entry(r, 1) for r in taken]
+
+    def complete_outbox(self, entry_ids: Sequence[int]) -> None:
+        ids = sorted(set(entry_ids))
+        if not ids:
+            return
+        with self.transaction():
+            done = self._exec(
+                "UPDATE outbox SET status = 'done', done_ms = %s, error = NULL "
+                "WHERE entry_id = ANY(%s) AND status <> 'done'",
+                (self.clock.now_ms(), ids),
+            )
+            if done != len(ids):
+                raise StoreError(
+                    f"outbox entries {ids} were already completed (by another worker whose "
+                    "lease outlived this one's?); this worker's effect is rolled back"
+                )
+
+    def fail_outbox(self, entry_id: int, error: str) -> None:
+        self._exec(
+            "UPDATE outbox SET status = 'failed', error = %s, claimed_ms = NULL "
+            "WHERE entry_id = %s AND status = 'pending'",
+            (pg_text(error[:4000]), entry_id),
+        )
+
+    def retry_failed_outbox(self) -> int:
+        return self._exec(
+            "UPDATE outbox SET status = 'pending', claimed_ms = NULL WHERE status = 'failed'"
+        )
+
+    def outbox_counts(self) -> dict[str, int]:
+        counts = {"pending": 0, "done": 0, "failed": 0}
+        for status, n in self._query("SELECT status, COUNT(*) FROM outbox GROUP BY status"):
+            counts[status] = int(n)
+        return counts
+
+    def failed_outbox(self, limit: int = 20) -> list[OutboxEntry]:
+        rows = self._query(
+            f"SELECT {_OUTBOX_COLS} FROM outbox WHERE status = 'failed' ORDER BY entry_id LIMIT %s",
+            (limit,),
+        )
+        return [_entry(r) for r in rows]
+
+    def get_checkpoint(self, job: str) -> JsonValue | None:
+        rows = self._query("SELECT value FROM checkpoints WHERE job = %s", (job,))
+        return json.loads(rows[0][0]) if rows else None
+
+    def set_checkpoint(self, job: str, value: JsonValue) -> None:
+        self._exec(
+            "INSERT INTO checkpoints(job, value, updated_ms) VALUES (%s, %s, %s) "
+            "ON CONFLICT (job) DO UPDATE SET value = excluded.value, updated_ms = excluded.updated_ms",
+            (job, dumps(value), self.clock.now_ms()),
+        )
+
+    def list_checkpoints(self, prefix: str = "") -> dict[str, JsonValue]:
+        rows = self._query(
+            "SELECT job, value FROM checkpoints WHERE starts_with(job, %s) ORDER BY job", (prefix,)
+        )
+        return {r[0]: json.loads(r[1]) for r in rows}
+
+    # -- TOC nodes ----------------------------------------------------------------------------------
+    def put_node(self, node: TocNode) -> tuple[TocNode, bool]:
+        with self.transaction():
+            self._lock_key(f"node\x1f{node.project}\x1f{node.node_id}")
+            rows = self._query(
+                f"SELECT v.version, v.data {_LATEST} WHERE n.project = %s AND n.node_id = %s",
+                (node.project, node.node_id),
+            )
+            if rows:
+                latest = _node_from_row(node.project, node.node_id, rows[0][0], rows[0][1])
+                if latest.content_key() == node.content_key():
+                    return latest, False
+            top = self._query(
+                "SELECT COALESCE(MAX(version), 0) FROM toc_node_versions "
+                "WHERE project = %s AND node_id = %s",
+                (node.project, node.node_id),
+            )
+            version = int(top[0][0]) + 1
+            now = self.clock.now_ms()
+            shape = (node.level, node.start_ms, node.end_ms, node.parent_id)
+            self._exec(
+                "INSERT INTO toc_node_versions(project, node_id, version, level, start_ms, end_ms, "
+                "parent_id, data, created_ms) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s)",
+                (node.project, node.node_id, version, *shape, pg_text(_node_data(node, now)), now),
+            )
+            self._exec(
+                "INSERT INTO toc_nodes(project, node_id, version, level, start_ms, end_ms, "
+                "parent_id) VALUES (%s,%s,%s,%s,%s,%s,%s) ON CONFLICT (project, node_id) DO UPDATE "
+                "SET version = excluded.version, level = excluded.level, "
+                "start_ms = excluded.start_ms, end_ms = excluded.end_ms, "
+                "parent_id = excluded.parent_id",
+                (node.project, node.node_id, version, *shape),
+            )
+        return TocNode(**{**_asdict(node), "version": version, "created_ms": now}), True
+
+    def get_node(self, project: str, node_id: str, version: int | None = None) -> TocNode:
+        if version is None:
+            rows = self._query(
+                f"SELECT v.version, v.data {_LATEST} WHERE n.project = %s AND n.node_id = %s",
+                (project, node_id),
+            )
+        else:
+            rows = self._query(
+                "SELECT version, data FROM toc_node_versions "
+                "WHERE project = %s AND node_id = %s AND version = %s",
+                (project, node_id, version),
+            )
+        if not rows:
+            raise NotFoundError("node", f"{node_id} (project {project})")
+        return _node_from_row(project, node_id, rows[0][0], rows[0][1])
+
+    def find_node(self, node_id: str, project: str | None = None) -> TocNode:
+        if project is not None:
+            return self.get_node(project, node_id)
+        rows = self._query("SELECT project FROM toc_nodes WHERE node_id = %s", (node_id,))
+        if not rows:
+            raise NotFoundError("node", node_id)
+        if len(rows) > 1:
+            names = ", ".join(sorted(r[0] for r in rows))
+            raise QueryError(f"{node_id} exists in several projects ({names}); name one")
+        return self.get_node(rows[0][0], node_id)
+
+    def list_nodes(
+        self,
+        project: str,
+        *,
+        level: str | None = None,
+        parent_id: str | None = None,
+        since_ms: int | None = None,
+        until_ms: int | None = None,
+    ) -> list[TocNode]:
+        where = ["n.project = %s"]
+        params: list[Any] = [project]
+        for clause, value in (
+            ("n.level = %s", level),
+            ("n.parent_id = %s", parent_id),
+            ("n.end_ms > %s", since_ms),
+            ("n.start_ms < %s", until_ms),
+        ):
+            if value is not None:
+                where.append(clause)
+                params.append(value)
+        rows = self._query(
+            f"SELECT n.node_id, v.version, v.data {_LATEST} "
+            f"WHERE {' AND '.join(where)} ORDER BY n.start_ms, n.node_id",
+            params,
+        )
+        return [_node_from_row(project, r[0], r[1], r[2]) for r in rows]
+
+    def latest_nodes(self, project: str, level: str, limit: int) -> list[TocNode]:
+        rows = self._query(
+            f"SELECT n.node_id, v.version, v.data {_LATEST} WHERE n.project = %s AND n.level = %s "
+            "ORDER BY n.start_ms DESC, n.node_id DESC LIMIT %s",
+            (project, level, max(0, int(limit))),
+        )
+        return [_node_from_row(project, r[0], r[1], r[2]) for r in rows]
+
+    def node_versions(self, project: str, node_id: str) -> list[int]:
+        rows = self._query(
+            "SELECT version FROM toc_node_versions WHERE project = %s AND node_id = %s "
+            "ORDER BY version",
+            (project, node_id),
+        )
+        return [int(r[0]) for r in rows]
+
+    # -- bookmarks ----------------------------------------------------------------------------------
+    def put_bookmark(self, bookmark: Bookmark) -> None:
+        self._exec(
+            "INSERT INTO bookmarks(bookmark_id, project, content, event_ids, importance, type, "
+            "created_ms, last_relevant_ms) VALUES (%s,%s,%s,%s,%s,%s,%s,%s) "
+            "ON CONFLICT (bookmark_id) DO UPDATE SET project = excluded.project, "
+            "content = excluded.content, event_ids = excluded.event_ids, "
+            "importance = excluded.importance, type = excluded.type, "
+            "created_ms = excluded.created_ms, last_relevant_ms = excluded.last_relevant_ms",
+            (
+                bookmark.bookmark_id,
+                bookmark.project,
+                pg_text(bookmark.content),
+                dumps(list(bookmark.event_ids)),
+                bookmark.importance,
+                bookmark.type,
+                bookmark.created_ms,
+                bookmark.last_relevant_ms,
+            ),
+        )
+
+    def list_bookmarks(
+        self, project: str | None = None, limit: int | None = None
+    ) -> list[Bookmark]:
+        text = (
+            "SELECT bookmark_id, project, content, event_ids, importance, type, created_ms, "
+            "last_relevant_ms FROM bookmarks"
+        )
+        params: list[Any] = []
+        if project is not None:
+            text += " WHERE project = %s"
+            params.append(project)
+        text += " ORDER BY importance DESC, created_ms DESC"
+        if limit is not None:
+            text += f" LIMIT {int(limit)}"
+        return [_bookmark_from_row(r) for r in self._query(text, params)]
+
+    def touch_bookmarks(self, bookmark_ids: Sequence[str], now_ms: int) -> int:
+        """Mark bookmarks as used at ``now_ms`` (``last_relevant_ms`` never moves back)."""
+        return self._exec(
+            "UPDATE bookmarks SET last_relevant_ms = %s "
+            "WHERE bookmark_id = ANY(%s) AND last_relevant_ms < %s",
+            (now_ms, list(dict.fromkeys(bookmark_ids)), now_ms),
+        )
+
+    def delete_bookmarks(self, bookmark_ids: Sequence[str]) -> int:
+        """Delete bookmarks and their search documents; return how many existed."""
+        with self.transaction():
+            rows = self._query(
+                "DELETE FROM bookmarks WHERE bookmark_id = ANY(%s) RETURNING project, bookmark_id",
+                (list(dict.fromkeys(bookmark_ids)),),
+            )
+            for project, bid in rows:
+                self._delete_docs("bookmark", project, [bid])
+        return len(rows)
+
+    def find_bookmarks(
+        self,
+        project: str,
+        *,
+        since_ms: int | None = None,
+        until_ms: int | None = None,
+        type: str | None = None,  # noqa: A002 - the model's field name
+        content: str | None = None,
+    ) -> list[Bookmark]:
+        """A project's bookmarks created in ``[since, until]`` (inclusive), of ``type`` and with
+        exactly ``content`` when given, oldest first."""
+        text = (
+            "SELECT bookmark_id, project, content, event_ids, importance, type, created_ms, "
+            "last_relevant_ms FROM bookmarks WHERE project = %s"
+        )
+        params: list[Any] = [project]
+        for clause, value in (
+            ("created_ms >= %s", since_ms),
+            ("created_ms <= %s", until_ms),
+            ("type = %s", type),
+            ("content = %s", content),
+        ):
+            if value is not None:
+                text += f" AND {clause}"
+                params.append(value)
+        text += " ORDER BY created_ms, bookmark_id"
+        return [_bookmark_from_row(r) for r in self._query(text, params)]
+
+    # -- search (PostgreSQL-specific API; every query is scoped to one project) ----------------------
+    def search_text(
+        self, project: str, query: str, *, kinds: Sequence[str] = ("node", "grip"), limit: int = 20
+    ) -> list[tuple[str, str, float]]:
+        """``(kind, id, score)`` of documents (``node``, ``grip``) and filed events (``event``)
+        matching ``query`` (words ANDed, ``websearch_to_tsquery``), best first.
+
+        The score is ``ts_rank_cd`` normalised into 0..1 by ``rank / (rank + 1)`` (flag 32), so a
+        better match scores higher, like the SQLite store's normalised BM25.
+        """
+        out: list[tuple[str, str, float]] = []
+        tsq = "websearch_to_tsquery('english'::regconfig, %s)"
+        doc_kinds = [k for k in kinds if k != "event"]
+        if doc_kinds:
+            rows = self._query(
+                f"SELECT kind, doc_id, ts_rank_cd(tsv, q, 32) FROM docs, {tsq} q "
+                "WHERE project = %s AND kind = ANY(%s) AND tsv @@ q "
+                "ORDER BY 3 DESC, doc_id LIMIT %s",
+                (pg_text(query), project, doc_kinds, limit),
+            )
+            out.extend((r[0], r[1], float(r[2])) for r in rows)
+        if "event" in kinds:
+            rows = self._query(
+                f"SELECT e.event_id, ts_rank_cd(s.tsv, q, 32) FROM event_search s "
+                f"JOIN events e ON e.seq = s.seq, {tsq} q "
+                "WHERE s.project = %s AND s.tsv @@ q ORDER BY 2 DESC, e.seq LIMIT %s",
+                (pg_text(query), project, limit),
+            )
+            out.extend(("event", r[0], float(r[1])) for r in rows)
+        out.sort(key=lambda r: -r[2])
+        return out[:limit]
+
+    def put_vectors(
+        self,
+        kind: str,
+        project: str,
+        embedder: str,
+        items: Sequence[tuple[str, npt.NDArray[np.float32]]],
+    ) -> int:
+        """Add or replace the vectors of ``items`` (``(item_id, vector)``), normalised to unit
+        length so cosine distance ranks them."""
+        rows = []
+        for item_id, vec in items:
+            v = np.asarray(vec, dtype=np.float32)
+            norm = float(np.linalg.norm(v))
+            rows.append(
+                (kind, item_id, project, embedder, int(v.shape[0]), v / norm if norm else v)
+            )
+        return self._many(
+            "INSERT INTO vectors(kind, item_id, project, embedder, dim, vec) "
+            "VALUES (%s,%s,%s,%s,%s,%s) ON CONFLICT (kind, project, item_id, embedder) "
+            "DO UPDATE SET dim = excluded.dim, vec = excluded.vec",
+            rows,
+        )
+
+    def search_vectors(
+        self,
+        project: str,
+        embedder: str,
+        query: npt.NDArray[np.float32],
+        *,
+        kinds: Sequence[str] = ("node", "grip"),
+        limit: int = 20,
+    ) -> list[tuple[str, str, float]]:
+        """``(kind, item_id, cosine similarity)`` nearest to ``query`` within one project."""
+        q = np.asarray(query, dtype=np.float32)
+        rows = self._query(
+            "SELECT kind, item_id, 1 - (vec <=> %s) FROM vectors WHERE project = %s "
+            "AND embedder = %s AND dim = %s AND kind = ANY(%s) ORDER BY vec <=> %s, item_id "
+            "LIMIT %s",
+            (q, project, embedder, int(q.shape[0]), list(kinds), q, limit),
+        )
+        return [(r[0], r[1], float(r[2])) for r in rows]
+
+    # -- housekeeping -------------------------------------------------------------------------------
+    def stats(self) -> dict[str, JsonValue]:
+        q = self._query
+        levels: dict[str, JsonValue] = {
+            r[0]: int(r[1]) for r in q("SELECT level, COUNT(*) FROM toc_nodes GROUP BY level")
+        }
+        span = q("SELECT MIN(ts_ms), MAX(ts_ms) FROM events")[0]
+        return {
+            "store": "postgres",
+            "location": self.location,
+            "durability": self.durability,
+            "events": int(q("SELECT COUNT(*) FROM events")[0][0]),
+            "projects": int(q("SELECT COUNT(DISTINCT project) FROM events")[0][0]),
+            "sessions": int(q("SELECT COUNT(DISTINCT session_id) FROM events")[0][0]),
+            "first_event_ms": span[0],
+            "last_event_ms": span[1],
+            "outbox": dict(self.outbox_counts()),
+            "nodes": levels,
+            "node_versions": int(q("SELECT COUNT(*) FROM toc_node_versions")[0][0]),
+            "grips": int(q("SELECT COUNT(*) FROM grips")[0][0]),
+            "bookmarks": int(q("SELECT COUNT(*) FROM bookmarks")[0][0]),
+            "vectors": int(q("SELECT COUNT(*) FROM vectors")[0][0]),
+            "bytes": int(q("SELECT pg_database_size(current_database())")[0][0]),
+        }
+
+    def __enter__(self) -> PostgresStore:
+        return self

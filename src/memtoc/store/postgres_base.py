@@ -1,0 +1,208 @@
+"""Plumbing of the PostgreSQL store: the connection pool, transactions, query helpers, meta.
+
+Connections come from a ``psycopg_pool.ConnectionPool`` (autocommit; pgvector types registered on
+each). ``transaction()`` takes one pooled connection for the calling thread and runs ``BEGIN`` …
+``COMMIT`` on it; nested uses on the same thread join the outer transaction (no savepoints), the
+SQLite store's semantics. Every read made inside a transaction runs on its connection (so it sees the
+transaction's own writes); reads outside one borrow a connection for one statement.
+
+Isolation level is PostgreSQL's default, READ COMMITTED. Where the pipeline needs more (several
+workers on one store), the store takes explicit locks: advisory locks for seq allocation, node
+versions and outbox claims, ``FOR UPDATE`` on a segment read inside a transaction.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg
+from pgvector.psycopg import register_vector
+from psycopg_pool import ConnectionPool, PoolTimeout
+
+from memtoc.clock import Clock, SystemClock
+from memtoc.errors import StoreError
+from memtoc.model import JsonValue
+from memtoc.store.postgres_migrations import migrate
+
+APPEND_LOCK = 0x6D656D746F630002
+"""Advisory lock held while one append allocates its seqs (so they form a range of its own)."""
+CLAIM_LOCK = 0x6D656D746F630003
+"""Advisory lock serialising outbox claims (short), so session-aware claiming is consistent."""
+
+Row = tuple[Any, ...]
+PgConn = psycopg.Connection[tuple[Any, ...]]
+
+
+def redact_url(url: str) -> str:
+    """The URL without its password (for ``location`` and error messages)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "postgresql://?"
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.rsplit("@", 1)[-1]
+    user = parts.username or ""
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{netloc}"))
+
+
+def dumps(value: JsonValue) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+
+
+def pg_text(text: str) -> str:
+    """Derived text made storable: PostgreSQL ``text`` cannot hold NUL, which becomes U+FFFD."""
+    return text.replace("\x00", "\ufffd") if "\x00" in text else text
+
+
+class _TxState(threading.local):
+    conn: PgConn | None = None
+    depth: int = 0
+    unlock: bool = False
+
+
+class PgBase:
+    """Pool, transactions and query helpers shared by the PostgreSQL store's parts."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        clock: Clock | None = None,
+        pool_size: int = 4,
+        connect_timeout_s: float = 10.0,
+        outbox_lease_ms: int = 120_000,
+        build_lease_ms: int = 600_000,
+    ) -> None:
+        if not url.startswith(("postgresql://", "postgres://")):
+            raise StoreError(f"not a PostgreSQL URL: {redact_url(url)}")
+        self.url = url
+        self.location = redact_url(url)
+        self.clock = clock or SystemClock()
+        self.read_only = False
+        self.durability = "server"
+        self.outbox_lease_ms = outbox_lease_ms
+        self.build_lease_ms = build_lease_ms
+        self._tx = _TxState()
+        try:
+            with psycopg.connect(url, autocommit=True, connect_timeout=int(connect_timeout_s)) as c:
+                migrate(c, self.clock.now_ms())
+        except psycopg.Error as exc:
+            raise StoreError(f"cannot open store {self.location}: {exc}") from exc
+        self._pool: ConnectionPool[PgConn] = ConnectionPool(
+            url,
+            min_size=1,
+            max_size=max(1, pool_size),
+            kwargs={"autocommit": True},
+            configure=register_vector,
+            reset=_reset,
+            open=False,
+            name="memtoc",
+        )
+        try:
+            self._pool.open(wait=True, timeout=connect_timeout_s)
+        except PoolTimeout as exc:
+            self._pool.close()
+            raise StoreError(f"cannot connect to {self.location}: {exc}") from exc
+
+    # -- lifecycle ----------------------------------------------------------------------------------
+    def close(self) -> None:
+        self._pool.close()
+
+    def __enter__(self) -> PgBase:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- transactions -------------------------------------------------------------------------------
+    @property
+    def in_transaction(self) -> bool:
+        return self._tx.depth > 0
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        state = self._tx
+        if state.depth:
+            state.depth += 1
+            try:
+                yield
+            finally:
+                state.depth -= 1
+            return
+        try:
+            with self._pool.connection() as conn:
+                state.conn, state.depth = conn, 1
+                try:
+                    with conn.transaction():
+                        yield
+                finally:
+                    state.conn, state.depth = None, 0
+                    if state.unlock:  # a failed append could not release its seq lock
+                        state.unlock = False
+                        conn.execute("SELECT pg_advisory_unlock_all()")
+        except psycopg.Error as exc:
+            raise StoreError(f"{self.location}: transaction failed: {exc}") from exc
+
+    @contextmanager
+    def _conn(self) -> Iterator[PgConn]:
+        """The thread's transaction connection, or a pooled one for a single statement."""
+        conn = self._tx.conn
+        if conn is not None:
+            yield conn
+            return
+        with self._pool.connection() as pooled:
+            yield pooled
+
+    def _query(self, text: str, params: Sequence[Any] | None = None) -> list[Row]:
+        try:
+            with self._conn() as conn:
+                return conn.execute(text, params).fetchall()
+        except psycopg.Error as exc:
+            raise StoreError(f"{self.location}: {exc}") from exc
+
+    def _exec(self, text: str, params: Sequence[Any] | None = None) -> int:
+        """Run a write; return the affected row count."""
+        try:
+            with self._conn() as conn:
+                return conn.execute(text, params).rowcount
+        except psycopg.Error as exc:
+            raise StoreError(f"{self.location}: {exc}") from exc
+
+    def _many(self, text: str, rows: Sequence[Sequence[Any]]) -> int:
+        """Run a write for every row (pipelined); return the total affected row count."""
+        if not rows:
+            return 0
+        try:
+            with self._conn() as conn, conn.cursor() as cur:
+                cur.executemany(text, rows)
+                return cur.rowcount
+        except psycopg.Error as exc:
+            raise StoreError(f"{self.location}: {exc}") from exc
+
+    def _lock_key(self, key: str) -> None:
+        """Take a transaction-scoped advisory lock named by ``key`` (inside ``transaction()``)."""
+        self._exec("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (key,))
+
+    # -- meta ---------------------------------------------------------------------------------------
+    def get_meta(self, key: str) -> str | None:
+        rows = self._query("SELECT value FROM meta WHERE key = %s", (key,))
+        return str(rows[0][0]) if rows else None
+
+    def set_meta(self, key: str, value: str) -> None:
+        with self.transaction():
+            self._exec(
+                "INSERT INTO meta(key, value) VALUES (%s, %s) "
+                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                (key, value),
+            )
+
+
+def _reset(conn: PgConn) -> None:
+    """Hand a connection back to the pool without session state (locks) left behind."""
+    conn.execute("SELECT pg_advisory_unlock_all()")
