@@ -17,8 +17,8 @@ Differences from SQLite worth knowing:
 - Event text that contains NUL (PostgreSQL ``text`` cannot) is stored exactly as JSON in
   ``text_exact``; ``text`` then holds it with NUL replaced by U+FFFD for search.
 - Vectors are pgvector ``vector`` values of any dimension (one table for every embedder).
-  Search is an exact scan restricted to one project and embedder; an HNSW index is only worth
-  building for large stores (``PostgresStore.ensure_vector_index``).
+  Search is an exact scan restricted to one project and embedder (about 90 ms at 100k rows,
+  notes/dependencies.md §6); an HNSW index only pays beyond that and is not created yet.
 - ``segments`` carries a build lease (``lease_owner``, ``lease_until_ms``) and ``outbox`` the
   (project, session) keys of its events, so several workers share the pipeline safely.
 """
