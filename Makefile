@@ -10,11 +10,15 @@ export HF_HUB_OFFLINE := 1
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[embed,eval,dev,postgres]'
+	$(BIN)/python -m pip install -q -e '.[embed,eval,ann,dev,postgres]'
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
 
 setup: $(STAMP)
+
+# The embedded default loads a static embedding model; offline, use the local copy beside the repo.
+MEMTOC_EMBED_MODEL ?= $(wildcard $(CURDIR)/../shared/models/minilm-static-256)
+export MEMTOC_EMBED_MODEL
 
 demo: setup
 	$(BIN)/memtoc --home .memtoc-demo demo

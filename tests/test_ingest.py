@@ -112,7 +112,7 @@ def test_empty_and_binary_files(memory: Memory, tmp_path: Path) -> None:
 def test_binary_file_with_explicit_format_gives_line_errors(memory: Memory, tmp_path: Path) -> None:
     binary = tmp_path / "blob.jsonl"
     binary.write_bytes(b"\x00\x01\x02garbage\n\xff\xfe\n" + line(1).encode() + b"\n")
-    report = memory.ingest([binary], format="jsonl")
+    report = memory.ingest([binary], fmt="jsonl")
     assert report.ingested == 1 and report.rejected == 2
 
 
@@ -148,9 +148,7 @@ def test_secrets_never_reach_the_database_bytes(memory: Memory, tmp_path: Path) 
     assert "[REDACTED:" in stored
     memory.store.connection.execute("PRAGMA wal_checkpoint(FULL)")
     blobs = b"".join(
-        p.read_bytes()
-        for p in (memory.store.path, Path(f"{memory.store.path}-wal"))
-        if p.exists()
+        p.read_bytes() for p in (memory.store.path, Path(f"{memory.store.path}-wal")) if p.exists()
     )
     for secret in secrets.values():
         assert secret.encode() not in blobs, secret
@@ -188,7 +186,12 @@ def test_symlinks_out_of_the_root_are_not_followed(memory: Memory, tmp_path: Pat
 def test_ingest_records_api_rejects_bad_records_and_keeps_the_rest(memory: Memory) -> None:
     report = memory.ingest_records(
         [
-            {"session_id": "s", "role": "user", "text": "hello", "timestamp": "2024-01-18T10:00:00Z"},
+            {
+                "session_id": "s",
+                "role": "user",
+                "text": "hello",
+                "timestamp": "2024-01-18T10:00:00Z",
+            },
             {"session_id": "s", "role": "user"},
             {"session_id": "s", "role": "assistant", "text": "hi"},
         ]

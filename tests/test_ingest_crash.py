@@ -3,6 +3,7 @@ nothing; re-running completes the file."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -67,10 +68,9 @@ def run_child(db: Path, transcript: Path, kill_after: float | None) -> tuple[lis
         if row == "DONE":
             finished = True
         elif row.startswith("["):
-            try:
+            # A line cut by the kill was not acknowledged.
+            with contextlib.suppress(json.JSONDecodeError):
                 acked.extend(json.loads(row))
-            except json.JSONDecodeError:  # a line cut by the kill: not acknowledged
-                pass
     return acked, finished
 
 

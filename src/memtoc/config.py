@@ -81,7 +81,9 @@ REGISTRY: tuple[Setting, ...] = (
     Setting("segment_max_tokens", 4_000, int, "A segment never grows past this many tokens."),
     Setting("segment_overlap_minutes", 5, int, "Context overlap given to the summariser."),
     Setting("segment_overlap_tokens", 500, int, "Context overlap given to the summariser."),
-    Setting("rollup_day_age_minutes", 60, int, "A day is rolled up this long after its last change."),
+    Setting(
+        "rollup_day_age_minutes", 60, int, "A day is rolled up this long after its last change."
+    ),
     Setting("rollup_week_age_minutes", 1_440, int, "Minimum age before a week rolls up."),
     Setting("rollup_month_age_minutes", 1_440, int, "Minimum age before a month rolls up."),
     Setting("rollup_year_age_minutes", 10_080, int, "Minimum age before a year rolls up."),

@@ -14,13 +14,14 @@ from typing import TYPE_CHECKING
 
 from memtoc.clock import Clock, SystemClock
 from memtoc.config import Settings
-from memtoc.errors import IngestError, QueryError, StoreError
+from memtoc.errors import EmbedderError, IngestError, QueryError, StoreError
 from memtoc.ids import UlidFactory
 from memtoc.ingest.importer import CommitInfo, Importer, IngestOptions, ProgressFn
 from memtoc.ingest.sources.base import EventDraft
 from memtoc.ingest.sources.jsonl import parse_event
 from memtoc.model import (
     DEFAULT_TYPE_FOR_ROLE,
+    Bookmark,
     Event,
     IngestReport,
     JsonValue,
@@ -30,9 +31,15 @@ from memtoc.model import (
 from memtoc.pipeline.rollup import RollupReport
 from memtoc.pipeline.summarize.base import Summarizer
 from memtoc.pipeline.summarize.extractive import ExtractiveSummarizer
-from memtoc.pipeline.worker import PipelineConfig, ProcessReport, Processor
+from memtoc.pipeline.worker import PipelineConfig, Processor, ProcessReport
 from memtoc.retrieval import navigate
+from memtoc.retrieval.bookmark_step import BookmarkConfig, BookmarkReport, BookmarkStep
+from memtoc.retrieval.bookmarks import BookmarkDetector, effective_importance
+from memtoc.retrieval.context import DEFAULT_BUDGET, TOP_BOOKMARKS, ContextView, build_context
+from memtoc.retrieval.embedding_index import SemanticIndex
+from memtoc.retrieval.hybrid import Fusion, SearchResult, fusion_from_settings, search
 from memtoc.retrieval.navigate import ExpandView, NodeView
+from memtoc.retrieval.teleport import SearchFilters, rebuild_fts
 from memtoc.services import ROLLUP_LEVELS, build_summarizer, store_timezone
 from memtoc.store import maintenance
 from memtoc.store.maintenance import VerifyReport
@@ -41,6 +48,8 @@ from memtoc.text.tokens import TokenCounter, default_counter
 
 if TYPE_CHECKING:
     from memtoc.ingest.redact import Redactor
+    from memtoc.pipeline.embed_step import EmbedReport, EmbedStep
+    from memtoc.store.postgres import PostgresStore
 
 
 class Memory:
@@ -48,7 +57,7 @@ class Memory:
 
     def __init__(
         self,
-        store: SqliteStore,
+        store: SqliteStore | PostgresStore,
         *,
         settings: Settings | None = None,
         clock: Clock | None = None,
@@ -58,6 +67,10 @@ class Memory:
         summarizer: Summarizer | None = None,
         tz: tzinfo | None = None,
         pipeline: PipelineConfig | None = None,
+        semantic: SemanticIndex | None = None,
+        fusion: Fusion | None = None,
+        bookmark_detector: BookmarkDetector | None = None,
+        bookmark_config: BookmarkConfig | None = None,
     ) -> None:
         self.store = store
         self.settings = settings
@@ -71,14 +84,59 @@ class Memory:
             PipelineConfig.from_settings(settings) if settings else PipelineConfig()
         )
         self._processor: Processor | None = None
+        # search (memtoc.retrieval.hybrid): the embedder loads lazily, on first search or process
+        self._semantic = semantic
+        self.fusion = fusion or (fusion_from_settings(settings) if settings else Fusion())
+        self._embed_step: EmbedStep | None = None
+        # bookmarks (memtoc.retrieval.bookmark_step): a pass after each filed batch of events
+        self._bookmark_detector = bookmark_detector
+        self._bookmark_config = bookmark_config or (
+            BookmarkConfig.from_settings(settings) if settings else BookmarkConfig()
+        )
+        self._bookmark_step: BookmarkStep | None = None
+
+    def sqlite_store(self, feature: str) -> SqliteStore:
+        """The store, for features only the SQLite store has so far (team mode: issue 7)."""
+        if isinstance(self.store, SqliteStore):
+            return self.store
+        raise StoreError(f"{feature} is not available on a PostgreSQL store yet")
+
+    @property
+    def semantic(self) -> SemanticIndex:
+        """Vectors and the embedder (built on first use; SQLite stores only for now)."""
+        if self._semantic is None:
+            s = self.settings
+            self._semantic = SemanticIndex(
+                self.sqlite_store("semantic search"),
+                kind=s.embedder if s else None,
+                model=s.embed_model if s else None,
+            )
+        return self._semantic
 
     @classmethod
-    def open(cls, settings: Settings, *, read_only: bool = False) -> Memory:
-        """A Memory over the store the settings name (created on first use unless read-only)."""
+    def open(
+        cls, settings: Settings, *, read_only: bool = False, busy_timeout_ms: int = 30_000
+    ) -> Memory:
+        """A Memory over the store the settings name (created on first use unless read-only).
+
+        ``busy_timeout_ms``: how long a read or write waits for another process's lock (hooks
+        pass a short one: they must never stall the agent).
+        """
         db = settings.db
-        if "://" in db and not db.startswith("file:"):
-            raise StoreError(f"unsupported store URL {db!r} (this build stores in SQLite files)")
-        store = SqliteStore(Path(db), durability=settings.durability, read_only=read_only)
+        store: SqliteStore | PostgresStore
+        if db.startswith(("postgresql://", "postgres://")):  # team mode (store/postgres.py)
+            from memtoc.store.postgres import PostgresStore
+
+            store = PostgresStore(db)
+        elif "://" in db and not db.startswith("file:"):
+            raise StoreError(f"unsupported store URL {db!r} (a SQLite path or postgresql://…)")
+        else:
+            store = SqliteStore(
+                Path(db),
+                durability=settings.durability,
+                read_only=read_only,
+                busy_timeout_ms=busy_timeout_ms,
+            )
         from memtoc.ingest.redact import Redactor
 
         redactor = Redactor(disabled=settings.redact_disable) if settings.redact else None
@@ -117,7 +175,7 @@ class Memory:
         self,
         paths: Iterable[str | Path],
         *,
-        format: str = "auto",
+        fmt: str = "auto",
         project: str | None = None,
         rescan: bool = False,
         progress: ProgressFn | None = None,
@@ -131,7 +189,7 @@ class Memory:
         importer = Importer(
             self.store,
             redactor=self.redactor,
-            options=self._ingest_options(format, project, rescan),
+            options=self._ingest_options(fmt, project, rescan),
             clock=self.clock,
             on_commit=on_commit,
         )
@@ -225,7 +283,19 @@ class Memory:
     def processor(self) -> Processor:
         if self._processor is None:
             self._processor = Processor(
-                self.store, self.summarizer, self.counter, self.pipeline, self.clock, self.tz
+                self.store,
+                self.summarizer,
+                self.counter,
+                self.pipeline,
+                self.clock,
+                self.tz,
+                # embeddings and bookmarks are not on PostgreSQL yet
+                index_hook=self._embed_new if isinstance(self.store, SqliteStore) else None,
+                event_hooks=(
+                    (self.bookmark_step.after_events,)
+                    if isinstance(self.store, SqliteStore)
+                    else ()
+                ),
             )
         return self._processor
 
@@ -284,15 +354,170 @@ class Memory:
         """Nodes of one level overlapping a time range, in time order."""
         return navigate.timeline(self.store, self._project(project), since_ms, until_ms, level)
 
+    # -- session-start context and status (surfaces: MCP, hooks) ------------------------------------
+    def latest_project(self) -> str | None:
+        """The project of the most recently stored event (None for an empty store)."""
+        last = self.store.max_seq()
+        rows = self.store.events_by_seq(last, last) if last else []
+        return rows[0][1].project if rows else None
+
+    def context(self, project: str | None = None, *, budget: int = DEFAULT_BUDGET) -> ContextView:
+        """What an agent should know at session start, within ``budget`` tokens.
+
+        ``project`` None: the most recently active project. See ``memtoc.retrieval.context``.
+        """
+        name = project if project is not None else self.latest_project()
+        if name is None:
+            return ContextView(None, budget, (), "", 0)
+        marks = self.bookmarks(name, TOP_BOOKMARKS)
+        return build_context(self.store, self.counter, name, budget=budget, bookmarks=marks)
+
+    def status(self) -> dict[str, JsonValue]:
+        """Store counts, queue depth, failures and the backends in use (degraded modes named)."""
+        stats = self.store.stats()
+        failed_segments = self.store.failed_segments(limit=5)
+        embedder = self.semantic.embedder
+        return {
+            **stats,
+            "failures": {
+                "outbox": [f"{e.entry_id}: {e.error}" for e in self.store.failed_outbox(limit=5)],
+                "segments": [f"{s.node_id}: {s.error}" for s in failed_segments],
+            },
+            "token_counter": self.counter.name,
+            "token_counter_degraded": self.counter.name != "cl100k",
+            "summarizer": self.summarizer.name,
+            "summarizer_configured": self.settings.summarizer if self.settings else "extractive",
+            "embedder": embedder.name if embedder is not None else None,
+            "embedder_degraded": self.semantic.degraded,
+        }
+
+    # -- search (memtoc.retrieval.hybrid, teleport, tiers) -----------------------------------------
+    def search(
+        self,
+        query: str,
+        *,
+        project: str | None = None,
+        projects: Iterable[str] | None = None,
+        level: str | None = None,
+        kinds: Iterable[str] | None = None,
+        since_ms: int | None = None,
+        until_ms: int | None = None,
+        session_id: str | None = None,
+        role: str | None = None,
+        limit: int = 10,
+        depth: str = "L0",
+        mode: str = "auto",
+    ) -> SearchResult:
+        """Teleport: BM25 and vectors fused (BM25-only, marked ``degraded``, without an embedder)
+        over nodes, grips, bookmarks and events; items at ``depth`` (L0, L1 or L2)."""
+        scope = [*([project] if project is not None else []), *(projects or ())]
+        filters = SearchFilters(
+            projects=tuple(dict.fromkeys(scope)) or None,
+            kinds=tuple(kinds) if kinds is not None else None,
+            levels=(level,) if level is not None else None,
+            since_ms=since_ms,
+            until_ms=until_ms,
+            session_id=session_id,
+            role=role,
+        )
+        return search(
+            self.sqlite_store("search"),
+            self.counter,
+            query,
+            filters,
+            semantic=self.semantic,
+            limit=limit,
+            depth=depth,
+            mode=mode,
+            fusion=self.fusion,
+        )
+
+    def _embed_new(self) -> EmbedReport | None:
+        if self._embed_step is None:
+            self._embed_step = self.semantic.embed_step()
+        return self._embed_step.run() if self._embed_step is not None else None
+
+    def rebuild_fts(self) -> dict[str, int]:
+        """Re-index events and docs for BM25 with the current tokenisation (``rebuild --fts``)."""
+        return rebuild_fts(self.sqlite_store("rebuild --fts"))
+
+    def rebuild_vectors(self) -> EmbedReport:
+        """Re-embed every event and doc with the configured embedder (``memtoc rebuild --vectors``)."""
+        step = self.semantic.embed_step()
+        if step is None:
+            raise EmbedderError(self.semantic.degraded or "no embedder")
+        return step.rebuild()
+
+    # -- bookmarks (memtoc.retrieval.bookmarks, bookmark_step) -------------------------------------
+    @property
+    def bookmark_step(self) -> BookmarkStep:
+        """The bookmark pass the pipeline runs after filing events (LLM detector when the
+        summariser is an LLM backend, else extractive)."""
+        if self._bookmark_step is None:
+            detector = self._bookmark_detector
+            if detector is None and self.settings is not None:
+                from memtoc.retrieval.bookmarks_llm import build_bookmark_detector
+
+                detector = build_bookmark_detector(self.settings)
+            self._bookmark_step = BookmarkStep(
+                self.sqlite_store("bookmark detection"),
+                self.counter,
+                self.clock,
+                detector=detector,
+                config=self._bookmark_config,
+            )
+        return self._bookmark_step
+
+    def bookmarks(
+        self, project: str | None = None, limit: int = 20, *, touch: bool = False
+    ) -> list[Bookmark]:
+        """Bookmarks (one project or all), by importance with decay at this memory's clock.
+
+        ``touch`` marks the returned ones as used now (their decay restarts).
+        """
+        now = self.clock.now_ms()
+        marks = self.store.list_bookmarks(project)
+        marks.sort(key=lambda b: (-effective_importance(b, now), -b.created_ms, b.bookmark_id))
+        chosen = marks[: max(0, limit)]
+        if touch and chosen:
+            self.store.touch_bookmarks([b.bookmark_id for b in chosen], now)
+        return chosen
+
+    def refresh_bookmarks(self, project: str | None = None, *, rebuild: bool = False) -> int:
+        """Re-scan events for bookmarks; return how many were written (0 when nothing changed)."""
+        return self.refresh_bookmarks_report(project, rebuild=rebuild).written
+
+    def refresh_bookmarks_report(
+        self, project: str | None = None, *, rebuild: bool = False
+    ) -> BookmarkReport:
+        """``refresh_bookmarks`` with the full report (passes, deletions, degraded detectors)."""
+        return self.bookmark_step.refresh(project, rebuild=rebuild)
+
+    def touch_bookmarks(self, bookmark_ids: Iterable[str]) -> int:
+        """Mark bookmarks as used now (recall calls this for the bookmarks it returns)."""
+        return self.store.touch_bookmarks(list(bookmark_ids), self.clock.now_ms())
+
     # -- housekeeping -----------------------------------------------------------------------------
     def stats(self) -> dict[str, JsonValue]:
         return self.store.stats()
 
     def verify(self) -> VerifyReport:
+        if not isinstance(self.store, SqliteStore):
+            from memtoc.store import postgres_maintenance
+
+            return postgres_maintenance.verify(self.store)
         return maintenance.verify(self.store)
 
     def backup(self, dest: str | Path) -> int:
+        if not isinstance(self.store, SqliteStore):
+            from memtoc.store import postgres_maintenance
+
+            return postgres_maintenance.backup(self.store)  # raises: use pg_dump
         return maintenance.backup(self.store, Path(dest))
 
     def compact(self) -> dict[str, int]:
+        if not isinstance(self.store, SqliteStore):
+            from memtoc.store import postgres_maintenance
+
+            return postgres_maintenance.compact(self.store)  # raises: the server vacuums
         return maintenance.compact(self.store)

@@ -296,7 +296,12 @@ class Rejection:
         return f"{self.where}: {self.reason}"
 
     def to_dict(self) -> dict[str, JsonValue]:
-        return {"source": self.source, "line": self.line, "reason": self.reason, "where": self.where}
+        return {
+            "source": self.source,
+            "line": self.line,
+            "reason": self.reason,
+            "where": self.where,
+        }
 
 
 @dataclass(slots=True)

@@ -128,7 +128,7 @@ def run_ingest_bench(
             nonlocal baseline_s, memtoc_s, total_bytes
             rows = [_row(e) for e in chunk]
             drafts = [_draft(e) for e in chunk]
-            total_bytes += sum(len(r[7]) + len(str(r[8])) for r in rows)
+            total_bytes += sum(len(str(r[7])) + len(str(r[8])) for r in rows)
             t0 = time.perf_counter()
             raw.execute("BEGIN")
             raw.executemany(_BASELINE_INSERT, rows)

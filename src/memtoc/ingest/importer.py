@@ -83,7 +83,9 @@ ProgressFn = Callable[[int], None]
 """Called with the number of bytes just consumed."""
 
 
-def discover(paths: Iterable[Path], *, follow_symlinks: bool = False) -> Iterator[tuple[Path, Path]]:
+def discover(
+    paths: Iterable[Path], *, follow_symlinks: bool = False
+) -> Iterator[tuple[Path, Path]]:
     """Yield ``(file, root)`` for every transcript file under ``paths``, sorted, once each.
 
     Symbolic links that resolve outside the root they were found under are skipped unless
@@ -126,7 +128,9 @@ def file_identity(path: Path) -> str | None:
     return hashlib.blake2b(first, digest_size=12).hexdigest()
 
 
-def cap_text(text: str, max_bytes: int, *, original_size: int | None = None) -> tuple[str, int | None]:
+def cap_text(
+    text: str, max_bytes: int, *, original_size: int | None = None
+) -> tuple[str, int | None]:
     """``text`` cut to ``max_bytes`` UTF-8 bytes plus a marker, and the original size if it was cut.
 
     ``original_size`` names the size to report when ``text`` is itself a cut of a larger original.

@@ -23,19 +23,20 @@ restarted ends in the same TOC as an uninterrupted one.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import tzinfo
 from typing import Any
 
 from memtoc.clock import Clock
 from memtoc.errors import StoreError
-from memtoc.model import JsonValue, OutboxEntry
+from memtoc.model import Event, JsonValue, OutboxEntry
 from memtoc.pipeline.periods import Calendar
 from memtoc.pipeline.rollup import RollupAges, RollupReport, run_rollups
 from memtoc.pipeline.segment import Segmenter
 from memtoc.pipeline.summarize.base import Summarizer
 from memtoc.pipeline.toc import TocBuilder
+from memtoc.retrieval.fts_text import search_text
 from memtoc.store.base import DirtyPeriod, PipelineStore
 from memtoc.text.tokens import TokenCounter
 
@@ -114,6 +115,11 @@ class ProcessReport:
 EntryHandler = Callable[[OutboxEntry], None]
 """Handles an outbox entry of another kind (registered by the caller, e.g. ``forget``)."""
 
+EventsHook = Callable[[Sequence[Event]], object]
+"""Called with the events of each ``events`` entry once they are filed (the bookmark step,
+``memtoc.retrieval.bookmark_step``). A hook that raises is reported in ``failed_entries`` and the
+entry stays done: hooks keep their own checkpoints and catch up on the next call."""
+
 
 class Processor:
     """Drains the outbox and keeps the TOC current. One per store; not thread-safe."""
@@ -129,6 +135,8 @@ class Processor:
         *,
         worker_id: str = "memtoc-worker",
         handlers: Mapping[str, EntryHandler] | None = None,
+        index_hook: Callable[[], object] | None = None,
+        event_hooks: Sequence[EventsHook] = (),
     ) -> None:
         self.store = store
         self.config = config
@@ -136,6 +144,9 @@ class Processor:
         self.calendar = Calendar(tz)
         self.worker_id = worker_id
         self.handlers = dict(handlers or {})
+        self.event_hooks = tuple(event_hooks)
+        self.index_hook = index_hook
+        """Runs after each build round and after rollups (the embedding step, when configured)."""
         self.segmenter = Segmenter(
             store,
             counter,
@@ -173,6 +184,8 @@ class Processor:
             for entry in claimed:
                 self._handle(entry, report)
             self.build_segments(report)
+            if self.index_hook is not None:
+                self.index_hook()
             if progress is not None:
                 report.seconds = time.perf_counter() - started
                 progress(report)
@@ -190,7 +203,7 @@ class Processor:
 
     def rollup(self, *, force: bool = False, level: str | None = None) -> RollupReport:
         """Roll up dirty periods that are due (all of them with ``force``), bottom-up."""
-        return run_rollups(
+        report = run_rollups(
             self.store,
             self.builder,
             self.calendar,
@@ -199,6 +212,9 @@ class Processor:
             force=force,
             level=level,
         )
+        if self.index_hook is not None and report.written:
+            self.index_hook()
+        return report
 
     def retry_failed(self) -> int:
         """Put failed outbox entries and quarantined segments back in the queue; return how many."""
@@ -209,6 +225,7 @@ class Processor:
         try:
             if entry.kind == "events":
                 report.events += self._apply_events(entry)
+                self._run_hooks(entry, report)
             elif entry.kind in self.handlers:
                 self.handlers[entry.kind](entry)
                 self.store.complete_outbox([entry.entry_id])
@@ -221,6 +238,20 @@ class Processor:
             return
         report.entries += 1
 
+    def _run_hooks(self, entry: OutboxEntry, report: ProcessReport) -> None:
+        if not self.event_hooks:
+            return
+        first, last = _seq_range(entry)
+        events = [e for _, e in self.store.events_by_seq(first, last)]
+        for hook in self.event_hooks:
+            try:
+                hook(events)
+            except Exception as exc:  # the entry is filed; the hook catches up next time
+                name = getattr(hook, "__qualname__", type(hook).__name__)
+                report.failed_entries.append(
+                    f"entry {entry.entry_id} hook {name}: {type(exc).__name__}: {exc}"
+                )
+
     def _apply_events(self, entry: OutboxEntry) -> int:
         first, last = _seq_range(entry)
         batch = self.store.events_by_seq(first, last)
@@ -231,8 +262,9 @@ class Processor:
         events = 0
         with self.store.transaction():
             for project, res in results.items():
+                indexed = [(seq, search_text(text)) for seq, text in res.index_events]
                 self.store.write_segments(
-                    res.upserts, res.deleted, project, res.membership, res.index_events
+                    res.upserts, res.deleted, project, res.membership, indexed
                 )
                 if res.deleted:
                     marks = []

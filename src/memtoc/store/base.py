@@ -115,6 +115,10 @@ class Store(Protocol):
         """Latest versions, ordered by start time; ``since``/``until`` select overlapping periods."""
         ...
 
+    def latest_nodes(self, project: str, level: str, limit: int) -> list[TocNode]:
+        """The ``limit`` nodes of ``level`` that start last, newest first (an index walk)."""
+        ...
+
     def node_versions(self, project: str, node_id: str) -> list[int]: ...
 
     def put_grips(self, grips: Sequence[Grip]) -> int:
@@ -131,6 +135,27 @@ class Store(Protocol):
     def list_bookmarks(
         self, project: str | None = None, limit: int | None = None
     ) -> list[Bookmark]: ...
+
+    # bookmarks: use, merge and lookup (memtoc.retrieval.bookmark_step)
+    def touch_bookmarks(self, bookmark_ids: Sequence[str], now_ms: int) -> int:
+        """Set ``last_relevant_ms`` to ``now_ms`` where it is older; return how many changed."""
+        ...
+
+    def delete_bookmarks(self, bookmark_ids: Sequence[str]) -> int:
+        """Delete bookmarks (and their search documents); return how many existed."""
+        ...
+
+    def find_bookmarks(
+        self,
+        project: str,
+        *,
+        since_ms: int | None = None,
+        until_ms: int | None = None,
+        type: str | None = None,  # noqa: A002 - the model's field name
+        content: str | None = None,
+    ) -> list[Bookmark]:
+        """Bookmarks created in ``[since, until]``, of ``type``, with exactly ``content``."""
+        ...
 
     # -- housekeeping -------------------------------------------------------------------------------
     def stats(self) -> dict[str, JsonValue]: ...

@@ -117,7 +117,9 @@ def verify(store: SqliteStore) -> VerifyReport:
     bad_roles = q(f"SELECT COUNT(*) FROM events WHERE role NOT IN ({marks})", ROLES)[0][0]
     report.check("event roles", f"{bad_roles} events with an unknown role" if bad_roles else None)
     marks = ",".join("?" * len(EVENT_TYPES))
-    bad_types = q(f"SELECT COUNT(*) FROM events WHERE event_type NOT IN ({marks})", EVENT_TYPES)[0][0]
+    bad_types = q(f"SELECT COUNT(*) FROM events WHERE event_type NOT IN ({marks})", EVENT_TYPES)[0][
+        0
+    ]
     report.check("event types", f"{bad_types} events with an unknown type" if bad_types else None)
     # Every stored event is announced by exactly one outbox entry (they commit together).
     ranges = q(
@@ -152,7 +154,9 @@ def verify(store: SqliteStore) -> VerifyReport:
         "(SELECT 1 FROM events e WHERE e.event_id = g.event_id_start) OR NOT EXISTS "
         "(SELECT 1 FROM events e WHERE e.event_id = g.event_id_end)"
     )[0][0]
-    report.check("grips resolve", f"{bad_grips} grips point at missing events" if bad_grips else None)
+    report.check(
+        "grips resolve", f"{bad_grips} grips point at missing events" if bad_grips else None
+    )
     for table in ("events_fts", "docs_fts"):
         try:
             with store._lock:

@@ -615,6 +615,22 @@ class SqliteStore:
         )
         return [_node_from_row(project, r[0], r[1], r[2]) for r in rows]
 
+    # -- latest nodes (session-start context, memtoc.retrieval.context) ----------------------------
+    def latest_nodes(self, project: str, level: str, limit: int) -> list[TocNode]:
+        """The ``limit`` nodes of ``level`` that start last, newest first.
+
+        A backwards walk of the ``(project, level, start_ms)`` index: its cost does not grow with
+        the store.
+        """
+        rows = self._query(
+            "SELECT n.node_id, v.version, v.data FROM toc_nodes n JOIN toc_node_versions v "
+            "ON v.project = n.project AND v.node_id = n.node_id AND v.version = n.version "
+            "WHERE n.project = ? AND n.level = ? ORDER BY n.start_ms DESC, n.node_id DESC "
+            f"LIMIT {max(0, int(limit))}",
+            (project, level),
+        )
+        return [_node_from_row(project, r[0], r[1], r[2]) for r in rows]
+
     def node_versions(self, project: str, node_id: str) -> list[int]:
         rows = self._query(
             "SELECT version FROM toc_node_versions WHERE project = ? AND node_id = ? "
@@ -690,6 +706,61 @@ class SqliteStore:
         sql += " ORDER BY importance DESC, created_ms DESC"
         if limit is not None:
             sql += f" LIMIT {int(limit)}"
+        return [_bookmark_from_row(r) for r in self._query(sql, params)]
+
+    # -- bookmarks: use, merge and lookup (memtoc.retrieval.bookmark_step) ----------------------------
+    def touch_bookmarks(self, bookmark_ids: Sequence[str], now_ms: int) -> int:
+        """Mark bookmarks as used at ``now_ms`` (``last_relevant_ms`` never moves back)."""
+        changed = 0
+        with self.transaction():
+            for bid in dict.fromkeys(bookmark_ids):
+                cur = self._exec(
+                    "UPDATE bookmarks SET last_relevant_ms = ? "
+                    "WHERE bookmark_id = ? AND last_relevant_ms < ?",
+                    (now_ms, bid, now_ms),
+                )
+                changed += cur.rowcount
+        return changed
+
+    def delete_bookmarks(self, bookmark_ids: Sequence[str]) -> int:
+        """Delete bookmarks and their search documents; return how many existed."""
+        deleted = 0
+        with self.transaction():
+            for bid in dict.fromkeys(bookmark_ids):
+                rows = self._query("SELECT project FROM bookmarks WHERE bookmark_id = ?", (bid,))
+                if not rows:
+                    continue
+                self._exec("DELETE FROM bookmarks WHERE bookmark_id = ?", (bid,))
+                self._delete_docs("bookmark", rows[0][0], [bid])
+                deleted += 1
+        return deleted
+
+    def find_bookmarks(
+        self,
+        project: str,
+        *,
+        since_ms: int | None = None,
+        until_ms: int | None = None,
+        type: str | None = None,  # noqa: A002 - the model's field name
+        content: str | None = None,
+    ) -> list[Bookmark]:
+        """A project's bookmarks created in ``[since, until]`` (inclusive), of ``type`` and with
+        exactly ``content`` when given, oldest first."""
+        sql = (
+            "SELECT bookmark_id, project, content, event_ids, importance, type, created_ms, "
+            "last_relevant_ms FROM bookmarks WHERE project = ?"
+        )
+        params: list[Any] = [project]
+        for clause, value in (
+            ("created_ms >= ?", since_ms),
+            ("created_ms <= ?", until_ms),
+            ("type = ?", type),
+            ("content = ?", content),
+        ):
+            if value is not None:
+                sql += f" AND {clause}"
+                params.append(value)
+        sql += " ORDER BY created_ms, bookmark_id"
         return [_bookmark_from_row(r) for r in self._query(sql, params)]
 
     # -- housekeeping --------------------------------------------------------------------------------

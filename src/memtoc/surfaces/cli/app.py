@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from typing import Annotated, Any
 
 import typer
-from typer.core import TyperGroup
 from rich.console import Console
+from typer.core import TyperGroup
 
 from memtoc.config import Settings, load_settings
 from memtoc.errors import MemtocError

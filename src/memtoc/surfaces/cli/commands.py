@@ -1,5 +1,29 @@
 """Imports every command module so its commands register on the app."""
 
-from memtoc.surfaces.cli import bench_cmds, demo, store_cmds, toc_cmds
+from memtoc.surfaces.cli import (
+    bench_cmds,
+    bookmark_cmds,  # memtoc bookmarks list|refresh
+    context_cmds,  # session-start context
+    demo,
+    eval_cmds,  # memtoc eval locomo|longmemeval
+    hook_cmds,  # memtoc hooks install|uninstall, memtoc hook session-start|ingest, memtoc watch
+    mcp_cmds,  # MCP server
+    quality_cmds,  # memtoc eval summaries
+    search_cmds,  # memtoc search, memtoc rebuild
+    store_cmds,
+    toc_cmds,
+)
 
-__all__ = ["bench_cmds", "demo", "store_cmds", "toc_cmds"]
+__all__ = [
+    "bench_cmds",
+    "bookmark_cmds",
+    "context_cmds",
+    "demo",
+    "eval_cmds",
+    "hook_cmds",
+    "mcp_cmds",
+    "quality_cmds",
+    "search_cmds",
+    "store_cmds",
+    "toc_cmds",
+]

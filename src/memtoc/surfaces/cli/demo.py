@@ -51,12 +51,12 @@ def demo(
         for key in ("events", "projects", "sessions", "outbox", "bytes"):
             console.print(f"{key:>10}: {stats[key]}")
         console.rule("[bold]4. process: segments, summaries, grips, rollups")
-        report = memory.process()
+        processed = memory.process()
         roll = memory.rollup(force=True)
         console.print(
-            f"filed {report.events:,} events into {report.segments_built:,} segments; "
-            f"{report.nodes_written + roll.written:,} node versions written "
-            f"in {report.seconds:.1f}s"
+            f"filed {processed.events:,} events into {processed.segments_built:,} segments; "
+            f"{processed.nodes_written + roll.written:,} node versions written "
+            f"in {processed.seconds:.1f}s"
         )
         project = memory.store.projects()[0]
         console.rule(f"[bold]5. the table of contents of project {project!r}")

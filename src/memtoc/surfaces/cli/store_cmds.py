@@ -49,7 +49,7 @@ def init(ctx: typer.Context, json_out: JsonOpt = False) -> None:
 def ingest(
     ctx: typer.Context,
     paths: Annotated[list[Path], typer.Argument(help="Files or folders of transcripts.")],
-    format: Annotated[
+    fmt: Annotated[
         str, typer.Option("--format", "-f", help=f"One of: {', '.join(FORMATS)}.")
     ] = "auto",
     project: Annotated[
@@ -61,8 +61,8 @@ def ingest(
     json_out: JsonOpt = False,
 ) -> None:
     """Import transcripts (Claude Code, Codex, generic JSONL, OpenAI chat JSON) exactly once."""
-    if format not in FORMATS:
-        raise fail(f"--format must be one of {', '.join(FORMATS)} (got {format!r})")
+    if fmt not in FORMATS:
+        raise fail(f"--format must be one of {', '.join(FORMATS)} (got {fmt!r})")
     settings = state(ctx).settings
     total = 0
     for path in paths:
@@ -72,7 +72,7 @@ def ingest(
         total += file.stat().st_size
     with open_memory(ctx) as memory:
         if json_out:
-            report = memory.ingest(paths, format=format, project=project, rescan=rescan)
+            report = memory.ingest(paths, fmt=fmt, project=project, rescan=rescan)
         else:
             columns = (
                 TextColumn("[bold]ingest"),
@@ -85,7 +85,7 @@ def ingest(
                 task = bar.add_task("ingest", total=total or None)
                 report = memory.ingest(
                     paths,
-                    format=format,
+                    fmt=fmt,
                     project=project,
                     rescan=rescan,
                     progress=lambda n: bar.advance(task, n),
