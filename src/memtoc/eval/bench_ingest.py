@@ -41,6 +41,7 @@ class IngestBench:
     events: int
     batch_size: int
     durability: str
+    redact: bool
     bytes: int
     baseline_s: float
     memtoc_s: float
@@ -59,6 +60,7 @@ class IngestBench:
             "events": self.events,
             "batch_size": self.batch_size,
             "durability": self.durability,
+            "redact": self.redact,
             "mb": round(mb, 1),
             "baseline": {
                 "seconds": round(self.baseline_s, 3),
@@ -105,6 +107,7 @@ def run_ingest_bench(
     seed: int = 7,
     workdir: Path | None = None,
     progress: Callable[[int], None] | None = None,
+    redact: bool = True,
 ) -> IngestBench:
     """Ingest ``events`` synthetic events both ways and time only the storage calls."""
     with tempfile.TemporaryDirectory(dir=workdir) as tmp:
@@ -117,7 +120,7 @@ def run_ingest_bench(
         store = SqliteStore(Path(tmp) / "memtoc.db", durability=durability)
         importer = Importer(
             store,
-            redactor=Redactor(),
+            redactor=Redactor() if redact else None,
             options=IngestOptions(format="jsonl", batch_size=batch_size),
         )
         baseline_s = memtoc_s = 0.0
@@ -157,6 +160,7 @@ def run_ingest_bench(
             events=events,
             batch_size=batch_size,
             durability=durability,
+            redact=redact,
             bytes=total_bytes,
             baseline_s=baseline_s,
             memtoc_s=memtoc_s,

@@ -13,9 +13,11 @@ way, storing it twice is a no-op counted as a duplicate.
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import os
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -77,6 +79,24 @@ class IngestOptions:
 class _Batch:
     events: list[Event] = field(default_factory=list)
     watermark: int | None = None
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector around a bulk loop.
+
+    Ingest allocates millions of short-lived, acyclic objects (tuples, dicts, strings); with GC on,
+    every few hundred allocations trigger a generation scan over all live objects, which measured
+    as more than half of redaction's cost in the ingest benchmark. Reference counting still frees
+    everything; cycles (none are made here) are collected when the pause ends.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 ProgressFn = Callable[[int], None]
@@ -183,8 +203,9 @@ class Importer:
         except IngestError as exc:
             report.rejections.append(Rejection(exc.source or "?", None, exc.reason))
             return report
-        for path, _root in files:
-            report.merge(self.ingest_file(path, progress=progress))
+        with gc_paused():
+            for path, _root in files:
+                report.merge(self.ingest_file(path, progress=progress))
         return report
 
     def ingest_file(self, path: Path, progress: ProgressFn | None = None) -> IngestReport:
@@ -365,15 +386,16 @@ class Importer:
         """Store drafts with the ids given beside them, in batches; bad ones are rejected."""
         report = IngestReport()
         batch = _Batch()
-        for n, (draft, event_id) in enumerate(drafts, start=1):
-            report.read += 1
-            try:
-                batch.events.append(self.make_event(draft, event_id, report))
-            except IngestError as exc:
-                report.rejections.append(Rejection(source, n, exc.reason))
-            if len(batch.events) >= self.options.batch_size:
-                self._flush_api(batch, report, source)
-        self._flush_api(batch, report, source)
+        with gc_paused():
+            for n, (draft, event_id) in enumerate(drafts, start=1):
+                report.read += 1
+                try:
+                    batch.events.append(self.make_event(draft, event_id, report))
+                except IngestError as exc:
+                    report.rejections.append(Rejection(source, n, exc.reason))
+                if len(batch.events) >= self.options.batch_size:
+                    self._flush_api(batch, report, source)
+            self._flush_api(batch, report, source)
         return report
 
     def _flush_api(self, batch: _Batch, report: IngestReport, source: str) -> None:

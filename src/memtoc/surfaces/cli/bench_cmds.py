@@ -37,6 +37,9 @@ def bench_ingest(
     workdir: Annotated[
         Path | None, typer.Option("--workdir", help="Where the temporary stores go.")
     ] = None,
+    redact: Annotated[
+        bool, typer.Option("--redact/--no-redact", help="Secret redaction on the memtoc side.")
+    ] = True,
     json_out: JsonOpt = False,
 ) -> None:
     """Ingest throughput (events/s, MB/s, peak RSS) against raw SQLite inserts."""
@@ -46,7 +49,7 @@ def bench_ingest(
     for n in events:
         if json_out:
             result = run_ingest_bench(n, batch_size=batch_size, durability=durability, seed=seed,
-                                      workdir=workdir)  # fmt: skip
+                                      workdir=workdir, redact=redact)  # fmt: skip
         else:
             with _progress(f"ingest {n:,}") as bar:
                 task = bar.add_task("ingest", total=n)
@@ -56,13 +59,17 @@ def bench_ingest(
                     durability=durability,
                     seed=seed,
                     workdir=workdir,
+                    redact=redact,
                     progress=lambda k: bar.advance(task, k),  # noqa: B023 (called within this iteration)
                 )
         results.append(result.to_dict())
     if json_out:
         emit_json({"bench": "ingest", "results": results})
         return
-    table = Table(title=f"bench ingest (durability={durability}, batch={batch_size})")
+    table = Table(
+        title=f"bench ingest (durability={durability}, batch={batch_size}, "
+        f"redaction {'on' if redact else 'off'})"
+    )
     for col in ("events", "MB", "baseline ev/s", "memtoc ev/s", "memtoc MB/s", "ratio",
                 "peak RSS MB", "db MB"):  # fmt: skip
         table.add_column(col, justify="right")
