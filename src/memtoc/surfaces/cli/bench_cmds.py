@@ -126,3 +126,68 @@ def bench_process(
             str(r["peak_rss_mb"]),
         )  # fmt: skip
     console.print(table)
+
+
+# -- bench query (memtoc.eval.bench_query) ---------------------------------------------------------
+@bench_app.command("query")
+def bench_query(
+    events: Annotated[
+        list[int], typer.Option("--events", "-n", help="Event counts (repeatable).")
+    ] = [10_000, 100_000],  # noqa: B006 (typer reads the default)
+    queries: Annotated[int, typer.Option("--queries", help="Queries timed per mode.")] = 200,
+    seed: Annotated[int, typer.Option("--seed")] = 7,
+    out: Annotated[
+        Path, typer.Option("--out", help="Where the chart (query_latency.png) goes.")
+    ] = Path("artifacts/bench"),
+    workdir: Annotated[
+        Path | None, typer.Option("--workdir", help="Where the temporary stores go.")
+    ] = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Query latency (p50/p95), throughput and planted-fact hit rate@10 per mode, against a flat
+    scan of the events; p95 latency against N charted to OUT/query_latency.png."""
+    from memtoc.eval.bench_query import run_query_bench, write_chart
+
+    def one(n: int) -> dict[str, Any]:
+        if json_out:
+            return run_query_bench(n, queries=queries, seed=seed, workdir=workdir)
+        with _progress(f"query {n:,}") as bar:
+            tasks = {s: bar.add_task(s, total=n) for s in ("ingest", "process")}
+            tasks["query"] = bar.add_task("query", total=None)
+            return run_query_bench(
+                n,
+                queries=queries,
+                seed=seed,
+                workdir=workdir,
+                progress=lambda s, k: bar.advance(tasks[s], k),
+            )
+
+    results = [one(n) for n in events]
+    chart = write_chart(results, out)
+    if json_out:
+        emit_json({"bench": "query", "chart": str(chart), "results": results})
+        return
+    table = Table(title=f"bench query ({queries} planted-fact queries per mode; setup untimed)")
+    table.add_column("events", justify="right")
+    table.add_column("mode", no_wrap=True)
+    for col in ("p50 ms", "p95 ms", "q/s", "hit@10"):
+        table.add_column(col, justify="right")
+    sizes = Table(title="per size (one spawned child each)")
+    for col in ("events", "setup s", "peak RSS MB", "db MB", "embedder"):
+        sizes.add_column(col, justify="right")
+    for r in results:
+        for i, (mode, m) in enumerate(r["modes"].items()):
+            hit = m["hit_rate_at_10"]
+            table.add_row(
+                "" if i else f"{r['events']:,}", mode, f"{m['p50_ms']:.2f}", f"{m['p95_ms']:.2f}",
+                f"{m['qps']:,.0f}", "—" if hit is None else f"{hit:.2f}",
+            )  # fmt: skip
+        for mode, why in r["skipped"].items():
+            table.add_row("", mode, "", "", "", f"skipped ({why})")
+        sizes.add_row(
+            f"{r['events']:,}", str(r["setup_s"]), str(r["peak_rss_mb"]),
+            f"{r['db_bytes'] / 1e6:.0f}", str(r["embedder"]),
+        )  # fmt: skip
+    console.print(table)
+    console.print(sizes)
+    console.print(f"chart: {chart}")

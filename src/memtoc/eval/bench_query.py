@@ -1,0 +1,320 @@
+"""``memtoc bench query``: query latency, throughput and recall at scale, beside a flat scan.
+
+For each size N, in a fresh ``spawn`` child process (so peak RSS is that size's alone):
+
+1. generate N synthetic events with their planted facts (``generate_with_facts``), ingest them,
+   then ``Memory.process()`` + ``Memory.rollup(force=True)`` — *not* timed, reported as
+   ``setup_s`` (embedding included when an embedder loads);
+2. build the workload: the planted facts' questions, cycled until there are ``queries`` of them;
+3. time every query in every mode (one untimed warm-up query per mode first):
+
+   - ``teleport-bm25``: ``memory.search(q, mode="bm25", limit=10)``;
+   - ``teleport-hybrid``: ``memory.search(q, mode="hybrid", limit=10)``, only when the configured
+     embedder loads (else the mode is listed under ``skipped`` with the reason);
+   - ``nav-context``: ``memory.context(project)`` — the session-start context of the fact's project;
+   - ``nav-year``: ``memory.node(year)`` — the year node covering the fact, with its children;
+   - ``scan-baseline``: the baseline, measured in the same run — ``store.scan_events(project=…)``
+     over the fact's project, each event's lower-cased text tested for the query's terms
+     (substring), the top 10 by number of distinct terms present (ties: earliest first).
+
+Per mode: p50 and p95 latency, throughput (queries per second of summed latency) and, for the
+modes that retrieve events, the planted-fact hit rate@10: a hit when the fact's event is among the
+returned items' ``events`` or ``cites`` (for the scan, among the 10 returned events). Teleport is
+asked over *all* projects, the scan reads only the fact's project (about a third of the events),
+which favours the baseline.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import queue as queue_module
+import re
+import resource
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from memtoc.config import Settings, load_settings
+from memtoc.errors import MemtocError
+from memtoc.eval.bench_ingest import _draft, _size
+from memtoc.eval.synth import PlantedFact, SynthConfig, generate_with_facts
+from memtoc.ingest.importer import Importer, IngestOptions
+from memtoc.memory import Memory
+from memtoc.model import Event, JsonValue
+from memtoc.store.sqlite import SqliteStore
+
+MODES: tuple[str, ...] = (
+    "teleport-bm25",
+    "teleport-hybrid",
+    "nav-context",
+    "nav-year",
+    "scan-baseline",
+)
+INGEST_BATCH = 5_000
+LIMIT = 10
+_TERM = re.compile(r"[a-z0-9][a-z0-9_\-]*[a-z0-9]|[a-z0-9]")
+_STOPWORD_TEXT = (
+    "a an and are as at be by did do does for from had has have how i in is it its of on or our "
+    "the this to was we were what when where which who why with you your"
+)
+_STOPWORDS = frozenset(_STOPWORD_TEXT.split())
+
+Progress = Callable[[str, int], None]
+"""``progress(stage, n)``: ``n`` more units done in ``stage`` (ingest, process, query)."""
+
+
+def query_terms(query: str) -> list[str]:
+    """The scan baseline's terms: lower-cased words of ``query`` (2+ characters, stopwords
+    dropped), deduplicated."""
+    words = _TERM.findall(query.lower())
+    return list(dict.fromkeys(w for w in words if len(w) > 1 and w not in _STOPWORDS))
+
+
+def scan_top(events: Iterator[Event], terms: list[str], k: int = LIMIT) -> list[Event]:
+    """The ``k`` events holding the most distinct ``terms`` (at least one; ties: earliest first)."""
+    best: list[tuple[int, int, Event]] = []
+    for i, event in enumerate(events):
+        text = event.text.lower()
+        score = sum(1 for t in terms if t in text)
+        if score:
+            best.append((score, -i, event))
+            if len(best) > 8 * k:  # keep memory bounded: trim to the best k now and then
+                best = sorted(best, key=lambda r: (r[0], r[1]), reverse=True)[:k]
+    best.sort(key=lambda r: (r[0], r[1]), reverse=True)
+    return [e for _, _, e in best[:k]]
+
+
+def _percentile(sorted_s: list[float], q: float) -> float:
+    """Nearest-rank percentile of an ascending list (``q`` in 0..100)."""
+    rank = max(1, min(len(sorted_s), round(q / 100 * len(sorted_s) + 0.5)))
+    return sorted_s[rank - 1]
+
+
+def _ingest(store: SqliteStore, events: Iterator[Event], progress: Progress | None) -> None:
+    importer = Importer(
+        store, redactor=None, options=IngestOptions(format="jsonl", batch_size=INGEST_BATCH)
+    )
+    chunk = []
+    for event in events:
+        chunk.append(_draft(event))
+        if len(chunk) >= INGEST_BATCH:
+            importer.ingest_drafts(chunk, source="bench")
+            if progress:
+                progress("ingest", len(chunk))
+            chunk = []
+    if chunk:
+        importer.ingest_drafts(chunk, source="bench")
+        if progress:
+            progress("ingest", len(chunk))
+
+
+def _mode_runners(
+    memory: Memory, store: SqliteStore, facts: list[PlantedFact]
+) -> dict[str, Callable[[PlantedFact], set[str] | None]]:
+    """One function per mode: run the fact's query, return the event ids it retrieved (or None
+    for navigation, which retrieves no events by query)."""
+
+    def teleport(mode: str) -> Callable[[PlantedFact], set[str] | None]:
+        def run(fact: PlantedFact) -> set[str]:
+            result = memory.search(fact.query, mode=mode, limit=LIMIT)
+            if result.mode != mode:
+                raise MemtocError(f"bench asked for {mode} search, {result.mode} ran")
+            return {e.event_id for it in result.items for e in it.events} | {
+                c for it in result.items for c in it.cites
+            }
+
+        return run
+
+    years = {p: memory.toc(p) for p in {f.project for f in facts}}
+
+    def nav_context(fact: PlantedFact) -> None:
+        memory.context(fact.project)
+
+    def nav_year(fact: PlantedFact) -> None:
+        nodes = years[fact.project]
+        year = next((n for n in nodes if n.start_ms <= fact.ts_ms <= n.end_ms), nodes[0])
+        memory.node(year.node_id, project=fact.project)
+
+    def scan(fact: PlantedFact) -> set[str]:
+        found = scan_top(store.scan_events(project=fact.project), query_terms(fact.query))
+        return {e.event_id for e in found}
+
+    runners: dict[str, Callable[[PlantedFact], set[str] | None]] = {
+        "teleport-bm25": teleport("bm25")
+    }
+    if memory.semantic.degraded is None:
+        runners["teleport-hybrid"] = teleport("hybrid")
+    runners.update({"nav-context": nav_context, "nav-year": nav_year, "scan-baseline": scan})
+    return runners
+
+
+def measure_query(
+    events: int,
+    *,
+    queries: int = 200,
+    seed: int = 7,
+    workdir: Path | None = None,
+    settings: Settings | None = None,
+    progress: Progress | None = None,
+) -> dict[str, JsonValue]:
+    """Build an N-event store (untimed), then time ``queries`` queries per mode (in-process)."""
+    if queries < 1:
+        raise MemtocError(f"--queries must be at least 1 (got {queries})")
+    settings = settings or load_settings()
+    with tempfile.TemporaryDirectory(dir=workdir) as tmp:
+        db = Path(tmp) / "memtoc.db"
+        store = SqliteStore(db, durability="normal")
+        memory = Memory(store, settings=settings)
+        try:
+            stream, facts = generate_with_facts(SynthConfig(events=events, seed=seed))
+            if not facts:
+                raise MemtocError(f"the {events:,}-event synthetic history holds no planted facts")
+            t0 = time.perf_counter()
+            _ingest(store, stream, progress)
+            seen = 0
+
+            def on_process(report: object) -> None:
+                nonlocal seen
+                done = int(getattr(report, "events", 0))
+                if progress and done > seen:
+                    progress("process", done - seen)
+                    seen = done
+
+            memory.process(progress=on_process)
+            memory.rollup(force=True)
+            setup_s = time.perf_counter() - t0
+            runners = _mode_runners(memory, store, facts)
+            workload = [facts[i % len(facts)] for i in range(queries)]
+            modes: dict[str, JsonValue] = {}
+            for name, run in runners.items():
+                run(workload[0])  # warm-up (caches, first-use loads), not timed
+                latencies: list[float] = []
+                hits = 0
+                for fact in workload:
+                    t = time.perf_counter()
+                    found = run(fact)
+                    latencies.append(time.perf_counter() - t)
+                    hits += found is not None and fact.event_id in found
+                    if progress:
+                        progress("query", 1)
+                latencies.sort()
+                retrieves = name.startswith(("teleport", "scan"))
+                modes[name] = {
+                    "p50_ms": round(_percentile(latencies, 50) * 1e3, 3),
+                    "p95_ms": round(_percentile(latencies, 95) * 1e3, 3),
+                    "qps": round(len(latencies) / sum(latencies), 1) if sum(latencies) else 0.0,
+                    "hit_rate_at_10": round(hits / len(workload), 3) if retrieves else None,
+                }
+            embedder = memory.semantic.embedder
+            skipped: dict[str, JsonValue] = {}
+            if "teleport-hybrid" not in runners:
+                skipped["teleport-hybrid"] = memory.semantic.degraded
+            return {
+                "events": events,
+                "queries": queries,
+                "facts": len(facts),
+                "setup_s": round(setup_s, 3),
+                "embedder": embedder.name if embedder is not None else None,
+                "db_bytes": _size(db),
+                "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+                "modes": modes,
+                "skipped": skipped,
+            }
+        finally:
+            memory.close()
+
+
+def _child(
+    events: int,
+    queries: int,
+    seed: int,
+    workdir: str | None,
+    out: multiprocessing.Queue,  # type: ignore[type-arg]
+) -> None:
+    def report(stage: str, n: int) -> None:
+        out.put(("progress", stage, n))
+
+    try:
+        result = measure_query(
+            events,
+            queries=queries,
+            seed=seed,
+            workdir=Path(workdir) if workdir else None,
+            progress=report,
+        )
+        out.put(("done", result, 0))
+    except Exception as exc:  # reported to the parent, which raises it
+        out.put(("error", f"{type(exc).__name__}: {exc}", 0))
+
+
+def run_query_bench(
+    events: int,
+    *,
+    queries: int = 200,
+    seed: int = 7,
+    workdir: Path | None = None,
+    progress: Progress | None = None,
+) -> dict[str, JsonValue]:
+    """``measure_query`` in a fresh spawned child (its own peak RSS; settings from its
+    environment); returns its figures."""
+    ctx = multiprocessing.get_context("spawn")
+    out = ctx.Queue()
+    args = (events, queries, seed, str(workdir) if workdir else None, out)
+    proc = ctx.Process(target=_child, args=args)
+    proc.start()
+    try:
+        while True:
+            try:
+                kind, payload, n = out.get(timeout=1.0)
+            except queue_module.Empty:
+                if proc.exitcode is not None:  # died without a word (killed, out of memory)
+                    raise MemtocError(
+                        f"bench query child ({events:,} events) exited with {proc.exitcode}"
+                    ) from None
+                continue
+            if kind == "progress":
+                if progress:
+                    progress(str(payload), int(n))
+            elif kind == "error" or not isinstance(payload, dict):
+                raise MemtocError(f"bench query ({events:,} events) failed: {payload}")
+            else:
+                return payload
+    finally:
+        proc.join()
+
+
+def write_chart(results: list[dict[str, JsonValue]], out_dir: Path) -> Path:
+    """Plot p95 latency against N, one line per mode (log-log), to ``out_dir/query_latency.png``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / "query_latency.png"
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    try:
+        for mode in MODES:
+            points = []
+            for r in results:
+                figures = r["modes"]
+                if isinstance(figures, dict) and isinstance(figures.get(mode), dict):
+                    stats = figures[mode]
+                    assert isinstance(stats, dict)
+                    points.append((r["events"], stats["p95_ms"]))
+            if points:
+                xs, ys = zip(*sorted(points, key=lambda p: float(str(p[0]))), strict=True)
+                ax.plot(xs, ys, marker="o", label=mode)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("events in the store (N)")
+        ax.set_ylabel("p95 latency (ms)")
+        ax.set_title("memtoc bench query: p95 latency per mode")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(path, dpi=120)
+    finally:
+        plt.close(fig)
+    return path

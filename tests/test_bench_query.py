@@ -1,0 +1,76 @@
+"""``memtoc bench query`` end to end: a small store in a spawned child, through the CLI."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from memtoc.eval.bench_query import query_terms, scan_top
+from memtoc.model import Event
+from memtoc.surfaces.cli import app
+
+
+def _event(i: int, text: str) -> Event:
+    return Event(
+        event_id=f"e{i}",
+        ts_ms=1_000 + i,
+        project="p",
+        session_id="s",
+        agent="a",
+        event_type="user_message",
+        role="user",
+        text=text,
+        metadata={},
+        source="t",
+        source_pos=str(i),
+    )
+
+
+def test_query_terms_drop_stopwords_and_single_letters() -> None:
+    assert query_terms("what's the upload limit on tax-calculator?") == [
+        "upload",
+        "limit",
+        "tax-calculator",
+    ]
+
+
+def test_scan_top_ranks_by_distinct_terms_then_earliest() -> None:
+    events = [
+        _event(0, "nothing relevant"),
+        _event(1, "the upload went fine"),
+        _event(2, "upload limit is 50 MB on tax-calculator"),
+        _event(3, "another upload"),
+    ]
+    found = scan_top(iter(events), ["upload", "limit", "tax-calculator"], k=2)
+    assert [e.event_id for e in found] == ["e2", "e1"]
+
+
+def test_bench_query_cli_json_and_chart(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MEMTOC_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("MEMTOC_EMBEDDER", "none")  # hermetic and fast: hybrid is skipped, named
+    out = tmp_path / "bench"
+    result = CliRunner().invoke(
+        app,
+        ["bench", "query", "--events", "2000", "--queries", "20", "--json", "--out", str(out),
+         "--workdir", str(tmp_path)],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert data["bench"] == "query"
+    (r,) = data["results"]
+    assert r["events"] == 2000 and r["queries"] == 20 and r["facts"] > 0
+    assert r["db_bytes"] > 0 and r["peak_rss_mb"] > 0 and r["setup_s"] > 0
+    assert r["embedder"] is None and "teleport-hybrid" in r["skipped"]
+    assert set(r["modes"]) == {"teleport-bm25", "nav-context", "nav-year", "scan-baseline"}
+    for mode, m in r["modes"].items():
+        assert 0 < m["p50_ms"] <= m["p95_ms"], mode
+        assert m["qps"] > 0, mode
+    assert r["modes"]["teleport-bm25"]["hit_rate_at_10"] > 0.5
+    assert 0 <= r["modes"]["scan-baseline"]["hit_rate_at_10"] <= 1
+    assert r["modes"]["nav-context"]["hit_rate_at_10"] is None
+    chart = Path(data["chart"])
+    assert chart == out / "query_latency.png"
+    assert chart.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
