@@ -11,14 +11,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memtoc.memory import Memory
-from memtoc.retrieval.fts_text import (
+from memtoc.retrieval.teleport import SearchFilters, bm25_search
+from memtoc.text.fts_text import (
     EXTRAS_MARK,
     build_match,
     identifier_forms,
     original_text,
     search_text,
 )
-from memtoc.retrieval.teleport import SearchFilters, bm25_search
 from search_support import build_memory
 
 FTS_SYNTAX = ["AND", "OR", "NOT", "NEAR", "NEAR(", "*", "^", ":", "(", ")", "-", '"', "'", "+", "{", "}"]  # fmt: skip

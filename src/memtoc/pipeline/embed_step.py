@@ -24,7 +24,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from memtoc.model import JsonValue
-from memtoc.retrieval.fts_text import original_text
 from memtoc.store.sqlite import SqliteStore
 from memtoc.store.sqlite_vectors import (
     VectorKey,
@@ -34,6 +33,7 @@ from memtoc.store.sqlite_vectors import (
     stale_embedder,
 )
 from memtoc.text.embed import Embedder
+from memtoc.text.fts_text import original_text
 
 DEFAULT_BATCH = 2_048
 DEFAULT_MAX_CHARS = 2_000

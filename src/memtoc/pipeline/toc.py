@@ -23,8 +23,8 @@ from memtoc.model import Bullet, Event, Grip, Summary, TocNode
 from memtoc.pipeline.grips import inherited_grips, segment_grips
 from memtoc.pipeline.periods import Calendar, Period
 from memtoc.pipeline.summarize.base import Summarizer
-from memtoc.retrieval.fts_text import search_text
 from memtoc.store.base import DirtyPeriod, DocRow, PipelineStore, SegmentRecord
+from memtoc.text.fts_text import search_text
 from memtoc.text.tokens import TokenCounter
 
 

@@ -36,8 +36,8 @@ from memtoc.pipeline.rollup import RollupAges, RollupReport, run_rollups
 from memtoc.pipeline.segment import Segmenter
 from memtoc.pipeline.summarize.base import Summarizer
 from memtoc.pipeline.toc import TocBuilder
-from memtoc.retrieval.fts_text import search_text
 from memtoc.store.base import DirtyPeriod, PipelineStore
+from memtoc.text.fts_text import search_text
 from memtoc.text.tokens import TokenCounter
 
 _MINUTE = 60_000

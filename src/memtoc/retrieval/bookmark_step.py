@@ -42,8 +42,8 @@ from typing import Any
 from memtoc.clock import Clock
 from memtoc.model import Bookmark, Event, JsonValue
 from memtoc.retrieval.bookmarks import BookmarkDetector, Detection, ExtractiveDetector
-from memtoc.retrieval.fts_text import search_text
 from memtoc.store.base import DocRow, PipelineStore
+from memtoc.text.fts_text import search_text
 from memtoc.text.tokens import TokenCounter
 
 MERGE_SPAN_MS = 7 * 86_400_000

@@ -20,10 +20,10 @@ from typing import Any, TypeVar
 from memtoc.errors import ConfigError, QueryError
 from memtoc.model import JsonValue
 from memtoc.retrieval.embedding_index import SemanticIndex
-from memtoc.retrieval.fts_text import build_match
 from memtoc.retrieval.teleport import Hit, SearchFilters, bm25_search, filter_keys
 from memtoc.retrieval.tiers import TIERS, SearchItem, TierRenderer
 from memtoc.store.sqlite import SqliteStore
+from memtoc.text.fts_text import build_match
 from memtoc.text.tokens import TokenCounter
 
 K = TypeVar("K", bound=Hashable)

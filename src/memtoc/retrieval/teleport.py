@@ -36,8 +36,8 @@ from typing import Any
 
 from memtoc.errors import QueryError
 from memtoc.model import LEVELS, ROLES
-from memtoc.retrieval.fts_text import MatchQuery, build_match, original_text, quote, search_text
 from memtoc.store.sqlite import SqliteStore
+from memtoc.text.fts_text import MatchQuery, build_match, original_text, quote, search_text
 
 KINDS: tuple[str, ...] = ("node", "grip", "bookmark", "event")
 DOC_KINDS: tuple[str, ...] = ("node", "grip", "bookmark")

@@ -190,7 +190,7 @@ MIGRATIONS: tuple[Migration, ...] = (
         CREATE INDEX rollup_dirty_level ON rollup_dirty(level, project);
         """,
     ),
-    # Code-aware search (memtoc.retrieval.fts_text): contentless FTS tables, because what is
+    # Code-aware search (memtoc.text.fts_text): contentless FTS tables, because what is
     # indexed is ``search_text(text)`` (the text plus identifier forms), not the stored text; the
     # tokenizer keeps ``_`` inside tokens; porter stemming measured better on LoCoMo. Existing rows
     # are re-indexed from their plain text (``memtoc rebuild --fts`` adds the identifier forms).
