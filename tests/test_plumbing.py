@@ -78,3 +78,11 @@ def test_every_setting_has_an_env_var_and_help() -> None:
 def test_errors_are_rooted_and_carry_location() -> None:
     exc = IngestError("bad JSON", source="a.jsonl", line=3)
     assert isinstance(exc, MemtocError) and str(exc) == "a.jsonl:3: bad JSON"
+
+
+def test_float_settings_accept_whole_numbers_from_the_config_file(tmp_path: Path) -> None:
+    floats = [s for s in REGISTRY if isinstance(s.default, float)]
+    assert floats, "no float setting to check"
+    (tmp_path / "config.toml").write_text(f"{floats[0].name} = 3\n")
+    s = load_settings({}, {"MEMTOC_HOME": str(tmp_path)})
+    assert getattr(s, floats[0].name) == 3.0

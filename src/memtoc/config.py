@@ -169,8 +169,10 @@ def _coerce(setting: Setting, value: Any, origin: str) -> Any:
     if setting.parse is _parse_csv and isinstance(value, list):
         return tuple(str(v) for v in value)
     expected = type(setting.default) if setting.default is not None else str
-    if expected is int and isinstance(value, bool):
+    if expected in (int, float) and isinstance(value, bool):
         raise ConfigError(f"expected a number, got {value!r} (from {origin})", setting=setting.env)
+    if expected is float and isinstance(value, int):
+        return float(value)  # `fusion_k = 60` in TOML is an int; a float setting takes it
     if not isinstance(value, expected):
         raise ConfigError(
             f"expected {expected.__name__}, got {value!r} (from {origin})", setting=setting.env
