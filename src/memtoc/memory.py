@@ -7,6 +7,7 @@ redactor, token counter, summariser.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable, Mapping
 from datetime import tzinfo
 from pathlib import Path
@@ -50,6 +51,9 @@ if TYPE_CHECKING:
     from memtoc.ingest.redact import Redactor
     from memtoc.pipeline.embed_step import EmbedReport, EmbedStep
     from memtoc.store.postgres import PostgresStore
+
+
+log = logging.getLogger("memtoc")
 
 
 class Memory:
@@ -435,7 +439,17 @@ class Memory:
     def _embed_new(self) -> EmbedReport | None:
         if self._embed_step is None:
             self._embed_step = self.semantic.embed_step()
-        return self._embed_step.run() if self._embed_step is not None else None
+        if self._embed_step is None:
+            return None
+        try:
+            return self._embed_step.run()
+        except EmbedderError as exc:
+            # A failing embedder must not stop the pipeline: search degrades to BM25-only and
+            # reports why (status, search output, log); `rebuild --vectors` catches up later.
+            log.warning("embedding failed, search continues BM25-only: %s", exc)
+            self.semantic.mark_failed(f"failed while embedding: {exc}")
+            self._embed_step = None
+            return None
 
     def rebuild_fts(self) -> dict[str, int]:
         """Re-index events and docs for BM25 with the current tokenisation (``rebuild --fts``)."""

@@ -64,6 +64,14 @@ class SemanticIndex:
                     self._error = str(exc)
         return self._embedder
 
+    def mark_failed(self, reason: str) -> None:
+        """Stop using the embedder after it failed at run time: search degrades to BM25-only and
+        says why, instead of the failure stopping the pipeline."""
+        self._embedder = None
+        self._loaded = True
+        self._error = reason
+        self._index = None
+
     @property
     def degraded(self) -> str | None:
         """``"no embedder: <reason>"`` when search must run BM25-only, else ``None``."""
