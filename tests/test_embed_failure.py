@@ -29,7 +29,7 @@ def test_failing_embedder_degrades_search_and_processing_completes(store: Sqlite
                 "role": "user",
                 "text": f"rotate the jwt signing key {i}",
                 "timestamp": 1_705_572_000_000 + i * 60_000,
-            }  # fmt: skip
+            }
             for i in range(5)
         ],
         project="p",
