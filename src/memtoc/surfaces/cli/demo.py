@@ -8,9 +8,11 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
-from memtoc.eval.synth import SynthConfig, generate, write_claude_code
+from memtoc.eval.synth import SynthConfig, generate_with_facts, write_claude_code
 from memtoc.surfaces.cli.app import app, console, open_memory, state
+from memtoc.surfaces.cli.search_cmds import _render as render_search
 from memtoc.surfaces.cli.store_cmds import print_ingest_report
 from memtoc.surfaces.cli.toc_cmds import _node_tree, print_expand
 
@@ -35,7 +37,8 @@ def demo(
         shutil.rmtree(home / "sample-transcripts", ignore_errors=True)
     transcripts = home / "sample-transcripts"
     console.rule("[bold]1. sample history")
-    files = write_claude_code(generate(SynthConfig(seed=seed, events=events)), transcripts)
+    stream, facts = generate_with_facts(SynthConfig(seed=seed, events=events))
+    files = write_claude_code(stream, transcripts)
     console.print(f"wrote {len(files)} Claude Code transcripts under {transcripts}")
     console.rule("[bold]2. ingest")
     with open_memory(ctx) as memory:
@@ -73,13 +76,27 @@ def demo(
             if grip_id:
                 console.rule(f"[bold]7. one grip: memtoc expand {grip_id}")
                 print_expand(memory.expand(grip_id))
+        for fact in facts[:2]:
+            console.rule(f"[bold]8. answer a question: memtoc search {fact.query!r}")
+            result = memory.search(fact.query, limit=5)
+            render_search(result)
+            # The transcripts carry their own ids (Claude Code uuids), so match the fact's text.
+            hit = any(fact.text[:60] in item.text for item in result.items)
+            console.print(
+                f"[dim]the planted answer ({fact.text[:70]}…) is "
+                f"{'[green]among[/]' if hit else '[red]not among[/]'} the results[/]"
+            )
+        console.rule(f"[bold]9. session-start context: memtoc context --project {project}")
+        context = memory.context(project=project, budget=400)
+        console.print(escape(context.text), highlight=False)
+        console.print(f"[dim]{context.tokens} tokens (budget 400)[/]")
     console.print(f"\nStore: {settings.db}  (try: memtoc --home {home} toc --project {project})")
     print_mcp_config(home)
 
 
 def print_mcp_config(home: Path) -> None:
     """How to give an agent this memory: the MCP server command and the hooks."""
-    console.rule("[bold]8. connect an agent (MCP)")
+    console.rule("[bold]10. connect an agent (MCP)")
     console.print("Claude Code:", highlight=False)
     console.print(f"  claude mcp add memtoc -- memtoc --home {home} mcp", highlight=False)
     console.print("or in .mcp.json (project) / ~/.claude.json:", highlight=False)
