@@ -157,17 +157,20 @@ def expand(
     grip = store.get_grip(grip_id)
     start = store.get_event(grip.event_id_start)
     end = store.get_event(grip.event_id_end)
-    lo, hi = (start.ts_ms, start.event_id), (end.ts_ms, end.event_id)
-    core = [
-        ev
-        for ev in store.scan_events(
+    # The range is cut from the session's events in store order (time, then append order), the
+    # same order session_neighbors uses, so events sharing a millisecond stay where they belong.
+    window = list(
+        store.scan_events(
             project=grip.project,
             session_id=grip.session_id,
             since_ms=start.ts_ms,
             until_ms=end.ts_ms + 1,
         )
-        if lo <= (ev.ts_ms, ev.event_id) <= hi
-    ]
+    )
+    ids = [ev.event_id for ev in window]
+    first = ids.index(start.event_id) if start.event_id in ids else 0
+    last = ids.index(end.event_id) if end.event_id in ids else len(ids) - 1
+    core = window[first : last + 1]
     prev, _ = store.session_neighbors(start, before=before, after=0, window_ms=window_ms)
     _, nxt = store.session_neighbors(end, before=0, after=after, window_ms=window_ms)
     events = (*prev, *core, *nxt)
