@@ -15,7 +15,6 @@ The ratio pipeline/baseline shows what filing an event costs over just reading i
 from __future__ import annotations
 
 import multiprocessing
-import queue as queue_module
 import resource
 import tempfile
 import time
@@ -24,6 +23,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from memtoc.errors import MemtocError
+from memtoc.eval.bench_child import run_in_child
 from memtoc.eval.bench_ingest import _draft
 from memtoc.eval.synth import SynthConfig, generate
 from memtoc.ingest.importer import Importer, IngestOptions
@@ -155,26 +155,6 @@ def run_process_bench(
     progress: Callable[[str, int], None] | None = None,
 ) -> dict[str, JsonValue]:
     """``measure_process`` in a fresh spawned child (its own peak RSS); returns its figures."""
-    ctx = multiprocessing.get_context("spawn")
-    queue = ctx.Queue()
-    proc = ctx.Process(target=_child, args=(events, seed, str(workdir) if workdir else None, queue))
-    proc.start()
-    try:
-        while True:
-            try:
-                kind, payload, n = queue.get(timeout=1.0)
-            except queue_module.Empty:
-                if proc.exitcode is not None:  # died without a word (killed, out of memory)
-                    raise MemtocError(
-                        f"bench process child ({events:,} events) exited with {proc.exitcode}"
-                    ) from None
-                continue
-            if kind == "progress":
-                if progress:
-                    progress(str(payload), int(n))
-            elif kind == "error" or not isinstance(payload, dict):
-                raise MemtocError(f"bench process ({events:,} events) failed: {payload}")
-            else:
-                return payload
-    finally:
-        proc.join()
+    return run_in_child(
+        "process", events, _child, (events, seed, str(workdir) if workdir else None), progress
+    )

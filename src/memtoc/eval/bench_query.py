@@ -27,7 +27,6 @@ which favours the baseline.
 from __future__ import annotations
 
 import multiprocessing
-import queue as queue_module
 import re
 import resource
 import tempfile
@@ -37,6 +36,7 @@ from pathlib import Path
 
 from memtoc.config import Settings, load_settings
 from memtoc.errors import MemtocError
+from memtoc.eval.bench_child import run_in_child
 from memtoc.eval.bench_ingest import _draft, _size
 from memtoc.eval.synth import PlantedFact, SynthConfig, generate_with_facts
 from memtoc.ingest.importer import Importer, IngestOptions
@@ -258,30 +258,13 @@ def run_query_bench(
 ) -> dict[str, JsonValue]:
     """``measure_query`` in a fresh spawned child (its own peak RSS; settings from its
     environment); returns its figures."""
-    ctx = multiprocessing.get_context("spawn")
-    out = ctx.Queue()
-    args = (events, queries, seed, str(workdir) if workdir else None, out)
-    proc = ctx.Process(target=_child, args=args)
-    proc.start()
-    try:
-        while True:
-            try:
-                kind, payload, n = out.get(timeout=1.0)
-            except queue_module.Empty:
-                if proc.exitcode is not None:  # died without a word (killed, out of memory)
-                    raise MemtocError(
-                        f"bench query child ({events:,} events) exited with {proc.exitcode}"
-                    ) from None
-                continue
-            if kind == "progress":
-                if progress:
-                    progress(str(payload), int(n))
-            elif kind == "error" or not isinstance(payload, dict):
-                raise MemtocError(f"bench query ({events:,} events) failed: {payload}")
-            else:
-                return payload
-    finally:
-        proc.join()
+    return run_in_child(
+        "query",
+        events,
+        _child,
+        (events, queries, seed, str(workdir) if workdir else None),
+        progress,
+    )
 
 
 def write_chart(results: list[dict[str, JsonValue]], out_dir: Path) -> Path:
