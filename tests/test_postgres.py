@@ -13,6 +13,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 from zoneinfo import ZoneInfo
 
 import numpy as np
@@ -113,11 +114,16 @@ def test_pipeline_on_postgres_builds_the_same_toc_as_sqlite(
     assert {kind for kind, _, _ in hits} >= {"node"}
 
 
-def _drain(url: str, worker_id: str) -> tuple[int, int, int]:
-    """One worker process: its own store and processor, draining until the outbox is idle."""
+def _drain(url: str, worker_id: str, start: Any) -> tuple[int, int, int]:
+    """One worker process: its own store and processor, draining until the outbox is idle.
+
+    Workers wait at ``start`` (a barrier) once set up, so a slow interpreter start-up does not
+    let the first worker drain the whole queue alone."""
     store = PostgresStore(url, clock=ManualClock(FAR_FUTURE), pool_size=2)
     try:
-        report = processor(store, worker_id).run(rollup=False)
+        proc = processor(store, worker_id)
+        start.wait(timeout=120)
+        report = proc.run(rollup=False)
         return report.entries, len(report.failed_entries), len(report.failed_segments)
     finally:
         store.close()
@@ -140,8 +146,9 @@ def test_four_worker_processes_drain_one_outbox_exactly_once(
     for batch in batches:
         pg.append_events(batch)
     ctx = multiprocessing.get_context("spawn")
-    with ctx.Pool(4) as pool:
-        results = pool.starmap(_drain, [(pg_url, f"worker-{i}") for i in range(4)])
+    with ctx.Manager() as manager, ctx.Pool(4) as pool:
+        start = manager.Barrier(4)
+        results = pool.starmap(_drain, [(pg_url, f"worker-{i}", start) for i in range(4)])
     assert sum(r[0] for r in results) == len(batches)  # every entry completed once, in total
     assert all(r[1] == 0 and r[2] == 0 for r in results), results
     assert sum(1 for r in results if r[0]) >= 2  # the work was actually shared

@@ -61,6 +61,8 @@ class PipelineConfig:
     """Outbox entries claimed at a time (each is still committed on its own)."""
     build_batch: int = 256
     """Segments fetched per build round."""
+    idle_poll_s: float = 0.05
+    """How long a worker waits before asking again when pending entries are held by others."""
 
     @classmethod
     def from_settings(cls, settings: Any) -> PipelineConfig:
@@ -189,7 +191,15 @@ class Processor:
             if progress is not None:
                 report.seconds = time.perf_counter() - started
                 progress(report)
-            if not claimed or not until_idle:
+            if not until_idle:
+                break
+            if not claimed:
+                # Nothing claimable. On a shared (PostgreSQL) outbox, entries may still be pending
+                # behind another worker's session lease: wait for them rather than leaving the
+                # queue to that one worker. Locally every pending entry is claimable.
+                if limit > 0 and self.store.outbox_counts().get("pending", 0) > 0:
+                    time.sleep(self.config.idle_poll_s)
+                    continue
                 break
         self.store.close_idle_segments(
             self.clock.now_ms() - self.config.segment_gap_minutes * _MINUTE
