@@ -347,11 +347,7 @@ class OpenAIChatClient:
         )
 
     def _shape_error(self, why: str, data: Any) -> LLMRequestError:
-        return LLMRequestError(
-            f"{self.provider}: unexpected response: {why}: {_snippet(scrub(str(data), self._api_key))}",
-            provider=self.provider,
-            status=200,
-        )
+        return shape_error(self.provider, self._api_key, why, data)
 
 
 class AnthropicClient:
@@ -438,8 +434,13 @@ class AnthropicClient:
         )
 
     def _shape_error(self, why: str, data: Any) -> LLMRequestError:
-        return LLMRequestError(
-            f"{self.provider}: unexpected response: {why}: {_snippet(scrub(str(data), self._api_key))}",
-            provider=self.provider,
-            status=200,
-        )
+        return shape_error(self.provider, self._api_key, why, data)
+
+
+def shape_error(provider: str, api_key: str | None, why: str, data: Any) -> LLMRequestError:
+    """A 200 response whose body is not the API's shape (the body quoted with the key scrubbed)."""
+    return LLMRequestError(
+        f"{provider}: unexpected response: {why}: {_snippet(scrub(str(data), api_key))}",
+        provider=provider,
+        status=200,
+    )
