@@ -55,6 +55,12 @@ _dumps = _ENCODER.encode
 """JSON text of a value, keys in their given order (metadata is kept verbatim)."""
 
 
+def _conditions(*pairs: tuple[str, Any]) -> tuple[list[str], list[Any]]:
+    """WHERE clauses and their parameters, for the filters that are given (not None)."""
+    given = [(clause, value) for clause, value in pairs if value is not None]
+    return [c for c, _ in given], [v for _, v in given]
+
+
 def _row_to_event(row: Sequence[Any]) -> Event:
     return Event(
         event_id=row[1],
@@ -343,20 +349,12 @@ class SqliteStore:
         limit: int | None = None,
         descending: bool = False,
     ) -> Iterator[Event]:
-        where: list[str] = []
-        params: list[Any] = []
-        if project is not None:
-            where.append("project = ?")
-            params.append(project)
-        if session_id is not None:
-            where.append("session_id = ?")
-            params.append(session_id)
-        if since_ms is not None:
-            where.append("ts_ms >= ?")
-            params.append(since_ms)
-        if until_ms is not None:
-            where.append("ts_ms < ?")
-            params.append(until_ms)
+        where, params = _conditions(
+            ("project = ?", project),
+            ("session_id = ?", session_id),
+            ("ts_ms >= ?", since_ms),
+            ("ts_ms < ?", until_ms),
+        )
         # Keyset pagination on (ts_ms, seq): a huge scan neither holds the lock between pages
         # nor loads everything, each page costs the same, and events of one millisecond keep
         # their append (file) order.
@@ -593,20 +591,13 @@ class SqliteStore:
         since_ms: int | None = None,
         until_ms: int | None = None,
     ) -> list[TocNode]:
-        where = ["n.project = ?"]
-        params: list[Any] = [project]
-        if level is not None:
-            where.append("n.level = ?")
-            params.append(level)
-        if parent_id is not None:
-            where.append("n.parent_id = ?")
-            params.append(parent_id)
-        if since_ms is not None:
-            where.append("n.end_ms > ?")
-            params.append(since_ms)
-        if until_ms is not None:
-            where.append("n.start_ms < ?")
-            params.append(until_ms)
+        where, params = _conditions(
+            ("n.project = ?", project),
+            ("n.level = ?", level),
+            ("n.parent_id = ?", parent_id),
+            ("n.end_ms > ?", since_ms),  # periods overlapping [since, until)
+            ("n.start_ms < ?", until_ms),
+        )
         rows = self._query(
             "SELECT n.node_id, v.version, v.data FROM toc_nodes n JOIN toc_node_versions v "
             "ON v.project = n.project AND v.node_id = n.node_id AND v.version = n.version "
