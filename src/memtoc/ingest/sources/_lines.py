@@ -206,3 +206,14 @@ def mtime_ms(path: Path) -> int:
         return path.stat().st_mtime_ns // 1_000_000
     except OSError as exc:
         raise IngestError(f"cannot stat: {exc.strerror}", source=str(path)) from exc
+
+
+def session_hint_from(session_id: str, cwd: str | None) -> dict[str, str]:
+    """A source's ``session_hint``: the session id, and the working directory and its project."""
+    hint = {"session_id": session_id}
+    if cwd is not None:
+        hint["cwd"] = cwd
+        project = basename(cwd)
+        if project is not None:
+            hint["project"] = project
+    return hint

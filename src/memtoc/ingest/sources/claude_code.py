@@ -48,6 +48,7 @@ from memtoc.ingest.sources._lines import (
     iter_lines,
     mtime_ms,
     parse_timestamp,
+    session_hint_from,
 )
 from memtoc.ingest.sources.base import EventDraft, RawRecord, SourceOptions
 from memtoc.model import JsonValue
@@ -114,13 +115,7 @@ class ClaudeCodeSource:
     def session_hint(self, path: Path) -> Mapping[str, str]:
         """``session_id``, ``cwd`` and ``project`` from the first lines that name them."""
         context = _file_context(path)
-        hint = {"session_id": context.session_id}
-        if context.cwd is not None:
-            hint["cwd"] = context.cwd
-            project = basename(context.cwd)
-            if project is not None:
-                hint["project"] = project
-        return hint
+        return session_hint_from(context.session_id, context.cwd)
 
 
 def _line(obj: dict[str, Any], stem: str, options: SourceOptions, record: RawRecord) -> None:

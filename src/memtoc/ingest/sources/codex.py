@@ -47,6 +47,7 @@ from memtoc.ingest.sources._lines import (
     iter_lines,
     mtime_ms,
     parse_timestamp,
+    session_hint_from,
 )
 from memtoc.ingest.sources.base import EventDraft, RawRecord, SourceOptions
 from memtoc.model import JsonValue
@@ -156,13 +157,7 @@ class CodexSource:
     def session_hint(self, path: Path) -> Mapping[str, str]:
         """``session_id``, ``cwd`` and ``project`` from the session's first line."""
         session = _read_session(path)
-        hint = {"session_id": session.session_id}
-        if session.cwd is not None:
-            hint["cwd"] = session.cwd
-            project = basename(session.cwd)
-            if project is not None:
-                hint["project"] = project
-        return hint
+        return session_hint_from(session.session_id, session.cwd)
 
 
 _Found = tuple[int, list[_Part], int] | str
