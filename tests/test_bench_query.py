@@ -74,3 +74,25 @@ def test_bench_query_cli_json_and_chart(tmp_path: Path, monkeypatch: pytest.Monk
     chart = Path(data["chart"])
     assert chart == out / "query_latency.png"
     assert chart.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_bench_query_store_dir_builds_once_then_reuses(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MEMTOC_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("MEMTOC_EMBEDDER", "none")
+    keep = tmp_path / "stores"
+    args = ["bench", "query", "--events", "1500", "--queries", "10", "--json",
+            "--out", str(tmp_path / "bench"), "--store-dir", str(keep)]  # fmt: skip
+    first = CliRunner().invoke(app, args)
+    assert first.exit_code == 0, first.output
+    (built,) = json.loads(first.output)["results"]
+    assert built["store_reused"] is False
+    assert (keep / "query-1500-seed7.db").exists() and (keep / "query-1500-seed7.ready").exists()
+    second = CliRunner().invoke(app, args)
+    assert second.exit_code == 0, second.output
+    (reused,) = json.loads(second.output)["results"]
+    assert reused["store_reused"] is True and reused["setup_s"] < built["setup_s"]
+    # the reused store answers the same planted facts as well as the fresh one
+    for mode in ("teleport-bm25", "scan-baseline"):
+        assert reused["modes"][mode]["hit_rate_at_10"] == built["modes"][mode]["hit_rate_at_10"]

@@ -26,6 +26,7 @@ which favours the baseline.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import re
 import resource
@@ -109,6 +110,43 @@ def _ingest(store: SqliteStore, events: Iterator[Event], progress: Progress | No
             progress("ingest", len(chunk))
 
 
+def _build(
+    memory: Memory, store: SqliteStore, stream: Iterator[Event], progress: Progress | None
+) -> None:
+    """Ingest ``stream``, process it (segments, summaries, indexes, embeddings) and roll up."""
+    _ingest(store, stream, progress)
+    seen = 0
+
+    def on_process(report: object) -> None:
+        nonlocal seen
+        done = int(getattr(report, "events", 0))
+        if progress and done > seen:
+            progress("process", done - seen)
+            seen = done
+
+    memory.process(progress=on_process)
+    memory.rollup(force=True)
+
+
+@contextlib.contextmanager
+def _store_path(
+    events: int, seed: int, workdir: Path | None, store_dir: Path | None
+) -> Iterator[tuple[Path, Path]]:
+    """``(db, ready_marker)``: a temporary store, or with ``store_dir`` a kept one named by size
+    and seed, reused by later runs once its marker exists (a build cut short is started over)."""
+    if store_dir is None:
+        with tempfile.TemporaryDirectory(dir=workdir) as tmp:
+            yield Path(tmp) / "memtoc.db", Path(tmp) / "ready"
+        return
+    store_dir.mkdir(parents=True, exist_ok=True)
+    db = store_dir / f"query-{events}-seed{seed}.db"
+    ready = db.with_suffix(".ready")
+    if not ready.exists():
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{db}{suffix}").unlink(missing_ok=True)
+    yield db, ready
+
+
 def _mode_runners(
     memory: Memory, store: SqliteStore, facts: list[PlantedFact]
 ) -> dict[str, Callable[[PlantedFact], set[str] | None]]:
@@ -155,15 +193,16 @@ def measure_query(
     queries: int = 200,
     seed: int = 7,
     workdir: Path | None = None,
+    store_dir: Path | None = None,
     settings: Settings | None = None,
     progress: Progress | None = None,
 ) -> dict[str, JsonValue]:
-    """Build an N-event store (untimed), then time ``queries`` queries per mode (in-process)."""
+    """Build an N-event store (untimed; with ``store_dir``, kept and reused by later runs), then
+    time ``queries`` queries per mode (in-process)."""
     if queries < 1:
         raise MemtocError(f"--queries must be at least 1 (got {queries})")
     settings = settings or load_settings()
-    with tempfile.TemporaryDirectory(dir=workdir) as tmp:
-        db = Path(tmp) / "memtoc.db"
+    with _store_path(events, seed, workdir, store_dir) as (db, ready):
         store = SqliteStore(db, durability="normal")
         memory = Memory(store, settings=settings)
         try:
@@ -171,18 +210,10 @@ def measure_query(
             if not facts:
                 raise MemtocError(f"the {events:,}-event synthetic history holds no planted facts")
             t0 = time.perf_counter()
-            _ingest(store, stream, progress)
-            seen = 0
-
-            def on_process(report: object) -> None:
-                nonlocal seen
-                done = int(getattr(report, "events", 0))
-                if progress and done > seen:
-                    progress("process", done - seen)
-                    seen = done
-
-            memory.process(progress=on_process)
-            memory.rollup(force=True)
+            reused = ready.exists()
+            if not reused:
+                _build(memory, store, stream, progress)
+                ready.write_text(f"{events} events, seed {seed}\n")
             setup_s = time.perf_counter() - t0
             runners = _mode_runners(memory, store, facts)
             workload = [facts[i % len(facts)] for i in range(queries)]
@@ -215,6 +246,7 @@ def measure_query(
                 "queries": queries,
                 "facts": len(facts),
                 "setup_s": round(setup_s, 3),
+                "store_reused": reused,
                 "embedder": embedder.name if embedder is not None else None,
                 "db_bytes": _size(db),
                 "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
@@ -230,6 +262,7 @@ def _child(
     queries: int,
     seed: int,
     workdir: str | None,
+    store_dir: str | None,
     out: multiprocessing.Queue,  # type: ignore[type-arg]
 ) -> None:
     def report(stage: str, n: int) -> None:
@@ -241,6 +274,7 @@ def _child(
             queries=queries,
             seed=seed,
             workdir=Path(workdir) if workdir else None,
+            store_dir=Path(store_dir) if store_dir else None,
             progress=report,
         )
         out.put(("done", result, 0))
@@ -254,6 +288,7 @@ def run_query_bench(
     queries: int = 200,
     seed: int = 7,
     workdir: Path | None = None,
+    store_dir: Path | None = None,
     progress: Progress | None = None,
 ) -> dict[str, JsonValue]:
     """``measure_query`` in a fresh spawned child (its own peak RSS; settings from its
@@ -262,7 +297,13 @@ def run_query_bench(
         "query",
         events,
         _child,
-        (events, queries, seed, str(workdir) if workdir else None),
+        (
+            events,
+            queries,
+            seed,
+            str(workdir) if workdir else None,
+            str(store_dir) if store_dir else None,
+        ),
         progress,
     )
 

@@ -142,6 +142,13 @@ def bench_query(
     workdir: Annotated[
         Path | None, typer.Option("--workdir", help="Where the temporary stores go.")
     ] = None,
+    store_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--store-dir",
+            help="Keep each size's built store here and reuse it in later runs (setup skipped).",
+        ),
+    ] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Query latency (p50/p95), throughput and planted-fact hit rate@10 per mode, against a flat
@@ -150,7 +157,9 @@ def bench_query(
 
     def one(n: int) -> dict[str, Any]:
         if json_out:
-            return run_query_bench(n, queries=queries, seed=seed, workdir=workdir)
+            return run_query_bench(
+                n, queries=queries, seed=seed, workdir=workdir, store_dir=store_dir
+            )
         with _progress(f"query {n:,}") as bar:
             tasks = {s: bar.add_task(s, total=n) for s in ("ingest", "process")}
             tasks["query"] = bar.add_task("query", total=None)
@@ -159,6 +168,7 @@ def bench_query(
                 queries=queries,
                 seed=seed,
                 workdir=workdir,
+                store_dir=store_dir,
                 progress=lambda s, k: bar.advance(tasks[s], k),
             )
 
@@ -185,7 +195,8 @@ def bench_query(
         for mode, why in r["skipped"].items():
             table.add_row("", mode, "", "", "", f"skipped ({why})")
         sizes.add_row(
-            f"{r['events']:,}", str(r["setup_s"]), str(r["peak_rss_mb"]),
+            f"{r['events']:,}", "reused" if r.get("store_reused") else str(r["setup_s"]),
+            str(r["peak_rss_mb"]),
             f"{r['db_bytes'] / 1e6:.0f}", str(r["embedder"]),
         )  # fmt: skip
     console.print(table)
