@@ -37,6 +37,7 @@ from pathlib import Path
 
 from memtoc.config import Settings, load_settings
 from memtoc.errors import MemtocError
+from memtoc.eval.bench_charts import line_chart
 from memtoc.eval.bench_child import run_in_child
 from memtoc.eval.bench_ingest import _draft, _size
 from memtoc.eval.synth import PlantedFact, SynthConfig, generate_with_facts
@@ -310,35 +311,19 @@ def run_query_bench(
 
 def write_chart(results: list[dict[str, JsonValue]], out_dir: Path) -> Path:
     """Plot p95 latency against N, one line per mode (log-log), to ``out_dir/query_latency.png``."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / "query_latency.png"
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    try:
-        for mode in MODES:
-            points = []
-            for r in results:
-                figures = r["modes"]
-                if isinstance(figures, dict) and isinstance(figures.get(mode), dict):
-                    stats = figures[mode]
-                    assert isinstance(stats, dict)
-                    points.append((r["events"], stats["p95_ms"]))
-            if points:
-                xs, ys = zip(*sorted(points, key=lambda p: float(str(p[0]))), strict=True)
-                ax.plot(xs, ys, marker="o", label=mode)
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_xlabel("events in the store (N)")
-        ax.set_ylabel("p95 latency (ms)")
-        ax.set_title("memtoc bench query: p95 latency per mode")
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend()
-        fig.tight_layout()
-        fig.savefig(path, dpi=120)
-    finally:
-        plt.close(fig)
-    return path
+    series: dict[str, list[tuple[float, float]]] = {}
+    for mode in MODES:
+        for r in results:
+            figures = r["modes"]
+            if isinstance(figures, dict) and isinstance(figures.get(mode), dict):
+                stats = figures[mode]
+                assert isinstance(stats, dict)
+                point = (float(str(r["events"])), float(str(stats["p95_ms"])))
+                series.setdefault(mode, []).append(point)
+    return line_chart(
+        out_dir / "query_latency.png",
+        series,
+        title="memtoc bench query: p95 latency per mode",
+        ylabel="p95 latency (ms)",
+        log_y=True,
+    )

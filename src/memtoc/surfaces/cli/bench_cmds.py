@@ -40,9 +40,14 @@ def bench_ingest(
     redact: Annotated[
         bool, typer.Option("--redact/--no-redact", help="Secret redaction on the memtoc side.")
     ] = True,
+    out: Annotated[
+        Path, typer.Option("--out", help="Where the chart (ingest_throughput.png) goes.")
+    ] = Path("artifacts/bench"),
     json_out: JsonOpt = False,
 ) -> None:
-    """Ingest throughput (events/s, MB/s, peak RSS) against raw SQLite inserts."""
+    """Ingest throughput (events/s, MB/s, peak RSS) against raw SQLite inserts; events/s against
+    N charted to OUT/ingest_throughput.png."""
+    from memtoc.eval.bench_charts import ingest_chart
     from memtoc.eval.bench_ingest import run_ingest_bench
 
     results = []
@@ -63,8 +68,9 @@ def bench_ingest(
                     progress=lambda k: bar.advance(task, k),  # noqa: B023 (called within this iteration)
                 )
         results.append(result.to_dict())
+    chart = ingest_chart(results, out)
     if json_out:
-        emit_json({"bench": "ingest", "results": results})
+        emit_json({"bench": "ingest", "chart": str(chart), "results": results})
         return
     table = Table(
         title=f"bench ingest (durability={durability}, batch={batch_size}, "
@@ -85,6 +91,7 @@ def bench_ingest(
             f"{r['memtoc']['db_bytes'] / 1e6:.0f}",
         )
     console.print(table)
+    console.print(f"chart: {chart}")
 
 
 @bench_app.command("process")
@@ -96,9 +103,14 @@ def bench_process(
     workdir: Annotated[
         Path | None, typer.Option("--workdir", help="Where the temporary stores go.")
     ] = None,
+    out: Annotated[
+        Path, typer.Option("--out", help="Where the chart (process_throughput.png) goes.")
+    ] = Path("artifacts/bench"),
     json_out: JsonOpt = False,
 ) -> None:
-    """Pipeline throughput (process + forced rollup) against a plain scan of the same events."""
+    """Pipeline throughput (process + forced rollup) against a plain scan of the same events;
+    events/s against N charted to OUT/process_throughput.png."""
+    from memtoc.eval.bench_charts import process_chart
     from memtoc.eval.bench_process import run_process_bench
 
     def one(n: int) -> dict[str, Any]:
@@ -111,8 +123,9 @@ def bench_process(
             )
 
     results = [one(n) for n in events]
+    chart = process_chart(results, out)
     if json_out:
-        emit_json({"bench": "process", "results": results})
+        emit_json({"bench": "process", "chart": str(chart), "results": results})
         return
     table = Table(title="bench process (ingest untimed; process + rollup --force vs. scan)")
     for col in ("events", "scan ev/s", "pipe ev/s", "µs/ev", "ratio", "process s", "rollup s",
@@ -126,6 +139,7 @@ def bench_process(
             str(r["peak_rss_mb"]),
         )  # fmt: skip
     console.print(table)
+    console.print(f"chart: {chart}")
 
 
 # -- bench query (memtoc.eval.bench_query) ---------------------------------------------------------
