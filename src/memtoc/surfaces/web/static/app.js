@@ -1,0 +1,1 @@
+// memtoc web TOC browser (entry module)
