@@ -37,10 +37,12 @@ from memtoc.retrieval import navigate
 from memtoc.retrieval.bookmark_step import BookmarkConfig, BookmarkReport, BookmarkStep
 from memtoc.retrieval.bookmarks import BookmarkDetector, effective_importance
 from memtoc.retrieval.context import DEFAULT_BUDGET, TOP_BOOKMARKS, ContextView, build_context
+from memtoc.retrieval.drill import DEFAULT_BEAM, DEFAULT_SEGMENTS, DrillResult, drill
 from memtoc.retrieval.embedding_index import SemanticIndex
-from memtoc.retrieval.hybrid import Fusion, SearchResult, fusion_from_settings, search
+from memtoc.retrieval.hybrid import Fusion, SearchResult, fusion_from_settings
 from memtoc.retrieval.navigate import ExpandView, NodeView
 from memtoc.retrieval.teleport import SearchFilters, rebuild_fts
+from memtoc.retrieval.time_search import time_search
 from memtoc.services import ROLLUP_LEVELS, build_summarizer, store_timezone
 from memtoc.store import maintenance
 from memtoc.store.maintenance import VerifyReport
@@ -393,7 +395,19 @@ class Memory:
             "summarizer_configured": self.settings.summarizer if self.settings else "extractive",
             "embedder": embedder.name if embedder is not None else None,
             "embedder_degraded": self.semantic.degraded,
+            # serve & status (surfaces/serve.py): the last run of each rollup level
+            "rollups": {
+                job.removeprefix("rollup:"): value
+                for job, value in self.store.list_checkpoints("rollup:").items()
+            },
         }
+
+    def projects(self) -> list[dict[str, JsonValue]]:
+        """Every project with its event count, by name (HTTP ``/v1/projects``)."""
+        return [
+            {"project": name, "events": self.store.count_events(name)}
+            for name in self.store.projects()
+        ]
 
     # -- search (memtoc.retrieval.hybrid, teleport, tiers) -----------------------------------------
     def search(
@@ -411,9 +425,15 @@ class Memory:
         limit: int = 10,
         depth: str = "L0",
         mode: str = "auto",
+        at_ms: int | None = None,
+        time_mode: str = "filter",
     ) -> SearchResult:
         """Teleport: BM25 and vectors fused (BM25-only, marked ``degraded``, without an embedder)
-        over nodes, grips, bookmarks and events; items at ``depth`` (L0, L1 or L2)."""
+        over nodes, grips, bookmarks and events; items at ``depth`` (L0, L1 or L2).
+
+        A time expression in the query ("last week", "before the migration") is resolved at
+        ``at_ms`` (default: now) in the store's time zone and applied as ``time_mode`` (``filter``,
+        ``boost`` or ``off``; ``memtoc.retrieval.time_search``); ``time_range`` reports it."""
         scope = [*([project] if project is not None else []), *(projects or ())]
         filters = SearchFilters(
             projects=tuple(dict.fromkeys(scope)) or None,
@@ -424,16 +444,54 @@ class Memory:
             session_id=session_id,
             role=role,
         )
-        return search(
+        return time_search(
             self.sqlite_store("search"),
             self.counter,
             query,
             filters,
+            reference_ms=at_ms if at_ms is not None else self.clock.now_ms(),
+            tz=self.tz,
+            time_mode=time_mode,
             semantic=self.semantic,
             limit=limit,
             depth=depth,
             mode=mode,
             fusion=self.fusion,
+        )
+
+    # -- drill-down and time in queries (memtoc.retrieval.drill, time_search) ---------------------
+    def drill(
+        self,
+        query: str,
+        *,
+        project: str | None = None,
+        projects: Iterable[str] | None = None,
+        since_ms: int | None = None,
+        until_ms: int | None = None,
+        at_ms: int | None = None,
+        beam: int = DEFAULT_BEAM,
+        segments: int = DEFAULT_SEGMENTS,
+        limit: int = 10,
+        depth: str = "L0",
+    ) -> DrillResult:
+        """Drill-down: year → month → week → day → segment, each step inside the chosen parents'
+        periods, then the best events there (fallback: flat search). A time expression in the
+        query is resolved at ``at_ms`` (default: now) and restricts the roots."""
+        scope = [*([project] if project is not None else []), *(projects or ())]
+        return drill(
+            self.sqlite_store("drill"),
+            self.counter,
+            query,
+            projects=scope or None,
+            semantic=self.semantic,
+            at_ms=at_ms if at_ms is not None else self.clock.now_ms(),
+            tz=self.tz,
+            since_ms=since_ms,
+            until_ms=until_ms,
+            beam=beam,
+            segments=segments,
+            limit=limit,
+            depth=depth,
         )
 
     def _embed_new(self) -> EmbedReport | None:

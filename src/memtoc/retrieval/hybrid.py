@@ -98,6 +98,9 @@ class SearchResult:
     """Why the configured method could not run in full (``no embedder: …``), else ``None``."""
     depth: str
     items: tuple[SearchItem, ...]
+    time_range: dict[str, JsonValue] | None = None
+    """The time expression resolved from the query and how it was applied
+    (``time_search.ResolvedTime.to_dict``), else ``None``."""
 
     @property
     def tokens(self) -> int:
@@ -112,6 +115,7 @@ class SearchResult:
             "depth": self.depth,
             "tokens": self.tokens,
             "items": [item.to_dict() for item in self.items],
+            "time_range": self.time_range,
         }
 
 

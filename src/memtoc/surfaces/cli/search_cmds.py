@@ -1,4 +1,5 @@
-"""``memtoc search`` (teleport: BM25 + vectors, fused) and ``memtoc rebuild`` (derived indexes)."""
+"""``memtoc search`` (teleport: BM25 + vectors, fused; ``--drill``: drill-down through the TOC;
+``--at``: the reference time for "last week") and ``memtoc rebuild`` (derived indexes)."""
 
 from __future__ import annotations
 
@@ -13,19 +14,54 @@ from rich.markup import escape
 from rich.table import Table
 
 from memtoc.clock import SystemClock
+from memtoc.retrieval.drill import DEFAULT_BEAM, DrillResult
 from memtoc.retrieval.hybrid import SearchResult
+from memtoc.retrieval.time_search import TIME_MODES
 from memtoc.surfaces.cli.app import JsonOpt, app, console, emit_json, fail, open_memory
 from memtoc.surfaces.cli.timeparse import parse_instant
 
 
-def _render(result: SearchResult) -> None:
-    head = f"[bold]{escape(result.query)}[/] — {result.mode}"
-    if result.fusion:
-        head += f" ({result.fusion})"
+def _render_time(time_range: dict[str, object] | None) -> None:
+    if time_range is None:
+        return
+    expr = escape(str(time_range["expression"]))
+    if time_range["start_time"] is None:
+        console.print(f"[yellow]time:[/] {expr!r} could not be resolved", highlight=False)
+        return
+    anchor = (
+        f" (after/before {escape(str(time_range['anchor']))!r})" if time_range["anchor"] else ""
+    )
+    console.print(
+        f"time: {expr!r}{anchor} → {time_range['start_time']} … {time_range['end_time']} "
+        f"({time_range['applied']})",
+        highlight=False,
+    )
+
+
+def _render_path(result: DrillResult) -> None:
+    for step in result.path:
+        chosen = ", ".join(f"{escape(c.node.node_id)} ({c.score:.2f})" for c in step.chosen)
+        console.print(f"  {step.level:<8} {step.candidates:>4} → {chosen or '—'}", highlight=False)
+    if result.reason:
+        console.print(f"[yellow]drill dropped:[/] {escape(result.reason)}", highlight=False)
+    if result.fallback:
+        console.print(f"fallback: {' → '.join(result.fallback)}", highlight=False)
+
+
+def _render(result: SearchResult | DrillResult) -> None:
+    if isinstance(result, DrillResult):
+        head = f"[bold]{escape(result.query)}[/] — drill"
+    else:
+        head = f"[bold]{escape(result.query)}[/] — {result.mode}"
+        if result.fusion:
+            head += f" ({result.fusion})"
     head += f", {len(result.items)} items, {result.tokens} tokens at {result.depth}"
     console.print(head, highlight=False)
     if result.degraded:
         console.print(f"[yellow]degraded:[/] {escape(result.degraded)}", highlight=False)
+    _render_time(result.time_range)
+    if isinstance(result, DrillResult):
+        _render_path(result)
     if not result.items:
         console.print("no results")
         return
@@ -79,17 +115,53 @@ def search(
     mode: Annotated[
         str, typer.Option("--mode", help="auto (hybrid when an embedder loads), bm25, vector.")
     ] = "auto",
+    at: Annotated[
+        str | None,
+        typer.Option("--at", help="Reference time for 'last week', 'yesterday' … (default: now)."),
+    ] = None,
+    time_mode: Annotated[
+        str,
+        typer.Option("--time", help="A time expression in the query: filter, boost or off."),
+    ] = "filter",
+    drill: Annotated[
+        bool,
+        typer.Option("--drill", help="Drill down year → … → segment, then the best events there."),
+    ] = False,
+    beam: Annotated[
+        int, typer.Option("--beam", help="--drill: candidates kept per level.")
+    ] = DEFAULT_BEAM,
     json_out: JsonOpt = False,
 ) -> None:
-    """Teleport: search nodes, grips, bookmarks and events (BM25 + vectors, fused)."""
+    """Teleport: search nodes, grips, bookmarks and events (BM25 + vectors, fused).
+
+    A time expression in the query ("last week", "in March", "before the migration") is resolved
+    against --at (default now) and filters the results (--time boost: ranks them first instead).
+    --drill navigates the table of contents instead, each level inside the periods chosen above it.
+    """
     if (query is None) == (queries is None):
         raise fail("give a QUERY or --queries FILE (not both)")
+    if time_mode not in TIME_MODES:
+        raise fail(f"--time must be one of {', '.join(TIME_MODES)} (got {time_mode!r})")
+    if drill and (level or kind or session or role or mode != "auto" or time_mode != "filter"):
+        raise fail("--drill takes no --level, --kind, --session, --role, --mode or --time")
     now = SystemClock().now_ms()
     since_ms = parse_instant(since, now_ms=now, option="--since")
     until_ms = parse_instant(until, now_ms=now, option="--until")
+    at_ms = parse_instant(at, now_ms=now, option="--at")
     with open_memory(ctx, read_only=True) as memory:
 
-        def run(text: str) -> SearchResult:
+        def run(text: str) -> SearchResult | DrillResult:
+            if drill:
+                return memory.drill(
+                    text,
+                    projects=project or None,
+                    since_ms=since_ms,
+                    until_ms=until_ms,
+                    at_ms=at_ms,
+                    beam=beam,
+                    limit=limit,
+                    depth=depth,
+                )
             return memory.search(
                 text,
                 projects=project or None,
@@ -102,6 +174,8 @@ def search(
                 limit=limit,
                 depth=depth,
                 mode=mode,
+                at_ms=at_ms,
+                time_mode=time_mode,
             )
 
         if queries is not None:
@@ -115,7 +189,7 @@ def search(
         _render(result)
 
 
-def _batch(path: Path, run: Callable[[str], SearchResult]) -> None:
+def _batch(path: Path, run: Callable[[str], SearchResult | DrillResult]) -> None:
     """One JSON object per input line, in order (blank lines give empty results too)."""
     try:
         lines = path.read_text(encoding="utf-8").splitlines()

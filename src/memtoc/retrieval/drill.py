@@ -1,0 +1,400 @@
+"""Drill-down (DESIGN §5): year → month → week → day → segment, each step searching only inside
+the periods of the parents it chose, then the best events inside the chosen segments.
+
+How one step scores a candidate node (a child of a chosen parent):
+
+- **own similarity**: how well its summary matches — BM25 over the node's search document (the
+  FTS index over nodes: title, bullets, keywords, L0), normalised 0..1 among the candidates, and,
+  with an embedder, the cosine between the query and the node's vector (the two averaged);
+- **evidence**: the best similarity of an *event inside the candidate's window* (BM25 over events,
+  plus cosine with an embedder, averaged), searched only inside the parent's window;
+- ``similarity = max(own, evidence)`` and ``score = similarity * DEPTH_BOOST[level]`` (the boost
+  grows with depth: a specific match deep in the tree outranks a vague one high up; it is what
+  makes the scores of different levels comparable in the path and for the fallback threshold).
+
+A candidate's *window* is its span intersected with its parent's window (and the query's time
+range), so every step — and every returned event — stays inside every period chosen above it.
+Levels that do not exist yet (rollups not run) are skipped: the first level that has nodes gives
+the roots.
+
+Why the answer in a month of a year that is **not the global top year** is still found: a naive
+drill keeps the single best year by its summary, and a year whose summary is dense with weak
+matches (many sessions mentioning the query's common words) beats the year whose one month holds
+the exact answer — summaries are lossy and rarely name one detail. Two things prevent that here:
+(1) a **beam**: each level keeps its ``beam`` best candidates, not one, so the second-best year is
+still descended into; (2) **evidence**: a period's score includes the best event match inside it,
+so the month holding the exact answer scores as high as the answer itself and wins across the
+beam, whatever its year's summary says.
+
+Fallback cascade: when the drill ends with nothing good (no segment, or the best segment's
+similarity below ``min_similarity``), its items are dropped and the result comes from flat search
+restricted to the query's time range (``range``), then flat search (``flat``). The same cascade
+also *fills* a drill that found good but fewer than ``limit`` events. ``DrillResult.fallback``
+names the stages that contributed items, ``reason`` why the drill itself was dropped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import tzinfo
+
+from memtoc.errors import QueryError
+from memtoc.model import Event, JsonValue, TocNode
+from memtoc.retrieval.embedding_index import SemanticIndex
+from memtoc.retrieval.teleport import SearchFilters, bm25_search
+from memtoc.retrieval.tiers import TIERS, SearchItem, TierRenderer
+from memtoc.retrieval.time_search import ResolvedTime, anchor_searcher, resolve_time
+from memtoc.store.sqlite import SqliteStore
+from memtoc.text.tokens import TokenCounter
+
+LEVEL_ORDER: tuple[str, ...] = ("year", "month", "week", "day", "segment")
+DEPTH_BOOST: dict[str, float] = {
+    "year": 0.6,
+    "month": 0.7,
+    "week": 0.8,
+    "day": 0.9,
+    "segment": 1.0,
+}
+DEFAULT_BEAM = 3
+DEFAULT_SEGMENTS = 5
+MIN_SIMILARITY = 0.2
+"""Below this best-segment similarity the drill's own items are dropped (fallback)."""
+EVIDENCE_POOL = 200
+"""Events ranked per window when looking for evidence (BM25 and vectors each)."""
+_ALL_TIME = (0, 2**62)
+
+Key = tuple[str, str]
+"""(project, id)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Scored:
+    """A candidate node, the window it was searched in and its similarities."""
+
+    node: TocNode
+    window: tuple[int, int]
+    own: float
+    evidence: float
+
+    @property
+    def similarity(self) -> float:
+        return max(self.own, self.evidence)
+
+    @property
+    def score(self) -> float:
+        return self.similarity * DEPTH_BOOST[self.node.level]
+
+
+@dataclass(frozen=True, slots=True)
+class DrillStep:
+    """One level of the drill: how many candidates were scored and which were kept."""
+
+    level: str
+    candidates: int
+    chosen: tuple[Scored, ...]
+
+    def to_dict(self) -> dict[str, JsonValue]:
+        return {
+            "level": self.level,
+            "candidates": self.candidates,
+            "chosen": [
+                {
+                    "node_id": s.node.node_id,
+                    "project": s.node.project,
+                    "title": s.node.title,
+                    "score": round(s.score, 6),
+                    "own": round(s.own, 6),
+                    "evidence": round(s.evidence, 6),
+                }
+                for s in self.chosen
+            ],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class DrillResult:
+    """What ``drill`` returns: the path taken, the items, and whether it fell back."""
+
+    query: str
+    depth: str
+    path: tuple[DrillStep, ...]
+    items: tuple[SearchItem, ...]
+    fallback: tuple[str, ...] = ()
+    """Cascade stages that contributed items (``range``, ``flat``); empty: the drill alone."""
+    reason: str | None = None
+    """Why the drill's own items were dropped, else None."""
+    time_range: dict[str, JsonValue] | None = None
+    degraded: str | None = None
+
+    @property
+    def tokens(self) -> int:
+        return sum(item.tokens for item in self.items)
+
+    @property
+    def chosen_segments(self) -> tuple[Scored, ...]:
+        return next((s.chosen for s in self.path if s.level == "segment"), ())
+
+    def to_dict(self) -> dict[str, JsonValue]:
+        return {
+            "query": self.query,
+            "depth": self.depth,
+            "path": [step.to_dict() for step in self.path],
+            "fallback": list(self.fallback),
+            "reason": self.reason,
+            "time_range": self.time_range,
+            "degraded": self.degraded,
+            "tokens": self.tokens,
+            "items": [item.to_dict() for item in self.items],
+        }
+
+
+@dataclass
+class _Matches:
+    """Event similarities found in one window: ``(project, event_id) → (similarity, event)``."""
+
+    found: dict[Key, tuple[float, Event]] = field(default_factory=dict)
+
+    def inside(self, node: TocNode, window: tuple[int, int]) -> list[tuple[float, Event]]:
+        lo, hi = window
+        return [
+            (sim, ev)
+            for (project, _), (sim, ev) in self.found.items()
+            if project == node.project
+            and lo <= ev.ts_ms < hi
+            and (node.level != "segment" or ev.session_id == node.session_id)
+        ]
+
+
+def _overlap(a: tuple[int, int], b: tuple[int, int]) -> tuple[int, int] | None:
+    lo, hi = max(a[0], b[0]), min(a[1], b[1])
+    return (lo, hi) if lo < hi else None
+
+
+class _Drill:
+    """One drill's state: the query, its scope and the similarity caches."""
+
+    def __init__(
+        self,
+        store: SqliteStore,
+        text: str,
+        projects: tuple[str, ...],
+        semantic: SemanticIndex | None,
+        scope: tuple[int, int],
+        evidence: bool = True,
+    ) -> None:
+        self.store = store
+        self.text = text
+        self.projects = projects
+        self.semantic = semantic
+        self.scope = scope
+        self.use_evidence = evidence
+        self._node_cos: dict[Key, float] | None = None
+
+    def node_cos(self) -> dict[Key, float]:
+        """Cosine of every node of the scope's projects (one exact search, cached)."""
+        if self._node_cos is None:
+            self._node_cos = {}
+            if self.semantic is not None:
+                found = self.semantic.search(
+                    self.text, 1_000_000, projects=self.projects, kinds=("node",)
+                )
+                self._node_cos = {(k.project, k.item_id): max(0.0, c) for k, c in found}
+        return self._node_cos
+
+    def events(self, project: str, window: tuple[int, int], pool: int) -> _Matches:
+        """The best ``pool`` events of ``project`` in ``window`` by BM25 (and cosine, averaged)."""
+        filters = SearchFilters(
+            projects=(project,), kinds=("event",), since_ms=window[0], until_ms=window[1]
+        )
+        bm = {
+            (h.project, h.item_id): h.score
+            for h in bm25_search(self.store, self.text, filters, limit=pool)
+        }
+        cos: dict[Key, float] = {}
+        if self.semantic is not None:
+            found = self.semantic.search(
+                self.text,
+                pool,
+                projects=(project,),
+                kinds=("event",),
+                since_ms=window[0],
+                until_ms=window[1],
+            )
+            cos = {(k.project, k.item_id): max(0.0, c) for k, c in found}
+        keys = list(dict.fromkeys([*bm, *cos]))
+        by_id = {e.event_id: e for e in self.store.get_events([k[1] for k in keys])}
+        out = _Matches()
+        for key in keys:
+            ev = by_id.get(key[1])
+            if ev is None:
+                continue
+            sim = (bm.get(key, 0.0) + cos.get(key, 0.0)) / 2 if self.semantic else bm[key]
+            out.found[key] = (sim, ev)
+        return out
+
+    def own(self, project: str, level: str, window: tuple[int, int], n: int) -> dict[str, float]:
+        """Summary similarity of the ``level`` nodes of ``project`` overlapping ``window``."""
+        filters = SearchFilters(
+            projects=(project,),
+            kinds=("node",),
+            levels=(level,),
+            since_ms=window[0],
+            until_ms=window[1],
+        )
+        bm = {h.item_id: h.score for h in bm25_search(self.store, self.text, filters, limit=n)}
+        if self.semantic is None:
+            return bm
+        cos = self.node_cos()
+        return {
+            node_id: (bm.get(node_id, 0.0) + cos.get((project, node_id), 0.0)) / 2
+            for node_id in {*bm, *(k[1] for k in cos if k[0] == project)}
+        }
+
+    def level(
+        self, level: str, parents: list[tuple[str, tuple[int, int]]]
+    ) -> tuple[list[Scored], dict[Key, tuple[float, Event]]]:
+        """Score every ``level`` node inside a parent's window; also return the events seen."""
+        scored: dict[Key, Scored] = {}
+        seen: dict[Key, tuple[float, Event]] = {}
+        for project, window in parents:
+            nodes = self.store.list_nodes(
+                project, level=level, since_ms=window[0], until_ms=window[1]
+            )
+            if not nodes:
+                continue
+            own = self.own(project, level, window, len(nodes) + 5)
+            matches = self.events(project, window, EVIDENCE_POOL)
+            seen.update(matches.found)
+            for node in nodes:
+                inner = _overlap((node.start_ms, node.end_ms), window)
+                if inner is None:
+                    continue
+                inside = matches.inside(node, inner)
+                evidence = max((s for s, _ in inside), default=0.0) if self.use_evidence else 0.0
+                cand = Scored(node, inner, own.get(node.node_id, 0.0), evidence)
+                prev = scored.get((project, node.node_id))
+                if prev is None or cand.similarity > prev.similarity:
+                    scored[(project, node.node_id)] = cand
+        ranked = sorted(scored.values(), key=lambda s: (-s.score, s.node.start_ms, s.node.node_id))
+        return ranked, seen
+
+
+def drill(
+    store: SqliteStore,
+    counter: TokenCounter,
+    query: str,
+    *,
+    projects: Iterable[str] | None = None,
+    semantic: SemanticIndex | None = None,
+    at_ms: int,
+    tz: tzinfo,
+    since_ms: int | None = None,
+    until_ms: int | None = None,
+    beam: int = DEFAULT_BEAM,
+    segments: int = DEFAULT_SEGMENTS,
+    limit: int = 10,
+    depth: str = "L0",
+    min_similarity: float = MIN_SIMILARITY,
+    resolve: bool = True,
+    evidence: bool = True,
+) -> DrillResult:
+    """Drill from the years down to segments and return the best events inside them.
+
+    ``at_ms`` is the reference time for a time expression in the query (``resolve``: look for
+    one); its window, intersected with ``since_ms``/``until_ms``, restricts the roots and every
+    step. ``beam`` candidates are kept per level (``segments`` at the segment level); items are
+    the ``limit`` best events inside the chosen segments, rendered at ``depth``, then filled
+    from the fallback cascade (module docstring). ``evidence=False`` scores periods by their
+    summaries alone (the naive drill, kept for comparison: it loses answers summaries omit).
+    """
+    if depth not in TIERS:
+        raise QueryError(f"unknown depth {depth!r} (expected L0, L1 or L2)")
+    if beam < 1 or segments < 1 or limit < 0:
+        raise QueryError(
+            f"drill needs beam ≥ 1, segments ≥ 1, limit ≥ 0 (got {beam}, {segments}, {limit})"
+        )
+    scope_projects = tuple(dict.fromkeys(projects or ())) or tuple(store.projects())
+    degraded = None
+    if semantic is None or semantic.degraded is not None:
+        degraded = semantic.degraded if semantic is not None else "no embedder: none configured"
+        semantic = None
+    resolved: ResolvedTime | None = None
+    if resolve:
+        resolved = resolve_time(query, at_ms, tz, anchor_searcher(store, scope_projects, at_ms))
+    text = (
+        resolved.query if resolved is not None and resolved.resolved and resolved.query else query
+    )
+    explicit = (
+        since_ms if since_ms is not None else _ALL_TIME[0],
+        until_ms if until_ms is not None else _ALL_TIME[1],
+    )
+    scope = explicit
+    if resolved is not None and resolved.resolved:
+        assert resolved.start_ms is not None and resolved.end_ms is not None
+        scope = _overlap(scope, (resolved.start_ms, resolved.end_ms)) or (0, 0)
+    d = _Drill(store, text, scope_projects, semantic, scope, evidence)
+    path: list[DrillStep] = []
+    parents = [(p, scope) for p in scope_projects] if scope[0] < scope[1] else []
+    seen: dict[Key, tuple[float, Event]] = {}
+    for level in LEVEL_ORDER:
+        ranked, seen_here = d.level(level, parents)
+        if not ranked:
+            continue  # a level not built (yet): its parents' windows carry on to the next
+        width = segments if level == "segment" else beam
+        chosen = tuple(s for s in ranked if s.similarity > 0)[:width]
+        path.append(DrillStep(level, len(ranked), chosen))
+        seen = seen_here
+        parents = [(s.node.project, s.window) for s in chosen]
+        if not parents:
+            break
+    chosen_segments = path[-1].chosen if path and path[-1].level == "segment" else ()
+    best = max((s.similarity for s in chosen_segments), default=0.0)
+    reason = None
+    ranked_events: list[tuple[float, Event]] = []
+    if not chosen_segments:
+        reason = "no segment matched" if path else "nothing to drill (no TOC nodes in scope)"
+    elif best < min_similarity:
+        reason = f"best segment similarity {best:.3f} < {min_similarity}"
+    else:
+        for seg in chosen_segments:
+            for sim, ev in _Matches(seen).inside(seg.node, seg.window):
+                ranked_events.append((sim * seg.score, ev))
+        ranked_events.sort(key=lambda p: (-p[0], p[1].ts_ms, p[1].event_id))
+    chosen_items: list[tuple[str, str, float]] = []
+    have: set[str] = set()
+    for sim, ev in ranked_events:
+        if len(chosen_items) < limit and ev.event_id not in have:
+            have.add(ev.event_id)
+            chosen_items.append((ev.project, ev.event_id, sim))
+    fallback: list[str] = []
+    stages: list[tuple[str, tuple[int, int]]] = []
+    if scope != _ALL_TIME and scope[0] < scope[1]:
+        stages.append(("range", scope))
+    if not stages or explicit != scope:
+        stages.append(("flat", explicit))
+    for stage, window in stages:
+        if len(chosen_items) >= limit:
+            break
+        extra: list[tuple[float, Event]] = []
+        for project in scope_projects:
+            extra += d.events(project, window, max(limit, 10)).found.values()
+        extra.sort(key=lambda p: (-p[0], p[1].ts_ms, p[1].event_id))
+        added = [(ev.project, ev.event_id, sim) for sim, ev in extra if ev.event_id not in have]
+        if added:
+            fallback.append(stage)
+            for item in added[: limit - len(chosen_items)]:
+                have.add(item[1])
+                chosen_items.append(item)
+    renderer = TierRenderer(store, counter)
+    items = tuple(renderer.render("event", p, eid, depth, s) for p, eid, s in chosen_items)
+    return DrillResult(
+        query=text,
+        depth=depth,
+        path=tuple(path),
+        items=items,
+        fallback=tuple(fallback),
+        reason=reason,
+        time_range=resolved.to_dict() if resolved is not None else None,
+        degraded=degraded,
+    )
