@@ -15,6 +15,12 @@ Before each level a back-fill sweep marks every period whose children exist but 
 does not (however old), so no period is ever missed. The marks are the job's checkpoint: a run
 that dies half-way resumes where it stopped, and a second run finds nothing dirty and writes
 nothing (idempotent). A summary per level is kept in the ``rollup:{level}`` checkpoint.
+
+Several workers may roll up at once (team mode). A build whose children changed while it was
+summarised writes nothing (``TocBuilder.build_period`` checks under the node's lock) and is built
+again from the new children; the mark is cleared only after a build that was not stale, and
+``clear_dirty`` keeps a mark re-set meanwhile, so the last version written is always built from
+the latest children.
 """
 
 from __future__ import annotations
@@ -24,13 +30,15 @@ from dataclasses import dataclass, field
 from memtoc.clock import Clock
 from memtoc.errors import QueryError
 from memtoc.model import JsonValue
-from memtoc.pipeline.periods import PERIOD_LEVELS, Calendar
-from memtoc.pipeline.toc import TocBuilder
+from memtoc.pipeline.periods import PERIOD_LEVELS, Calendar, Period
+from memtoc.pipeline.toc import BuildOutcome, TocBuilder
 from memtoc.store.base import DirtyPeriod, PipelineStore
 
 ROLLUP_ORDER: tuple[str, ...] = tuple(reversed(PERIOD_LEVELS))
 """Bottom-up: day, week, month, year."""
 CHILD_LEVEL = {"day": "segment", "week": "day", "month": "week", "year": "month"}
+STALE_RETRIES = 3
+"""Rebuilds of a period whose children changed while it was summarised, before leaving it dirty."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +71,8 @@ class RollupReport:
     pending: int = 0
     """Dirty periods not yet due."""
     failures: list[str] = field(default_factory=list)
+    stale: int = 0
+    """Periods left dirty because their children kept changing while they were rebuilt."""
 
     def merge(self, other: RollupReport) -> None:
         for level, n in other.rolled.items():
@@ -71,6 +81,7 @@ class RollupReport:
         self.retired += other.retired
         self.pending = other.pending
         self.failures.extend(other.failures)
+        self.stale += other.stale
 
     def to_dict(self) -> dict[str, JsonValue]:
         return {
@@ -79,6 +90,7 @@ class RollupReport:
             "retired": self.retired,
             "pending": self.pending,
             "failures": list(self.failures),
+            "stale": self.stale,
         }
 
 
@@ -109,11 +121,14 @@ def run_rollups(
                 pending += 1
                 continue
             try:
-                outcome = builder.build_period(mark.project, period, activity_ms=mark.activity_ms)
+                outcome = _build(builder, mark, period)
             except Exception as exc:  # one bad period must not stop the others
                 report.failures.append(
                     f"{mark.project} {mark.node_id}: {type(exc).__name__}: {exc}"
                 )
+                continue
+            if outcome.stale:  # children kept changing under us: leave the mark for a later run
+                report.stale += 1
                 continue
             store.clear_dirty(mark.project, mark.node_id, mark.marked_ms)
             rolled += 1
@@ -126,6 +141,17 @@ def run_rollups(
             {"last_run_ms": now, "rolled": rolled, "pending": pending, "forced": force},
         )
     return report
+
+
+def _build(builder: TocBuilder, mark: DirtyPeriod, period: Period) -> BuildOutcome:
+    """Build one period; when another worker changed its children meanwhile (a ``stale`` outcome,
+    nothing written) build again from the new children, a few times at most."""
+    outcome = builder.build_period(mark.project, period, activity_ms=mark.activity_ms)
+    for _ in range(STALE_RETRIES):
+        if not outcome.stale:
+            break
+        outcome = builder.build_period(mark.project, period, activity_ms=mark.activity_ms)
+    return outcome
 
 
 def _backfill(store: PipelineStore, level: str, now: int) -> None:

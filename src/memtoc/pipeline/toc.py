@@ -10,7 +10,10 @@ search documents in one transaction — only as a new version when the content c
 period left without children is retired. A written period marks its parent dirty.
 
 Summaries are computed *outside* the write transaction (an LLM call may take seconds), so the
-store is locked only to write.
+store is locked only to write. That leaves a race between workers rolling up one period: the
+write transaction takes the node's lock (``PipelineStore.lock_node``) and re-reads the children;
+if their versions differ from the ones summarised, nothing is written and the outcome is ``stale``
+(the rollup runner builds again), so a parent is never replaced by one built from older children.
 """
 
 from __future__ import annotations
@@ -163,6 +166,9 @@ class TocBuilder:
         )
         if not children:
             with self.store.transaction():
+                self.store.lock_node(project, period.node_id)
+                if self.store.list_nodes(project, parent_id=period.node_id):
+                    return BuildOutcome(period.node_id, False, stale=True)
                 existed = bool(self.store.node_versions(project, period.node_id))
                 if existed:
                     self.store.delete_node(project, period.node_id)
@@ -193,11 +199,22 @@ class TocBuilder:
             degraded=summary.degraded,
         )
         with self.store.transaction():
+            # Another worker may have rolled this period up from newer children meanwhile: under
+            # the node's lock, write only if the children summarised are still the latest ones.
+            self.store.lock_node(project, period.node_id)
+            if _versions(self.store.list_nodes(project, parent_id=period.node_id)) != _versions(
+                children
+            ):
+                return BuildOutcome(period.node_id, False, stale=True)
             stored, written = self.store.put_node(node)
             if written:
                 self.store.put_docs([node_doc(stored)])
                 self.store.mark_dirty(parent_mark)
         return BuildOutcome(period.node_id, written)
+
+
+def _versions(nodes: list[TocNode]) -> list[tuple[str, int]]:
+    return [(n.node_id, n.version) for n in nodes]
 
 
 def _membership(seg: SegmentRecord) -> tuple[object, ...]:

@@ -280,6 +280,11 @@ class PipelineStore(Store, Protocol):
         """Retire a node: drop its latest pointer, grips and docs (old versions stay)."""
         ...
 
+    def lock_node(self, project: str, node_id: str) -> None:
+        """Serialise writers of one node until the current transaction ends (call inside
+        ``transaction()``): a rollup re-reads the children under it before writing the parent."""
+        ...
+
     # rollups
     def mark_dirty(self, marks: Sequence[DirtyPeriod]) -> None: ...
 

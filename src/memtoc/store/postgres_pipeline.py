@@ -19,7 +19,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from memtoc.errors import NotFoundError
+from memtoc.errors import NotFoundError, StoreError
 from memtoc.model import Event, Grip
 from memtoc.store.base import DirtyPeriod, DocRow, SegmentRecord
 from memtoc.store.postgres_base import PgBase, Row, pg_text
@@ -119,6 +119,12 @@ class PgPipeline(PgBase):
             ]
             self._delete_docs("grip", project, stale)
             return self.put_grips(grips)
+
+    def lock_node(self, project: str, node_id: str) -> None:
+        """The node's transaction-scoped advisory lock (the one ``put_node`` takes)."""
+        if not self.in_transaction:
+            raise StoreError(f"{self.location}: lock_node({node_id!r}) outside a transaction")
+        self._lock_key(f"node\x1f{project}\x1f{node_id}")
 
     def delete_node(self, project: str, node_id: str) -> None:
         with self.transaction():

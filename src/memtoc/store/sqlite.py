@@ -44,6 +44,10 @@ _INSERT_EVENT = (
     "INSERT OR IGNORE INTO events(event_id, ts_ms, project, session_id, agent, event_type, role, "
     "text, metadata, source, source_pos) VALUES (?,?,?,?,?,?,?,?,?,?,?)"
 )
+_LIVE = "forgotten_ms IS NULL"
+"""Readers skip tombstones (events forgotten by ``memtoc forget``: their row stays, purged)."""
+_COUNT_ALL = "SELECT COUNT(*) FROM events"
+_COUNT_TOMBSTONES = "SELECT COUNT(*) FROM events WHERE forgotten_ms IS NOT NULL"
 _GRIP_COLS = (
     "grip_id, project, excerpt, event_id_start, event_id_end, ts_ms, source, toc_node_id, "
     "session_id"
@@ -322,7 +326,9 @@ class SqliteStore:
         return result
 
     def get_event(self, event_id: str) -> Event:
-        rows = self._query(f"SELECT {_EVENT_COLS} FROM events WHERE event_id = ?", (event_id,))
+        rows = self._query(
+            f"SELECT {_EVENT_COLS} FROM events WHERE event_id = ? AND {_LIVE}", (event_id,)
+        )
         if not rows:
             raise NotFoundError("event", event_id)
         return _row_to_event(rows[0])
@@ -334,7 +340,10 @@ class SqliteStore:
             chunk = ids[i : i + 500]
             marks = ",".join("?" * len(chunk))
             out.extend(
-                self._query(f"SELECT {_EVENT_COLS} FROM events WHERE event_id IN ({marks})", chunk)
+                self._query(
+                    f"SELECT {_EVENT_COLS} FROM events WHERE event_id IN ({marks}) AND {_LIVE}",
+                    chunk,
+                )
             )
         out.sort(key=lambda r: (r[2], r[0]))
         return [_row_to_event(r) for r in out]
@@ -355,6 +364,7 @@ class SqliteStore:
             ("ts_ms >= ?", since_ms),
             ("ts_ms < ?", until_ms),
         )
+        where.append(_LIVE)
         # Keyset pagination on (ts_ms, seq): a huge scan neither holds the lock between pages
         # nor loads everything, each page costs the same, and events of one millisecond keep
         # their append (file) order.
@@ -384,7 +394,7 @@ class SqliteStore:
 
     def events_by_seq(self, first_seq: int, last_seq: int) -> list[tuple[int, Event]]:
         rows = self._query(
-            f"SELECT {_EVENT_COLS} FROM events WHERE seq BETWEEN ? AND ? ORDER BY seq",
+            f"SELECT {_EVENT_COLS} FROM events WHERE seq BETWEEN ? AND ? AND {_LIVE} ORDER BY seq",
             (first_seq, last_seq),
         )
         return [(r[0], _row_to_event(r)) for r in rows]
@@ -400,13 +410,13 @@ class SqliteStore:
         hi = event.ts_ms + window_ms if window_ms is not None else 1 << 62
         prev_rows = self._query(
             f"SELECT {_EVENT_COLS} FROM events WHERE session_id = ? AND project = ? "
-            "AND (ts_ms < ? OR (ts_ms = ? AND seq < ?)) AND ts_ms >= ? "
+            f"AND (ts_ms < ? OR (ts_ms = ? AND seq < ?)) AND ts_ms >= ? AND {_LIVE} "
             "ORDER BY ts_ms DESC, seq DESC LIMIT ?",
             (event.session_id, event.project, event.ts_ms, event.ts_ms, seq, lo, before),
         )
         next_rows = self._query(
             f"SELECT {_EVENT_COLS} FROM events WHERE session_id = ? AND project = ? "
-            "AND (ts_ms > ? OR (ts_ms = ? AND seq > ?)) AND ts_ms <= ? "
+            f"AND (ts_ms > ? OR (ts_ms = ? AND seq > ?)) AND ts_ms <= ? AND {_LIVE} "
             "ORDER BY ts_ms ASC, seq ASC LIMIT ?",
             (event.session_id, event.project, event.ts_ms, event.ts_ms, seq, hi, after),
         )
@@ -415,9 +425,11 @@ class SqliteStore:
         ]
 
     def count_events(self, project: str | None = None) -> int:
+        # total minus tombstones: both counts are index-only (forget: partial index)
         if project is None:
-            return int(self._query("SELECT COUNT(*) FROM events")[0][0])
-        return int(self._query("SELECT COUNT(*) FROM events WHERE project = ?", (project,))[0][0])
+            return int(self._query(f"SELECT ({_COUNT_ALL}) - ({_COUNT_TOMBSTONES})")[0][0])
+        sql = f"SELECT ({_COUNT_ALL} WHERE project = ?) - ({_COUNT_TOMBSTONES} AND project = ?)"
+        return int(self._query(sql, (project, project))[0][0])
 
     def max_seq(self) -> int:
         return int(self._query("SELECT COALESCE(MAX(seq), 0) FROM events")[0][0])
@@ -768,7 +780,7 @@ class SqliteStore:
             "store": "sqlite",
             "location": self.location,
             "durability": self.durability,
-            "events": int(q("SELECT COUNT(*) FROM events")[0][0]),
+            "events": self.count_events(),
             "projects": int(q("SELECT COUNT(DISTINCT project) FROM events")[0][0]),
             "sessions": int(q("SELECT COUNT(DISTINCT session_id) FROM events")[0][0]),
             "first_event_ms": span[0],
@@ -837,7 +849,8 @@ class SqliteStore:
     ) -> list[tuple[int, Event]]:
         rows = self._query(
             f"SELECT {_EVENT_COLS} FROM events WHERE session_id = ? AND project = ? "
-            "AND (ts_ms > ? OR (ts_ms = ? AND event_id >= ?)) ORDER BY ts_ms, event_id",
+            f"AND (ts_ms > ? OR (ts_ms = ? AND event_id >= ?)) AND {_LIVE} "
+            "ORDER BY ts_ms, event_id",
             (session_id, project, ts_ms, ts_ms, event_id),
         )
         return [(r[0], _row_to_event(r)) for r in rows]
@@ -972,6 +985,12 @@ class SqliteStore:
                 self._conn.executemany("DELETE FROM grips WHERE grip_id = ?", [(g,) for g in stale])
                 self._delete_docs("grip", project, stale)
             return self.put_grips(grips) if grips else 0
+
+    def lock_node(self, project: str, node_id: str) -> None:
+        """Nothing to take: ``transaction()`` is ``BEGIN IMMEDIATE``, the database's one write lock,
+        which already serialises every writer (of every node) until it ends."""
+        if not self._depth:
+            raise StoreError(f"{self.path}: lock_node({node_id!r}) outside a transaction")
 
     def delete_node(self, project: str, node_id: str) -> None:
         with self.transaction():
