@@ -1,1 +1,124 @@
-// memtoc web TOC browser (entry module)
+// The page's entry module: wires the project picker, tree, detail pane, search, recall and status
+// panel together, keeps `#project=…&node=…` in the address bar for links, and handles 401s.
+
+import { ApiError, adoptTokenFromHash, api, hasToken, setToken } from "./api.js";
+import { Detail } from "./detail.js";
+import { fill, h, notice } from "./dom.js";
+import { Recall } from "./recall.js";
+import { Search, nodeOfItem } from "./search.js";
+import { Status } from "./status.js";
+import { Tree } from "./tree.js";
+
+const $ = (sel) => document.querySelector(sel);
+
+const state = { project: null };
+const params = adoptTokenFromHash();
+
+const banner = $("#banner");
+const picker = $("#project");
+const tree = new Tree($("#tree"), (id) => openNode(id));
+const detail = new Detail($("#detail"), (id) => openNode(id));
+const status = new Status($("#status"), handleError);
+new Search($("#search"), $("#search-panel"), () => state.project, openItem);
+new Recall($("#recall"), $("#recall-out"), () => state.project);
+
+/** Show why the page cannot load data; on 401, offer to paste a token. */
+function handleError(err) {
+  if (err instanceof ApiError && err.status === 401) {
+    const input = h("input", { id: "token-input", type: "password", autocomplete: "off", "aria-label": "Access token" });
+    banner.hidden = false;
+    fill(banner, h("form", { class: "auth", dataset: { testid: "auth-error" }, onsubmit: (ev) => {
+      ev.preventDefault();
+      if (!input.value.trim()) return;
+      setToken(input.value);
+      location.reload();
+    } },
+      h("p", {}, h("strong", {}, "Not authorised. "),
+        hasToken() ? "The access token was refused. " : "This page needs the server's access token. ",
+        "Open the address printed by ", h("code", {}, "memtoc serve"), " (it ends in ",
+        h("code", {}, "#token=…"), "), or paste the token from ", h("code", {}, "memtoc token"), ":"),
+      input, h("button", { type: "submit" }, "Use token")));
+    return true;
+  }
+  if (err instanceof ApiError && err.status === 0) {
+    banner.hidden = false;
+    fill(banner, notice("error", err.message));
+    return true;
+  }
+  return false;
+}
+
+async function run(task, where) {
+  try {
+    return await task();
+  } catch (err) {
+    if (!handleError(err)) fill(where, notice("error", err.message));
+    return null;
+  }
+}
+
+/** The node and its ancestors, root first (each as its node dict). */
+async function ancestry(id) {
+  const chain = [];
+  let next = id;
+  while (next && chain.length < 6) {
+    const view = await api.node(next, state.project, "L0");
+    chain.unshift(view.node);
+    next = view.node.parent_id;
+  }
+  return chain;
+}
+
+async function openNode(id) {
+  await run(async () => {
+    const chain = await ancestry(id);
+    const project = chain[chain.length - 1].project;
+    if (project && project !== state.project) await selectProject(project);
+    await detail.show(id, state.project, chain);
+    await tree.reveal(chain.map((n) => n.node_id));
+    history.replaceState(null, "", "#" + new URLSearchParams({ project: state.project, node: id }));
+  }, $("#detail"));
+}
+
+async function openItem(item) {
+  await openNode(await nodeOfItem(item, state.project));
+}
+
+async function selectProject(project) {
+  state.project = project;
+  picker.value = project;
+  await run(() => tree.load(project), $("#tree"));
+}
+
+async function start() {
+  status.start();
+  detail.empty();
+  const data = await run(() => api.projects(), $("#tree"));
+  if (!data) return;
+  const projects = (data.projects || []).slice().sort((a, b) => (b.events || 0) - (a.events || 0));
+  fill(picker, projects.map((p) => h("option", { value: p.project },
+    p.project + (p.events !== undefined ? " (" + Number(p.events).toLocaleString() + ")" : ""))));
+  if (!projects.length) {
+    fill($("#tree"), notice("info", "The store holds no events yet: run `memtoc ingest` or `memtoc demo`."));
+    return;
+  }
+  const wanted = params.get("project");
+  const initial = projects.some((p) => p.project === wanted) ? wanted : projects[0].project;
+  await selectProject(initial);
+  if (params.get("node")) await openNode(params.get("node"));
+}
+
+picker.addEventListener("change", () => {
+  detail.empty();
+  selectProject(picker.value);
+});
+
+document.addEventListener("keydown", (ev) => {
+  // "/" focuses the search box, as on many sites (not while typing in a field).
+  if (ev.key === "/" && !/^(INPUT|TEXTAREA|SELECT)$/.test(document.activeElement?.tagName || "")) {
+    ev.preventDefault();
+    $("#search").elements.q.focus();
+  }
+});
+
+start();

@@ -1,0 +1,100 @@
+// Small DOM and formatting helpers. Text always goes in through textContent, never innerHTML:
+// everything the page shows comes from recorded conversations and must not be interpreted.
+
+/**
+ * Create an element: h("div", {class: "x", dataset: {testid: "y"}, onclick: fn}, child, "text").
+ * Attributes starting with "on" become listeners; null/false attributes and children are skipped.
+ */
+export function h(tag, attrs, ...children) {
+  const el = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs || {})) {
+    if (value === null || value === undefined || value === false) continue;
+    if (key === "dataset") Object.assign(el.dataset, value);
+    else if (key.startsWith("on")) el.addEventListener(key.slice(2), value);
+    else if (key === "class") el.className = value;
+    else el.setAttribute(key, value === true ? "" : String(value));
+  }
+  append(el, children);
+  return el;
+}
+
+function append(el, children) {
+  for (const child of children) {
+    if (child === null || child === undefined || child === false) continue;
+    if (Array.isArray(child)) append(el, child);
+    else el.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+}
+
+/** Replace an element's content. */
+export function fill(el, ...children) {
+  el.replaceChildren();
+  append(el, children);
+  return el;
+}
+
+const LEVEL_NAMES = { year: "Year", month: "Month", week: "Week", day: "Day", segment: "Segment" };
+export const CHILD_LEVEL = { year: "month", month: "week", week: "day", day: "segment" };
+
+export function levelName(level) {
+  return LEVEL_NAMES[level] || level;
+}
+
+/** The period a node id names: "toc:week:2024-W03" → "2024-W03". */
+export function periodOf(nodeId) {
+  const parts = nodeId.split(":");
+  return parts.slice(2).join(":");
+}
+
+const dateFmt = new Intl.DateTimeFormat(undefined, { dateStyle: "medium" });
+const monthFmt = new Intl.DateTimeFormat(undefined, { month: "long", year: "numeric" });
+const dayFmt = new Intl.DateTimeFormat(undefined, { weekday: "short", day: "numeric", month: "short", year: "numeric" });
+const shortDayFmt = new Intl.DateTimeFormat(undefined, { weekday: "short", day: "numeric", month: "short" });
+const spanFmt = new Intl.DateTimeFormat(undefined, { day: "numeric", month: "short" });
+const timeFmt = new Intl.DateTimeFormat(undefined, { hour: "2-digit", minute: "2-digit" });
+const stampFmt = new Intl.DateTimeFormat(undefined, { dateStyle: "medium", timeStyle: "medium" });
+
+/** A human label for a node's period, e.g. "March 2024", "Mon 18 Mar 2024", "10:02–10:47". */
+export function periodLabel(node, short = false) {
+  const start = new Date(node.start_time);
+  // A period's end is exclusive (a week ends at the next Monday 00:00): show its last instant.
+  const end = new Date(Math.max(start.getTime(), new Date(node.end_time).getTime() - 1));
+  switch (node.level) {
+    case "year":
+      return periodOf(node.node_id);
+    case "month":
+      return monthFmt.format(start);
+    case "week":
+      return periodOf(node.node_id) + " · " + (short ? spanFmt.formatRange(start, end) : dateFmt.formatRange(start, end));
+    case "day":
+      return (short ? shortDayFmt : dayFmt).format(start);
+    case "segment":
+      return timeFmt.format(start) + "–" + timeFmt.format(end);
+    default:
+      return dateFmt.format(start);
+  }
+}
+
+export function stamp(iso) {
+  return iso ? stampFmt.format(new Date(iso)) : "";
+}
+
+export function clock(iso) {
+  return iso ? timeFmt.format(new Date(iso)) : "";
+}
+
+export function plural(n, word) {
+  return Number(n).toLocaleString() + " " + word + (n === 1 ? "" : "s");
+}
+
+/** Keyword chips (at most `max`). */
+export function chips(keywords, max = 8) {
+  const list = (keywords || []).slice(0, max);
+  if (!list.length) return null;
+  return h("ul", { class: "chips", "aria-label": "keywords" }, list.map((k) => h("li", { class: "chip" }, k)));
+}
+
+/** A status line inside a container: kind is "info", "error" or "warn". */
+export function notice(kind, text) {
+  return h("p", { class: "notice notice-" + kind, role: kind === "error" ? "alert" : "status" }, text);
+}

@@ -1,0 +1,112 @@
+// The search box: teleport results (nodes, grips, bookmarks, events) in a list under the header;
+// choosing one opens the TOC node it belongs to.
+
+import { api } from "./api.js";
+import { fill, h, notice, stamp } from "./dom.js";
+
+const KIND_LABEL = { node: "Node", grip: "Grip", bookmark: "Bookmark", event: "Event" };
+
+export class Search {
+  /**
+   * @param {HTMLFormElement} form  @param {HTMLElement} panel
+   * @param {() => string|null} project  @param {(item: object) => Promise<void>} onPick
+   */
+  constructor(form, panel, project, onPick) {
+    this.form = form;
+    this.panel = panel;
+    this.project = project;
+    this.onPick = onPick;
+    form.addEventListener("submit", (ev) => {
+      ev.preventDefault();
+      this.run(form.elements.q.value.trim());
+    });
+    panel.addEventListener("keydown", (ev) => {
+      if (ev.key === "Escape") this.close(true);
+    });
+    form.elements.q.addEventListener("keydown", (ev) => {
+      if (ev.key === "Escape") this.close(false);
+      if (ev.key === "ArrowDown" && !panel.hidden) {
+        panel.querySelector("button.result")?.focus();
+        ev.preventDefault();
+      }
+    });
+  }
+
+  close(refocus) {
+    this.panel.hidden = true;
+    if (refocus) this.form.elements.q.focus();
+  }
+
+  async run(query) {
+    if (!query) return;
+    this.panel.hidden = false;
+    fill(this.panel, notice("info", "Searching…"));
+    let result;
+    try {
+      result = await api.search(query, this.project(), 12);
+    } catch (err) {
+      fill(this.panel, notice("error", "Search failed: " + err.message));
+      return;
+    }
+    const items = result.items || [];
+    const head = h("div", { class: "results-head" },
+      h("strong", {}, items.length + " result" + (items.length === 1 ? "" : "s")),
+      " for “" + query + "”",
+      result.degraded ? h("span", { class: "warn-text" }, " · " + result.degraded) : null,
+      result.time_range?.applied ? h("span", {}, " · time: " + result.time_range.expression) : null,
+      h("button", { type: "button", class: "link close", onclick: () => this.close(true) }, "close"));
+    const list = h("ol", { class: "results", dataset: { testid: "search-results" } },
+      items.map((item) => h("li", {}, h("button", {
+        type: "button",
+        class: "result",
+        dataset: { testid: "search-result", kind: item.kind, id: item.id },
+        onclick: () => this.pick(item),
+        onkeydown: (ev) => this.arrow(ev),
+      },
+        h("span", { class: "row-head" },
+          h("span", { class: "kind kind-" + item.kind }, KIND_LABEL[item.kind] || item.kind),
+          h("span", { class: "period" }, stamp(item.start_time)),
+          h("span", { class: "count" }, "score " + Number(item.score).toFixed(2))),
+        h("span", { class: "row-title" }, shortIds(item.title || item.id)),
+        h("span", { class: "row-abstract" }, item.text)))));
+    fill(this.panel, head, items.length ? list : notice("info", "Nothing found."));
+  }
+
+  arrow(ev) {
+    const buttons = [...this.panel.querySelectorAll("button.result")];
+    const at = buttons.indexOf(ev.target.closest("button.result"));
+    if (ev.key === "ArrowDown" && at < buttons.length - 1) buttons[at + 1].focus();
+    else if (ev.key === "ArrowUp") (at > 0 ? buttons[at - 1] : this.form.elements.q).focus();
+    else return;
+    ev.preventDefault();
+  }
+
+  async pick(item) {
+    try {
+      await this.onPick(item);
+      this.close(false);
+    } catch (err) {
+      this.panel.prepend(notice("error", "Cannot open this result: " + err.message));
+    }
+  }
+}
+
+/** Shorten UUID-like session ids in labels ("assistant in 7f7fbc26…"). */
+function shortIds(text) {
+  return text.replace(/\b([0-9a-f]{8})-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b/g, "$1…");
+}
+
+/** The TOC node a search item belongs to (a node itself, a grip's node, an event's segment). */
+export async function nodeOfItem(item, project) {
+  if (item.kind === "node") return item.id;
+  if (item.kind === "grip") return (await api.grip(item.id, 0, 0)).grip.toc_node_id;
+  const first = (item.events || [])[0];
+  if (!first) throw new Error("it cites no event");
+  const at = new Date(first.timestamp).getTime();
+  const data = await api.timeline(item.project || project, "segment",
+    new Date(at).toISOString(), new Date(at + 1).toISOString());
+  const nodes = Array.isArray(data) ? data : data.nodes || [];
+  const same = nodes.find((n) => n.session_id === first.session_id) || nodes[0];
+  if (!same) throw new Error("no segment covers " + first.timestamp + " yet");
+  return same.node_id;
+}
