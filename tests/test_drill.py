@@ -130,9 +130,11 @@ def test_every_step_and_item_stays_inside_the_chosen_parents(memory: Memory) -> 
 def test_answer_under_a_year_that_is_not_the_top_year_by_summary(memory: Memory) -> None:
     # the naive drill (periods scored by their summaries, one kept per level) picks 2022, whose
     # summary is full of weak matches, and never sees July 2023
-    naive = _run(memory, beam=1, segments=1, evidence=False)
+    naive = _run(memory, beam=1, segments=1, evidence=False, min_similarity=0.0, limit=3)
     assert _chosen(naive, "year") == ["toc:year:2022"]
-    assert not any("pinning" in item.text for item in naive.items[:3])
+    assert naive.chosen_segments[0].node.start_ms < ms(2023, 1, 1, 0)
+    assert naive.items and not naive.fallback
+    assert not any("pinning" in item.text for item in naive.items)
     # the drill: the beam keeps 2023 and the evidence inside July 2023 wins across the beam
     result = _run(memory)
     years = _chosen(result, "year")

@@ -42,7 +42,7 @@ from datetime import tzinfo
 from memtoc.errors import QueryError
 from memtoc.model import Event, JsonValue, TocNode
 from memtoc.retrieval.embedding_index import SemanticIndex
-from memtoc.retrieval.teleport import SearchFilters, bm25_search
+from memtoc.retrieval.teleport import Hit, SearchFilters, bm25_search
 from memtoc.retrieval.tiers import TIERS, SearchItem, TierRenderer
 from memtoc.retrieval.time_search import ResolvedTime, anchor_searcher, resolve_time
 from memtoc.store.sqlite import SqliteStore
@@ -60,7 +60,7 @@ DEFAULT_BEAM = 3
 DEFAULT_SEGMENTS = 5
 MIN_SIMILARITY = 0.2
 """Below this best-segment similarity the drill's own items are dropped (fallback)."""
-EVIDENCE_POOL = 200
+EVIDENCE_POOL = 50
 """Events ranked per window when looking for evidence (BM25 and vectors each)."""
 _ALL_TIME = (0, 2**62)
 
@@ -190,6 +190,36 @@ class _Drill:
         self.scope = scope
         self.use_evidence = evidence
         self._node_cos: dict[Key, float] | None = None
+        self._best: dict[tuple[tuple[str, ...], str | None], float] = {}
+
+    def comparable(
+        self, hits: list[Hit], kinds: tuple[str, ...], level: str | None
+    ) -> list[tuple[Hit, float]]:
+        """Hits of one window with scores comparable across windows.
+
+        ``bm25_search`` normalises by the best row *of its own query*, so every window's best
+        match would score 1 (0.5 when it misses a term) and a window of weak matches would look
+        as good as the window holding the answer. FTS5's ``bm25()`` uses the whole table's
+        statistics, so raw scores of one query text are comparable between windows: each score
+        is rescaled by (best raw in this window / best raw in the whole scope).
+        """
+        if not hits:
+            return []
+        key = (kinds, level)
+        best = self._best.get(key)
+        if best is None:
+            filters = SearchFilters(
+                projects=self.projects,
+                kinds=kinds,
+                levels=(level,) if level else None,
+                since_ms=self.scope[0],
+                until_ms=self.scope[1],
+            )
+            found = bm25_search(self.store, self.text, filters, limit=30)
+            best = self._best[key] = max((h.raw for h in found), default=0.0)
+        local = max(h.raw for h in hits)
+        ratio = min(1.0, local / best) if best > 0 else 1.0
+        return [(h, h.score * ratio) for h in hits]
 
     def node_cos(self) -> dict[Key, float]:
         """Cosine of every node of the scope's projects (one exact search, cached)."""
@@ -208,8 +238,10 @@ class _Drill:
             projects=(project,), kinds=("event",), since_ms=window[0], until_ms=window[1]
         )
         bm = {
-            (h.project, h.item_id): h.score
-            for h in bm25_search(self.store, self.text, filters, limit=pool)
+            (h.project, h.item_id): sim
+            for h, sim in self.comparable(
+                bm25_search(self.store, self.text, filters, limit=pool), ("event",), None
+            )
         }
         cos: dict[Key, float] = {}
         if self.semantic is not None:
@@ -242,7 +274,8 @@ class _Drill:
             since_ms=window[0],
             until_ms=window[1],
         )
-        bm = {h.item_id: h.score for h in bm25_search(self.store, self.text, filters, limit=n)}
+        hits = bm25_search(self.store, self.text, filters, limit=n)
+        bm = {h.item_id: sim for h, sim in self.comparable(hits, ("node",), level)}
         if self.semantic is None:
             return bm
         cos = self.node_cos()

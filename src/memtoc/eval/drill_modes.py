@@ -1,0 +1,158 @@
+"""Drill-down and time-aware modes for ``memtoc eval``.
+
+- ``drill``: ``memtoc.retrieval.drill`` with BM25 only — year → month → week → day → segment
+  (beam 3, 5 segments), the best events inside the chosen segments, then the fallback cascade
+  fills up to ``k`` events; a time expression in the question is resolved at the question's
+  time and restricts the roots.
+- ``drill-hybrid``: the same with the run's embedder (BM25 and cosine averaged at every step).
+- ``teleport-time-filter`` / ``teleport-time-boost``: ``teleport-bm25`` (BM25 over events) with
+  the question's time expression resolved at the question's time and applied as a filter or a
+  boost (``memtoc.retrieval.time_search``) — to choose ``Memory.search``'s default.
+
+Every item is one event at L2 (its full text), best first. ``toc-drill`` (segments ranked by
+their summaries, then each segment's events in time order) is superseded by ``drill``.
+"""
+
+from __future__ import annotations
+
+from memtoc.errors import QueryError
+from memtoc.eval.modes import (
+    ModeContext,
+    ModeFactory,
+    RetrievedItem,
+    note_unregistered,
+    register_mode,
+)
+from memtoc.memory import Memory
+from memtoc.retrieval.drill import drill
+from memtoc.retrieval.embedding_index import SemanticIndex
+from memtoc.retrieval.hybrid import SearchResult
+from memtoc.retrieval.teleport import SearchFilters
+from memtoc.retrieval.tiers import SearchItem
+from memtoc.retrieval.time_search import time_search
+
+
+def _items(found: tuple[SearchItem, ...], k: int) -> list[RetrievedItem]:
+    out: list[RetrievedItem] = []
+    covered = 0
+    for item in found:
+        if covered >= k:
+            break
+        ids = tuple(e.event_id for e in item.events)
+        out.append(RetrievedItem(item.text, ids, item.tokens))
+        covered += len(ids)
+    return out
+
+
+class DrillMode:
+    """``drill`` (BM25) or ``drill-hybrid`` (BM25 + the run's embedder)."""
+
+    def __init__(self, ctx: ModeContext, name: str, vectors: bool) -> None:
+        self.ctx = ctx
+        self.name = name
+        self.vectors = vectors
+        if vectors:
+            ctx.require_embedder()
+        self._memory: Memory | None = None
+        self._semantic: SemanticIndex | None = None
+        self._fell_back = 0
+        self._asked = 0
+
+    def prepare(self, memory: Memory, project: str) -> None:
+        self._memory = memory
+        self._semantic = None
+        if self.vectors:
+            self._semantic = SemanticIndex(
+                memory.sqlite_store("eval"), embedder=self.ctx.require_embedder()
+            )
+            step = self._semantic.embed_step()
+            assert step is not None
+            step.run()
+
+    def retrieve(self, query: str, project: str, ref_ms: int, k: int) -> list[RetrievedItem]:
+        memory = self._memory
+        if memory is None:
+            raise QueryError(f"mode {self.name}: project {project!r} was not prepared")
+        result = drill(
+            memory.sqlite_store("eval"),
+            self.ctx.counter,
+            query,
+            projects=(project,),
+            semantic=self._semantic,
+            at_ms=ref_ms,
+            tz=memory.tz,
+            limit=k,
+            depth="L2",
+        )
+        self._asked += 1
+        self._fell_back += result.reason is not None
+        return _items(result.items, k)
+
+    def notes(self) -> list[str]:
+        return [
+            f"{self.name}: the drill's own result was dropped for the fallback cascade on "
+            f"{self._fell_back} of {self._asked} questions"
+        ]
+
+
+class TimeTeleportMode:
+    """``teleport-bm25`` with the question's time expression applied (filter or boost)."""
+
+    def __init__(self, ctx: ModeContext, name: str, time_mode: str) -> None:
+        self.ctx = ctx
+        self.name = name
+        self.time_mode = time_mode
+        self._memory: Memory | None = None
+        self._resolved = 0
+        self._asked = 0
+
+    def prepare(self, memory: Memory, project: str) -> None:
+        self._memory = memory
+
+    def retrieve(self, query: str, project: str, ref_ms: int, k: int) -> list[RetrievedItem]:
+        memory = self._memory
+        if memory is None:
+            raise QueryError(f"mode {self.name}: project {project!r} was not prepared")
+        result: SearchResult = time_search(
+            memory.sqlite_store("eval"),
+            self.ctx.counter,
+            query,
+            SearchFilters(projects=(project,), kinds=("event",)),
+            reference_ms=ref_ms,
+            tz=memory.tz,
+            time_mode=self.time_mode,
+            limit=k,
+            depth="L2",
+            mode="bm25",
+        )
+        self._asked += 1
+        tr = result.time_range
+        self._resolved += tr is not None and tr.get("start_ms") is not None
+        return _items(result.items, k)
+
+    def notes(self) -> list[str]:
+        return [
+            f"{self.name}: a time expression was resolved in {self._resolved} of "
+            f"{self._asked} questions"
+        ]
+
+
+def _drill(name: str, vectors: bool) -> ModeFactory:
+    def build(ctx: ModeContext) -> DrillMode:
+        return DrillMode(ctx, name, vectors)  # ModeUnavailable without an embedder
+
+    return build
+
+
+def _timed(name: str, time_mode: str) -> ModeFactory:
+    def build(ctx: ModeContext) -> TimeTeleportMode:
+        return TimeTeleportMode(ctx, name, time_mode)
+
+    return build
+
+
+register_mode("drill", _drill("drill", False))
+register_mode("drill-hybrid", _drill("drill-hybrid", True))
+register_mode("teleport-time-filter", _timed("teleport-time-filter", "filter"))
+register_mode("teleport-time-boost", _timed("teleport-time-boost", "boost"))
+note_unregistered("toc-drill", "superseded by drill (memtoc.eval.drill_modes)")
