@@ -8,8 +8,11 @@ from memtoc.surfaces.cli import (
     eval_cmds,  # memtoc eval locomo|longmemeval
     hook_cmds,  # memtoc hooks install|uninstall, memtoc hook session-start|ingest, memtoc watch
     mcp_cmds,  # MCP server
+    migrate_cmds,  # memtoc migrate-store (SQLite → PostgreSQL)
     quality_cmds,  # memtoc eval summaries
     search_cmds,  # memtoc search, memtoc rebuild
+    serve_cmds,  # memtoc serve (daemon: worker, rollups, HTTP API, web UI), memtoc token
+    status_cmds,  # memtoc status
     store_cmds,
     toc_cmds,
 )
@@ -22,8 +25,11 @@ __all__ = [
     "eval_cmds",
     "hook_cmds",
     "mcp_cmds",
+    "migrate_cmds",
     "quality_cmds",
     "search_cmds",
+    "serve_cmds",
+    "status_cmds",
     "store_cmds",
     "toc_cmds",
 ]

@@ -30,6 +30,7 @@ from memtoc.surfaces.cli.app import (
     state,
 )
 from memtoc.surfaces.cli.timeparse import parse_instant
+from memtoc.surfaces.http.auth import ensure_token, token_path
 
 FORMATS = ["auto", "jsonl", "claude-code", "codex", "openai-chat"]
 
@@ -37,8 +38,11 @@ FORMATS = ["auto", "jsonl", "claude-code", "codex", "openai-chat"]
 @app.command()
 def init(ctx: typer.Context, json_out: JsonOpt = False) -> None:
     """Create the data directory and an empty store (safe to run again)."""
+    home = state(ctx).settings.home
     with open_memory(ctx) as memory:
-        info = {"db": memory.store.location, "home": str(state(ctx).settings.home)}
+        info = {"db": memory.store.location, "home": str(home)}
+    ensure_token(home)  # the HTTP API's bearer token (memtoc token prints it)
+    info["token_file"] = str(token_path(home))
     if json_out:
         emit_json(info)
     else:

@@ -1,0 +1,99 @@
+"""``/v1`` routes that browse the memory: status, projects, toc, nodes, grips, timeline."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Path, Query, Request
+
+from memtoc.errors import NotFoundError, QueryError
+from memtoc.surfaces.http.deps import MemoryDep, api_state
+from memtoc.surfaces.http.models import ERRORS, JsonObject, Level, Tier
+from memtoc.surfaces.http.params import time_param
+
+router = APIRouter(prefix="/v1", tags=["navigate"], responses=ERRORS)
+
+ProjectQ = Annotated[
+    str | None,
+    Query(min_length=1, max_length=200, description="Project; default: the only one."),
+]
+
+
+@router.get("/status", summary="Health, queue depth, backends, daemon")
+def status(request: Request, memory: MemoryDep) -> JsonObject:
+    """Store counts, the outbox (pending, failed), recent failures, the last rollup of each
+    level, the backends in use with their degraded modes and — under ``memtoc serve`` — the
+    daemon: worker state, pid holding the store lock."""
+    data: JsonObject = dict(memory.status())
+    daemon = api_state(request).daemon
+    data["daemon"] = daemon() if daemon is not None else None
+    return data
+
+
+@router.get("/projects", summary="Projects and their event counts")
+def projects(memory: MemoryDep) -> JsonObject:
+    return {"projects": memory.projects()}
+
+
+@router.get("/toc", summary="The roots (years) of a project's table of contents")
+def toc(memory: MemoryDep, project: ProjectQ = None) -> JsonObject:
+    """The project's year nodes, oldest first (full node dicts: title, bullets, children)."""
+    name = _known_project(memory.store.projects(), project)
+    return {"project": name, "nodes": [n.to_dict() for n in memory.toc(name)]}
+
+
+@router.get("/nodes/{node_id}", summary="A node with its children's summaries")
+def node(
+    memory: MemoryDep,
+    node_id: Annotated[
+        str, Path(min_length=1, max_length=300, description="toc:day:2024-01-18, …")
+    ],
+    project: ProjectQ = None,
+    tier: Annotated[Tier, Query(description="L0 abstract; L1 adds the overview.")] = "L0",
+) -> JsonObject:
+    return memory.node(node_id, project=project, tier=tier).to_dict()
+
+
+@router.get("/grips/{grip_id}", summary="The events behind a bullet, with neighbours")
+def grip(
+    memory: MemoryDep,
+    grip_id: Annotated[str, Path(min_length=1, max_length=300, description="grip:…")],
+    before: Annotated[int, Query(ge=0, le=50)] = 3,
+    after: Annotated[int, Query(ge=0, le=50)] = 3,
+) -> JsonObject:
+    return memory.expand(grip_id, before=before, after=after).to_dict()
+
+
+@router.get("/timeline", summary="Nodes of one level over a time range")
+def timeline(
+    memory: MemoryDep,
+    project: ProjectQ = None,
+    level: Level = "day",
+    since: Annotated[
+        str | None, Query(max_length=100, description="ISO 8601, epoch ms, 7d, 'last week'…")
+    ] = None,
+    until: Annotated[str | None, Query(max_length=100, description="Default: now.")] = None,
+) -> JsonObject:
+    """Default range: everything up to now."""
+    name = _known_project(memory.store.projects(), project)
+    since_ms = time_param(memory, since, name="since", edge="start")
+    until_ms = time_param(memory, until, name="until", edge="end")
+    lo = since_ms if since_ms is not None else 0
+    hi = until_ms if until_ms is not None else memory.clock.now_ms()
+    if hi < lo:
+        raise QueryError(f"until ({until}) is before since ({since})")
+    nodes = memory.timeline(lo, hi, level=level, project=name)
+    return {"project": name, "level": level, "nodes": [n.to_dict() for n in nodes]}
+
+
+def _known_project(known: list[str], project: str | None) -> str:
+    """``project`` if the store has it; with None, the only project (QueryError otherwise)."""
+    if project is None:
+        if len(known) == 1:
+            return known[0]
+        if not known:
+            raise QueryError("the store holds no events yet")
+        raise QueryError(f"several projects ({', '.join(known)}); name one with ?project=")
+    if project not in known:
+        raise NotFoundError("project", project)
+    return project

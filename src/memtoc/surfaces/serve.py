@@ -1,0 +1,164 @@
+"""``memtoc serve``: one process running the worker, the rollup scheduler, the HTTP API and web UI.
+
+Start-up, in order:
+
+1. refuse a non-loopback ``host`` without a token (``check_bind``);
+2. take the store's daemon lock (``serve_lock``): a second daemon on the same store stops here
+   with an error naming the pid of the first;
+3. create the bearer token if missing (``<home>/http-token``, mode 0600);
+4. bind the socket (so "address in use" is a clear error, and ``port=0`` picks a free port);
+5. start the ``BackgroundWorker`` thread (outbox drain + rollups, back-filling at start);
+6. print the web URL with ``#token=…`` and the MCP config snippet, and run uvicorn in the main
+   thread.
+
+Shutdown (SIGTERM or SIGINT): uvicorn stops accepting connections and finishes the requests in
+flight; then the worker is asked to stop and finishes its unit in hand (one outbox batch or one
+rollup run, committed), the Memories close and the lock is released; the exit code is 0.
+uvicorn re-raises the signal it caught once it has shut down: the handlers installed here (which
+it restores) absorb it, so the process ends normally instead of dying of the signal.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import os
+import signal
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import FrameType
+
+import uvicorn
+
+from memtoc.config import Settings
+from memtoc.errors import ConfigError
+from memtoc.memory import Memory
+from memtoc.model import JsonValue
+from memtoc.surfaces.http.app import create_app
+from memtoc.surfaces.http.auth import check_bind, ensure_token
+from memtoc.surfaces.serve_lock import ServeLock, lock_path
+from memtoc.surfaces.serve_worker import BackgroundWorker
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8765
+
+
+@dataclass(frozen=True, slots=True)
+class ServeOptions:
+    """What ``memtoc serve`` was asked for."""
+
+    host: str = DEFAULT_HOST
+    port: int = DEFAULT_PORT
+    auth: bool = True
+    """False: no token (``--no-auth``; refused on a non-loopback host)."""
+    poll_s: float = 2.0
+    """Idle worker: seconds between looks at the outbox."""
+    rollup_interval_s: float = 300.0
+    """Seconds between scheduled rollup runs (also run when the queue drains)."""
+    pool_size: int = 4
+    """Store connections for concurrent HTTP requests."""
+    log_level: str = "warning"
+
+
+def bind_socket(host: str, port: int) -> socket.socket:
+    """A listening TCP socket on ``host:port`` (ConfigError when it cannot be bound)."""
+    name = host.strip("[]")
+    try:
+        family = socket.AF_INET6 if ipaddress.ip_address(name).version == 6 else socket.AF_INET
+    except ValueError:
+        family = socket.AF_INET  # a host name such as localhost
+    try:
+        sock = socket.create_server((name, port), family=family, reuse_port=False)
+    except OSError as exc:
+        raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
+    sock.set_inheritable(True)
+    return sock
+
+
+def base_url(host: str, port: int) -> str:
+    name = host.strip("[]")
+    shown = "127.0.0.1" if name in ("0.0.0.0", "") else name
+    return f"http://[{shown}]:{port}" if ":" in shown else f"http://{shown}:{port}"
+
+
+def banner(settings: Settings, url: str, token: str | None) -> list[str]:
+    """The lines printed at start: web URL (with the token), API, MCP config snippet."""
+    fragment = f"#token={token}" if token else ""
+    mcp = {"mcpServers": {"memtoc": {"command": "memtoc", "args": ["--db", settings.db, "mcp"]}}}
+    return [
+        f"memtoc serve: web UI  {url}/{fragment}",
+        f"memtoc serve: API     {url}/v1  (OpenAPI: {url}/docs; "
+        + (
+            "header 'Authorization: Bearer <token>', `memtoc token` prints it)"
+            if token
+            else "no auth)"
+        ),
+        f"memtoc serve: store   {settings.db}",
+        "memtoc serve: MCP     claude mcp add memtoc -- memtoc --db "
+        f"{settings.db} mcp   or in an MCP config: {json.dumps(mcp)}",
+    ]
+
+
+def serve(
+    settings: Settings,
+    options: ServeOptions,
+    *,
+    say: Callable[[str], None] = print,
+) -> None:
+    """Run the daemon until SIGTERM/SIGINT (see the module docstring)."""
+    token = ensure_token(settings.home) if options.auth else None
+    check_bind(options.host, token)
+    lock = ServeLock(lock_path(settings))
+    lock.acquire()
+    sock: socket.socket | None = None
+    worker: BackgroundWorker | None = None
+    try:
+        sock = bind_socket(options.host, options.port)
+        port = int(sock.getsockname()[1])
+
+        def open_memory() -> Memory:
+            return Memory.open(settings)
+
+        worker = BackgroundWorker(
+            open_memory, poll_s=options.poll_s, rollup_interval_s=options.rollup_interval_s
+        ).start()
+        running = worker
+
+        def daemon_info() -> dict[str, JsonValue]:
+            return {"pid": os.getpid(), "lock": str(lock.path), "worker": running.info()}
+
+        app = create_app(open_memory, token=token, daemon=daemon_info, pool_size=options.pool_size)
+        config = uvicorn.Config(
+            app, log_level=options.log_level, access_log=False, timeout_graceful_shutdown=30
+        )
+        server = uvicorn.Server(config)
+        previous = _absorb_signals(server)
+        try:
+            for line in banner(settings, base_url(options.host, port), token):
+                say(line)
+            server.run(sockets=[sock])
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+        say("memtoc serve: stopping (finishing the unit of work in hand)…")
+    finally:
+        if worker is not None:
+            worker.stop()
+        if sock is not None:
+            sock.close()
+        lock.release()
+
+
+def _absorb_signals(
+    server: uvicorn.Server,
+) -> dict[int, Callable[[int, FrameType | None], object] | int | None]:
+    """Handlers for SIGTERM/SIGINT that ask ``server`` to exit (and absorb uvicorn's re-raise)."""
+
+    def handler(_sig: int, _frame: FrameType | None) -> None:
+        server.should_exit = True
+
+    previous = {}
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        previous[int(sig)] = signal.signal(sig, handler)
+    return previous
