@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 export HF_HUB_OFFLINE := 1
 
-.PHONY: setup demo test lint typecheck pg bench-ingest clean
+.PHONY: setup demo test lint typecheck pg browser bench-ingest clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -38,7 +38,26 @@ MEMTOC_TEST_PG_URL ?= postgresql://postgres@127.0.0.1:54329/postgres
 pg:
 	scripts/postgres-ci.sh
 
-test: setup lint typecheck pg
+# Headless Chromium for the web UI test (tests/test_web_browser.py drives it with Playwright):
+# Debian's chromium, installed with apt as root when missing; Playwright's own browser download is
+# never used (no CDN). Without root or apt it says so: the browser tests then skip locally and
+# fail under CI=true.
+CHROMIUM ?= /usr/bin/chromium
+
+browser:
+	@if [ -x "$(CHROMIUM)" ]; then \
+	  echo "browser: using $(CHROMIUM)"; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get update -q && apt-get install -y -q chromium; \
+	elif [ "$${CI:-}" = true ]; then \
+	  echo "browser: ERROR: $(CHROMIUM) missing and cannot install it (not root or no apt-get)" >&2; \
+	  exit 1; \
+	else \
+	  echo "browser: SKIPPING: $(CHROMIUM) missing, not root or no apt-get (browser tests will be skipped)" >&2; \
+	fi
+
+test: setup lint typecheck pg browser
 	MEMTOC_TEST_PG_URL=$(MEMTOC_TEST_PG_URL) $(BIN)/pytest -q
 
 bench-ingest: setup
