@@ -15,6 +15,8 @@ from memtoc.surfaces.cli.app import app, console, open_memory, state
 from memtoc.surfaces.cli.search_cmds import _render as render_search
 from memtoc.surfaces.cli.store_cmds import print_ingest_report
 from memtoc.surfaces.cli.toc_cmds import _node_tree, print_expand
+from memtoc.surfaces.http.auth import ensure_token
+from memtoc.surfaces.serve import DEFAULT_HOST, DEFAULT_PORT, base_url
 
 
 @app.command()
@@ -91,12 +93,30 @@ def demo(
         console.print(escape(context.text), highlight=False)
         console.print(f"[dim]{context.tokens} tokens (budget 400)[/]")
     console.print(f"\nStore: {settings.db}  (try: memtoc --home {home} toc --project {project})")
+    print_web_url(home)
     print_mcp_config(home)
+
+
+def print_web_url(home: Path) -> None:
+    """How to browse the memory: the ``memtoc serve`` command and the URL it will print.
+
+    The URL carries the store's bearer token (``#token=…``, created here if missing, exactly as
+    ``memtoc serve`` would), so it opens the web TOC browser signed in once the daemon runs.
+    """
+    console.rule("[bold]10. browse it: the web TOC browser")
+    token = ensure_token(home)
+    url = base_url(DEFAULT_HOST, DEFAULT_PORT)
+    console.print(f"Run:   memtoc --home {home} serve", highlight=False)
+    console.print(f"Open:  {url}/#token={token}", highlight=False, soft_wrap=True)
+    console.print(
+        "[dim]timeline years → segments, bullets expand into their events, search, recall, "
+        "status; the token is also what `memtoc token` prints.[/]"
+    )
 
 
 def print_mcp_config(home: Path) -> None:
     """How to give an agent this memory: the MCP server command and the hooks."""
-    console.rule("[bold]10. connect an agent (MCP)")
+    console.rule("[bold]11. connect an agent (MCP)")
     console.print("Claude Code:", highlight=False)
     console.print(f"  claude mcp add memtoc -- memtoc --home {home} mcp", highlight=False)
     console.print("or in .mcp.json (project) / ~/.claude.json:", highlight=False)
