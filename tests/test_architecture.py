@@ -19,6 +19,7 @@ RANK = {
     "pipeline": 3,
     "retrieval": 4,
     "services": 5,
+    "forgetting": 5,
     "memory": 6,
     "eval": 7,
     "surfaces": 7,

@@ -13,9 +13,11 @@ from datetime import tzinfo
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from memtoc import forgetting
 from memtoc.clock import Clock, SystemClock
 from memtoc.config import Settings
 from memtoc.errors import EmbedderError, IngestError, QueryError, StoreError
+from memtoc.forgetting import ForgetReport, ForgetSelector
 from memtoc.ids import UlidFactory
 from memtoc.ingest.importer import CommitInfo, Importer, IngestOptions, ProgressFn
 from memtoc.ingest.sources.base import EventDraft
@@ -26,6 +28,7 @@ from memtoc.model import (
     Event,
     IngestReport,
     JsonValue,
+    OutboxEntry,
     Rejection,
     TocNode,
 )
@@ -302,6 +305,8 @@ class Memory:
                     if isinstance(self.store, SqliteStore)
                     else ()
                 ),
+                # forget: a re-derivation cut short by a crash is finished by the next run
+                handlers={forgetting.OUTBOX_KIND: self._finish_forget},
             )
         return self._processor
 
@@ -568,6 +573,58 @@ class Memory:
     def touch_bookmarks(self, bookmark_ids: Iterable[str]) -> int:
         """Mark bookmarks as used now (recall calls this for the bookmarks it returns)."""
         return self.store.touch_bookmarks(list(bookmark_ids), self.clock.now_ms())
+
+    # -- forget (memtoc.forgetting, store/sqlite_forget.py) ---------------------------------------
+    def forget(
+        self,
+        *,
+        event_ids: Iterable[str] | None = None,
+        session_id: str | None = None,
+        since_ms: int | None = None,
+        until_ms: int | None = None,
+        project: str | None = None,
+        query: str | None = None,
+        query_limit: int = 50,
+        dry_run: bool = False,
+    ) -> ForgetReport:
+        """Forget events for good: tombstones, re-derived summaries, grips, vectors and bookmarks,
+        the raw text purged from the file (``memtoc.forgetting``). Filters combine with AND;
+        ``query`` selects the ``query_limit`` best BM25 matches among events. ``dry_run`` only
+        reports what would be forgotten. Pending events are filed first (``process``)."""
+        store = self.sqlite_store("forget")
+        selector = ForgetSelector(
+            event_ids=tuple(event_ids) if event_ids is not None else None,
+            session_id=session_id,
+            since_ms=since_ms,
+            until_ms=until_ms,
+            project=project,
+            query=query,
+        )
+        selector.validate()
+        query_ids: list[str] | None = None
+        if query is not None:
+            if not dry_run:
+                self.process(rollup=False)
+            found = self.search(
+                query,
+                project=project,
+                kinds=("event",),
+                session_id=session_id,
+                since_ms=since_ms,
+                until_ms=until_ms,
+                limit=query_limit,
+                mode="bm25",
+                time_mode="off",
+            )
+            query_ids = [item.id for item in found.items if item.kind == "event"]
+        elif not dry_run:
+            self.process(rollup=False)
+        return forgetting.forget(
+            self.processor, store, selector, query_ids=query_ids, dry_run=dry_run
+        )
+
+    def _finish_forget(self, entry: OutboxEntry) -> None:
+        forgetting.finish_entry(self.processor, self.sqlite_store("forget"), entry)
 
     # -- housekeeping -----------------------------------------------------------------------------
     def stats(self) -> dict[str, JsonValue]:

@@ -144,19 +144,23 @@ def verify(store: SqliteStore) -> VerifyReport:
         "AND v.node_id = n.node_id AND v.version = n.version WHERE v.node_id IS NULL"
     )[0][0]
     report.check("node latest pointers", f"{dangling} dangling" if dangling else None)
+    # forget: a tombstone (forgotten event) counts as missing for membership and grips
+    live = "e.forgotten_ms IS NULL" if store._live != "1" else "1"
     orphans = q(
         "SELECT COUNT(*) FROM segment_events s LEFT JOIN events e ON e.seq = s.seq "
-        "WHERE e.seq IS NULL"
+        f"AND {live} WHERE e.seq IS NULL"
     )[0][0]
     report.check("segment membership", f"{orphans} members with no event" if orphans else None)
     bad_grips = q(
         "SELECT COUNT(*) FROM grips g WHERE NOT EXISTS "
-        "(SELECT 1 FROM events e WHERE e.event_id = g.event_id_start) OR NOT EXISTS "
-        "(SELECT 1 FROM events e WHERE e.event_id = g.event_id_end)"
+        f"(SELECT 1 FROM events e WHERE e.event_id = g.event_id_start AND {live}) OR NOT EXISTS "
+        f"(SELECT 1 FROM events e WHERE e.event_id = g.event_id_end AND {live})"
     )[0][0]
     report.check(
         "grips resolve", f"{bad_grips} grips point at missing events" if bad_grips else None
     )
+    if live != "1":
+        _check_tombstones(report, store)
     for table in ("events_fts", "docs_fts"):
         try:
             with store._lock:
@@ -165,3 +169,26 @@ def verify(store: SqliteStore) -> VerifyReport:
         except sqlite3.Error as exc:
             report.check(f"{table} index", str(exc))
     return report
+
+
+def _check_tombstones(report: VerifyReport, store: SqliteStore) -> None:
+    """Forgotten events keep no text or metadata, and no vector or bookmark cites them."""
+    q = store._query
+    unpurged = q(
+        "SELECT COUNT(*) FROM events WHERE forgotten_ms IS NOT NULL "
+        "AND (text != '' OR metadata != '{}')"
+    )[0][0]
+    vectors = q(
+        "SELECT COUNT(*) FROM vectors v JOIN events e ON v.kind = 'event' "
+        "AND e.event_id = v.item_id WHERE e.forgotten_ms IS NOT NULL"
+    )[0][0]
+    cited = q(
+        "SELECT COUNT(DISTINCT b.bookmark_id) FROM bookmarks b, json_each(b.event_ids) j "
+        "JOIN events e ON e.event_id = j.value WHERE e.forgotten_ms IS NOT NULL"
+    )[0][0]
+    problems = [
+        f"{unpurged} forgotten events still hold text or metadata" if unpurged else "",
+        f"{vectors} vectors of forgotten events" if vectors else "",
+        f"{cited} bookmarks cite forgotten events" if cited else "",
+    ]
+    report.check("tombstones purged", "; ".join(p for p in problems if p) or None)

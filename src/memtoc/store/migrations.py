@@ -219,6 +219,25 @@ MIGRATIONS: tuple[Migration, ...] = (
         ) WITHOUT ROWID;
         """,
     ),
+    # Forget (memtoc.forgetting, store/sqlite_forget.py): a forgotten event's row stays as a
+    # tombstone (id, time, session, project, seq; text and metadata purged, ``forgotten_ms`` set),
+    # so re-importing it is still a duplicate and the outbox still tiles the log. The partial
+    # index keeps "live" counts cheap (total minus tombstones). ``forget_audit`` records what
+    # was forgotten: ids and counts, never content (nor a query's text).
+    Migration(
+        "0006_forget",
+        """
+        ALTER TABLE events ADD COLUMN forgotten_ms INTEGER;
+        CREATE INDEX events_tombstones ON events(project, ts_ms) WHERE forgotten_ms IS NOT NULL;
+        CREATE TABLE forget_audit (
+            audit_id     INTEGER PRIMARY KEY,
+            forgotten_ms INTEGER NOT NULL,
+            selector     TEXT NOT NULL,
+            event_ids    TEXT NOT NULL,
+            counts       TEXT NOT NULL
+        );
+        """,
+    ),
 )
 
 

@@ -156,6 +156,13 @@ def _bookmark_from_row(row: Sequence[Any]) -> Bookmark:
     )
 
 
+def _live_filter(conn: sqlite3.Connection) -> str:
+    """The WHERE clause that skips tombstones; ``1`` for a store opened read-only before its
+    ``0006_forget`` migration ran (it cannot hold tombstones yet)."""
+    columns = {r[1] for r in conn.execute("PRAGMA table_info(events)")}
+    return _LIVE if "forgotten_ms" in columns else "1"
+
+
 def prepare_private_file(path: Path) -> None:
     """Create the data directory (0700) and the database file (0600) before SQLite touches them."""
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -210,6 +217,7 @@ class SqliteStore:
             self._conn.execute("PRAGMA temp_store = MEMORY")
             if not read_only:
                 migrate(self._conn, self.clock.now_ms())
+            self._live = _live_filter(self._conn)
         except sqlite3.Error as exc:
             raise StoreError(f"cannot open store {self.path}: {exc}") from exc
         self.durability = durability
@@ -327,7 +335,7 @@ class SqliteStore:
 
     def get_event(self, event_id: str) -> Event:
         rows = self._query(
-            f"SELECT {_EVENT_COLS} FROM events WHERE event_id = ? AND {_LIVE}", (event_id,)
+            f"SELECT {_EVENT_COLS} FROM events WHERE event_id = ? AND {self._live}", (event_id,)
         )
         if not rows:
             raise NotFoundError("event", event_id)
@@ -341,7 +349,7 @@ class SqliteStore:
             marks = ",".join("?" * len(chunk))
             out.extend(
                 self._query(
-                    f"SELECT {_EVENT_COLS} FROM events WHERE event_id IN ({marks}) AND {_LIVE}",
+                    f"SELECT {_EVENT_COLS} FROM events WHERE event_id IN ({marks}) AND {self._live}",
                     chunk,
                 )
             )
@@ -364,7 +372,7 @@ class SqliteStore:
             ("ts_ms >= ?", since_ms),
             ("ts_ms < ?", until_ms),
         )
-        where.append(_LIVE)
+        where.append(self._live)
         # Keyset pagination on (ts_ms, seq): a huge scan neither holds the lock between pages
         # nor loads everything, each page costs the same, and events of one millisecond keep
         # their append (file) order.
@@ -394,7 +402,7 @@ class SqliteStore:
 
     def events_by_seq(self, first_seq: int, last_seq: int) -> list[tuple[int, Event]]:
         rows = self._query(
-            f"SELECT {_EVENT_COLS} FROM events WHERE seq BETWEEN ? AND ? AND {_LIVE} ORDER BY seq",
+            f"SELECT {_EVENT_COLS} FROM events WHERE seq BETWEEN ? AND ? AND {self._live} ORDER BY seq",
             (first_seq, last_seq),
         )
         return [(r[0], _row_to_event(r)) for r in rows]
@@ -410,13 +418,13 @@ class SqliteStore:
         hi = event.ts_ms + window_ms if window_ms is not None else 1 << 62
         prev_rows = self._query(
             f"SELECT {_EVENT_COLS} FROM events WHERE session_id = ? AND project = ? "
-            f"AND (ts_ms < ? OR (ts_ms = ? AND seq < ?)) AND ts_ms >= ? AND {_LIVE} "
+            f"AND (ts_ms < ? OR (ts_ms = ? AND seq < ?)) AND ts_ms >= ? AND {self._live} "
             "ORDER BY ts_ms DESC, seq DESC LIMIT ?",
             (event.session_id, event.project, event.ts_ms, event.ts_ms, seq, lo, before),
         )
         next_rows = self._query(
             f"SELECT {_EVENT_COLS} FROM events WHERE session_id = ? AND project = ? "
-            f"AND (ts_ms > ? OR (ts_ms = ? AND seq > ?)) AND ts_ms <= ? AND {_LIVE} "
+            f"AND (ts_ms > ? OR (ts_ms = ? AND seq > ?)) AND ts_ms <= ? AND {self._live} "
             "ORDER BY ts_ms ASC, seq ASC LIMIT ?",
             (event.session_id, event.project, event.ts_ms, event.ts_ms, seq, hi, after),
         )
@@ -426,10 +434,17 @@ class SqliteStore:
 
     def count_events(self, project: str | None = None) -> int:
         # total minus tombstones: both counts are index-only (forget: partial index)
+        args: tuple[str, ...] = ()
         if project is None:
-            return int(self._query(f"SELECT ({_COUNT_ALL}) - ({_COUNT_TOMBSTONES})")[0][0])
-        sql = f"SELECT ({_COUNT_ALL} WHERE project = ?) - ({_COUNT_TOMBSTONES} AND project = ?)"
-        return int(self._query(sql, (project, project))[0][0])
+            sql = _COUNT_ALL
+            if self._live != "1":
+                sql = f"SELECT ({_COUNT_ALL}) - ({_COUNT_TOMBSTONES})"
+        else:
+            sql, args = f"{_COUNT_ALL} WHERE project = ?", (project,)
+            if self._live != "1":
+                sql = f"SELECT ({sql}) - ({_COUNT_TOMBSTONES} AND project = ?)"
+                args = (project, project)
+        return int(self._query(sql, args)[0][0])
 
     def max_seq(self) -> int:
         return int(self._query("SELECT COALESCE(MAX(seq), 0) FROM events")[0][0])
@@ -849,7 +864,7 @@ class SqliteStore:
     ) -> list[tuple[int, Event]]:
         rows = self._query(
             f"SELECT {_EVENT_COLS} FROM events WHERE session_id = ? AND project = ? "
-            f"AND (ts_ms > ? OR (ts_ms = ? AND event_id >= ?)) AND {_LIVE} "
+            f"AND (ts_ms > ? OR (ts_ms = ? AND event_id >= ?)) AND {self._live} "
             "ORDER BY ts_ms, event_id",
             (session_id, project, ts_ms, ts_ms, event_id),
         )

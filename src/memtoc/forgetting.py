@@ -1,0 +1,359 @@
+"""Forget: select events, purge them physically, and re-derive everything built from them.
+
+``forget`` runs in two phases, both under ``PRAGMA secure_delete = ON``:
+
+1. **Purge** (one transaction). For every session holding a forgotten event that was filed, the
+   session's segments from the earliest affected one onward are retired (segment rows, nodes and
+   *all* their versions, grips, search documents) and their events taken out of ``events_fts``;
+   the forgotten events become tombstones (text and metadata purged, ``forgotten_ms`` set; the row
+   stays so re-importing the transcript is still a duplicate); their vectors and every bookmark
+   citing them are deleted; the surviving events are re-filed with the pipeline's own
+   ``Segmenter`` (the segmentation is a pure function of a session's events, so the result is
+   what the pipeline would have built had the events never existed); an audit row (ids and
+   counts, never content) and a ``forget`` outbox entry naming the affected days are written.
+2. **Re-derive** (``finish``, also the ``forget`` outbox handler, so a crash between the phases is
+   completed by the next ``memtoc process``): the queued segments are summarised again from the
+   remaining events (new grips, documents), the affected days, weeks, months and years are rolled
+   up again bottom-up at once (or retired when emptied), their older versions and any retired
+   node overlapping the forgotten span are deleted, vectors of changed documents are dropped (and
+   re-embedded when an embedder is configured), the FTS indexes are merged so deleted terms leave
+   the file, and the WAL is checkpointed and truncated.
+
+Selectors (``ForgetSelector``): explicit event ids, a session, a time range, or a query (resolved
+by the caller into event ids — ``Memory.forget`` uses BM25 over events); several combine with AND,
+``project`` narrows any of them. A ``dry_run`` reports the selection and changes nothing.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from memtoc.errors import QueryError
+from memtoc.model import JsonValue, OutboxEntry, iso_ms
+from memtoc.pipeline.periods import Period
+from memtoc.pipeline.worker import Processor, ProcessReport
+from memtoc.store.base import DirtyPeriod
+from memtoc.store.sqlite import SqliteStore
+from memtoc.store.sqlite_forget import (
+    EventRef,
+    bookmarks_citing,
+    purge_event_vectors,
+    purge_node_versions,
+    purge_stale_doc_vectors,
+    retired_nodes_overlapping,
+    scrub,
+    secure_delete,
+    segments_of,
+    select_events,
+    tombstone_events,
+    unfile_events,
+    update_audit_counts,
+    vector_embedders,
+    write_audit,
+)
+from memtoc.text.fts_text import search_text
+
+OUTBOX_KIND = "forget"
+_LEVELS = ("day", "week", "month", "year")
+
+
+@dataclass(frozen=True, slots=True)
+class ForgetSelector:
+    """Which events to forget: every given filter must hold (AND)."""
+
+    event_ids: tuple[str, ...] | None = None
+    session_id: str | None = None
+    since_ms: int | None = None
+    until_ms: int | None = None
+    project: str | None = None
+    query: str | None = None
+    """Resolved into event ids by the caller; never stored (the audit says only that one was used)."""
+
+    def validate(self) -> None:
+        """Refuse a selector that names nothing (``project`` alone would be the whole project)."""
+        if (
+            self.event_ids is None
+            and self.session_id is None
+            and self.since_ms is None
+            and self.until_ms is None
+            and self.query is None
+        ):
+            raise QueryError(
+                "forget needs a selector: event ids, a session, a time range or a query"
+            )
+        if self.event_ids is not None and not self.event_ids:
+            raise QueryError("forget: the list of event ids is empty")
+        if (
+            self.since_ms is not None
+            and self.until_ms is not None
+            and self.since_ms >= self.until_ms
+        ):
+            raise QueryError(
+                f"forget: empty time range (since {iso_ms(self.since_ms)} is not before "
+                f"until {iso_ms(self.until_ms)})"
+            )
+
+    def describe(self) -> dict[str, JsonValue]:
+        """The selector for reports and the audit log: no content, not even the query's text."""
+        return {
+            "event_ids": len(self.event_ids) if self.event_ids is not None else None,
+            "session_id": self.session_id,
+            "since": iso_ms(self.since_ms) if self.since_ms is not None else None,
+            "until": iso_ms(self.until_ms) if self.until_ms is not None else None,
+            "project": self.project,
+            "query": self.query is not None,
+        }
+
+
+@dataclass(slots=True)
+class ForgetReport:
+    """What a forget selected and did (``to_dict`` is the JSON of CLI, MCP and HTTP)."""
+
+    dry_run: bool
+    selector: dict[str, JsonValue]
+    event_ids: list[str] = field(default_factory=list)
+    """Events forgotten now (or that would be, in a dry run), in time order."""
+    already_forgotten: list[str] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+    """Requested ids that are not in the store."""
+    sessions: int = 0
+    projects: list[str] = field(default_factory=list)
+    segments_removed: int = 0
+    """Segments retired (their events were re-filed, or all forgotten)."""
+    segments_rebuilt: int = 0
+    grips_dropped: int = 0
+    bookmarks_removed: int = 0
+    vectors_removed: int = 0
+    periods_rerolled: int = 0
+    periods_retired: int = 0
+    versions_purged: int = 0
+    audit_id: int | None = None
+    wal_truncated: bool | None = None
+    seconds: float = 0.0
+
+    @property
+    def events(self) -> int:
+        return len(self.event_ids)
+
+    def counts(self) -> dict[str, JsonValue]:
+        return {
+            "events": self.events,
+            "already_forgotten": len(self.already_forgotten),
+            "missing": len(self.missing),
+            "sessions": self.sessions,
+            "segments_removed": self.segments_removed,
+            "segments_rebuilt": self.segments_rebuilt,
+            "grips_dropped": self.grips_dropped,
+            "bookmarks_removed": self.bookmarks_removed,
+            "vectors_removed": self.vectors_removed,
+            "periods_rerolled": self.periods_rerolled,
+            "periods_retired": self.periods_retired,
+            "versions_purged": self.versions_purged,
+        }
+
+    def to_dict(self) -> dict[str, JsonValue]:
+        return {
+            "dry_run": self.dry_run,
+            "selector": dict(self.selector),
+            "event_ids": list(self.event_ids),
+            "already_forgotten": list(self.already_forgotten),
+            "missing": list(self.missing),
+            "projects": list(self.projects),
+            **self.counts(),
+            "audit_id": self.audit_id,
+            "wal_truncated": self.wal_truncated,
+            "seconds": round(self.seconds, 3),
+        }
+
+
+def select(
+    store: SqliteStore, selector: ForgetSelector, query_ids: Sequence[str] | None = None
+) -> tuple[list[EventRef], list[str]]:
+    """The events the selector names (tombstones flagged) and the requested ids not stored."""
+    selector.validate()
+    ids: list[str] | None = list(selector.event_ids) if selector.event_ids is not None else None
+    if query_ids is not None:
+        wanted = set(query_ids)
+        ids = [i for i in ids if i in wanted] if ids is not None else list(query_ids)
+    if ids is not None and not ids:
+        return [], []
+    refs = select_events(
+        store,
+        event_ids=ids,
+        project=selector.project,
+        session_id=selector.session_id,
+        since_ms=selector.since_ms,
+        until_ms=selector.until_ms,
+    )
+    missing: list[str] = []
+    if selector.event_ids is not None:
+        stored = set(select_events(store, event_ids=list(selector.event_ids)))
+        known = {r.event_id for r in stored}
+        missing = [i for i in dict.fromkeys(selector.event_ids) if i not in known]
+    return refs, missing
+
+
+def forget(
+    processor: Processor,
+    store: SqliteStore,
+    selector: ForgetSelector,
+    *,
+    query_ids: Sequence[str] | None = None,
+    dry_run: bool = False,
+) -> ForgetReport:
+    """Forget the selected events (see the module docstring); ``dry_run`` changes nothing."""
+    started = time.perf_counter()
+    refs, missing = select(store, selector, query_ids)
+    live = [r for r in refs if not r.forgotten]
+    report = ForgetReport(
+        dry_run=dry_run,
+        selector=selector.describe(),
+        event_ids=[r.event_id for r in live],
+        already_forgotten=[r.event_id for r in refs if r.forgotten],
+        missing=missing,
+        sessions=len({(r.project, r.session_id) for r in live}),
+        projects=sorted({r.project for r in live}),
+    )
+    if dry_run or not live:
+        report.seconds = time.perf_counter() - started
+        return report
+    now = processor.clock.now_ms()
+    with secure_delete(store):
+        with store.transaction():
+            payload = _purge(processor, store, live, now, report)
+            report.audit_id = write_audit(
+                store, now, report.selector, report.event_ids, report.counts()
+            )
+            payload["audit_id"] = report.audit_id
+            entry_id = store.add_outbox(OUTBOX_KIND, payload)
+        finish(processor, store, payload, report)
+        store.complete_outbox([entry_id])
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def _purge(
+    processor: Processor,
+    store: SqliteStore,
+    live: list[EventRef],
+    now: int,
+    report: ForgetReport,
+) -> dict[str, JsonValue]:
+    """Phase 1, inside the caller's transaction; returns the ``forget`` outbox payload."""
+    calendar = processor.calendar
+    filed = segments_of(store, [r.seq for r in live])
+    sessions: dict[tuple[str, str], set[str]] = defaultdict(set)
+    for ref in live:
+        if ref.seq in filed:
+            sessions[(ref.project, ref.session_id)].add(filed[ref.seq][1])
+    days: dict[str, set[str]] = defaultdict(set)
+    anchors: dict[tuple[str, str], tuple[int, str]] = {}
+    for (project, session_id), node_ids in sorted(sessions.items()):
+        segs = [store.get_segment(project, n) for n in node_ids]
+        anchor = min(segs, key=lambda s: (s.start_ms, s.first_event_id))
+        anchors[(project, session_id)] = (anchor.start_ms, anchor.first_event_id)
+        old = store.segments_from(project, session_id, anchor.start_ms, anchor.first_event_id)
+        old_ids = [s.node_id for s in old]
+        report.grips_dropped += sum(len(store.grips_for_node(project, n)) for n in old_ids)
+        unfile_events(store, sorted(store.members_of(project, old_ids)))
+        store.write_segments([], old_ids, project, [], [])
+        report.versions_purged += purge_node_versions(store, project, old_ids)
+        report.segments_removed += len(old_ids)
+        days[project].update(calendar.period_of("day", s.start_ms).node_id for s in old)
+    tombstone_events(store, [r.seq for r in live], now)
+    report.vectors_removed += purge_event_vectors(store, live)
+    report.bookmarks_removed += store.delete_bookmarks(
+        bookmarks_citing(store, [r.event_id for r in live])
+    )
+    # Re-file the survivors: the session's segmentation is a pure function of its events.
+    for (project, session_id), (start_ms, first_id) in sorted(anchors.items()):
+        survivors = store.session_events_from(project, session_id, start_ms, first_id)
+        if not survivors:
+            continue
+        for proj, res in processor.segmenter.assign(survivors).items():
+            indexed = [(seq, search_text(text)) for seq, text in res.index_events]
+            store.write_segments(res.upserts, res.deleted, proj, res.membership, indexed)
+            days[proj].update(calendar.period_of("day", u.start_ms).node_id for u in res.upserts)
+    marks = [
+        DirtyPeriod(project, day_id, "day", now, now)
+        for project, ids in days.items()
+        for day_id in sorted(ids)
+    ]
+    store.mark_dirty(marks)
+    spans: dict[str, JsonValue] = {}
+    for project in sorted({r.project for r in live}):
+        times = [r.ts_ms for r in live if r.project == project]
+        spans[project] = {
+            "days": sorted(days.get(project, ())),
+            "since_ms": min(times),
+            "until_ms": max(times),
+        }
+    return {"projects": spans}
+
+
+def finish(
+    processor: Processor,
+    store: SqliteStore,
+    payload: dict[str, JsonValue],
+    report: ForgetReport | None = None,
+) -> ForgetReport:
+    """Phase 2: rebuild segments, re-roll the affected periods, purge stale copies, scrub."""
+    out = report or ForgetReport(dry_run=False, selector={})
+    built = ProcessReport()
+    processor.build_segments(built)
+    out.segments_rebuilt += built.segments_built
+    calendar = processor.calendar
+    projects = payload.get("projects") or {}
+    for project, info in sorted(projects.items()):
+        levels: dict[str, dict[str, Period]] = {lvl: {} for lvl in _LEVELS}
+        for day_id in info["days"]:
+            period: Period | None = calendar.from_node_id(day_id)
+            while period is not None:
+                levels[period.level][period.node_id] = period
+                period = calendar.parent(period)
+        touched: list[str] = []
+        for lvl in _LEVELS:
+            for node_id, period in sorted(levels[lvl].items()):
+                outcome = processor.builder.build_period(
+                    project, period, activity_ms=int(info["until_ms"])
+                )
+                store.clear_dirty(project, node_id, processor.clock.now_ms())
+                out.periods_rerolled += int(not outcome.retired)
+                out.periods_retired += int(outcome.retired)
+                touched.append(node_id)
+        retired = retired_nodes_overlapping(
+            store, project, int(info["since_ms"]), int(info["until_ms"])
+        )
+        out.versions_purged += purge_node_versions(store, project, [*touched, *retired])
+    _refresh_vectors(processor, store, out)
+    out.wal_truncated = scrub(store)
+    audit_id = payload.get("audit_id")
+    if isinstance(audit_id, int):
+        update_audit_counts(store, audit_id, out.counts())
+    return out
+
+
+def finish_entry(processor: Processor, store: SqliteStore, entry: OutboxEntry) -> ForgetReport:
+    """The ``forget`` outbox handler: ``finish`` a purge whose re-derivation was cut short."""
+    with secure_delete(store):
+        return finish(processor, store, dict(entry.payload))
+
+
+def _refresh_vectors(processor: Processor, store: SqliteStore, out: ForgetReport) -> None:
+    """Drop vectors of changed or removed documents (every embedder), re-embed with the
+    configured one, and bump each touched embedder's generation so loaded indexes reload."""
+    embedders = vector_embedders(store)
+    removed, _touched = purge_stale_doc_vectors(store)
+    out.vectors_removed += removed
+    if processor.index_hook is not None:
+        processor.index_hook()
+    if not embedders:
+        return
+    from memtoc.pipeline.embed_step import generation_key  # numpy: only when vectors exist
+
+    for name in sorted(embedders):
+        key = generation_key(name)
+        store.set_meta(key, str(int(store.get_meta(key) or 0) + 1))

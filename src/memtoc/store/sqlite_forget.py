@@ -1,0 +1,339 @@
+"""Forgetting in the SQLite store: tombstones, physical purge, audit rows.
+
+The service (``memtoc.forgetting``) decides *what* to forget and re-derives the TOC; these
+functions do the store-level work, each joining the caller's ``store.transaction()``:
+
+- ``select_events``: the events a selector names (tombstones included, flagged), without text.
+- ``unfile_events``: take events out of their segments (``segment_events``) and out of the
+  contentless ``events_fts``. A contentless FTS5 table can only delete a row when given the exact
+  values it indexed; SQLite here is 3.40 (``contentless_delete=1`` needs 3.43), so the delete
+  passes ``search_text(text)`` — what the worker indexes. Rows indexed from the plain text (the
+  ``0005`` migration's re-index) are covered too: ``search_text`` is the text plus extra forms, and
+  FTS5 deletes per (term, row), so the extra terms only add no-op delete markers.
+- ``tombstone_events``: the row stays (id, seq, time, project, session, agent, type, role, source)
+  with ``text = ''``, ``metadata = '{}'`` and ``forgotten_ms`` set: exactly-once import still holds
+  (``INSERT OR IGNORE`` sees the id) and the outbox still tiles the log.
+- ``purge_event_vectors``, ``purge_stale_doc_vectors``, ``purge_node_versions``: derived copies of
+  the text (vectors, ``doc_vectors.text``, old TOC node versions).
+- ``scrub``: FTS ``optimize`` (FTS5 deletes are markers until segments merge; optimize merges
+  everything, dropping the deleted terms) and ``wal_checkpoint(TRUNCATE)``.
+
+``secure_delete`` wraps the whole operation in ``PRAGMA secure_delete = ON``, so every freed cell
+and page is overwritten with zeros instead of being left in the file: after ``scrub`` the
+forgotten bytes are in neither the database file nor the WAL, nor in a backup taken afterwards
+(the online backup copies pages, free ones included). ``memtoc compact`` (VACUUM) also shrinks it.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from memtoc.errors import StoreError
+from memtoc.model import JsonValue
+from memtoc.store.sqlite import SqliteStore
+from memtoc.text.fts_text import search_text
+
+_CHUNK = 500
+
+
+@dataclass(frozen=True, slots=True)
+class EventRef:
+    """An event named by a forget selector: identity and place, never its text."""
+
+    seq: int
+    event_id: str
+    project: str
+    session_id: str
+    ts_ms: int
+    forgotten: bool
+    """Already a tombstone (forgotten earlier)."""
+
+
+@dataclass(frozen=True, slots=True)
+class AuditEntry:
+    """One ``forget`` recorded in ``forget_audit``: what was selected and what it did."""
+
+    audit_id: int
+    forgotten_ms: int
+    selector: dict[str, JsonValue]
+    event_ids: tuple[str, ...]
+    counts: dict[str, JsonValue]
+
+    def to_dict(self) -> dict[str, JsonValue]:
+        return {
+            "audit_id": self.audit_id,
+            "forgotten_ms": self.forgotten_ms,
+            "selector": dict(self.selector),
+            "event_ids": list(self.event_ids),
+            "counts": dict(self.counts),
+        }
+
+
+def _chunks(items: Sequence[Any]) -> Iterator[Sequence[Any]]:
+    for i in range(0, len(items), _CHUNK):
+        yield items[i : i + _CHUNK]
+
+
+def _run(store: SqliteStore, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+    with store._lock:
+        try:
+            return store.connection.execute(sql, params).fetchall()
+        except sqlite3.Error as exc:
+            raise StoreError(f"{store.path}: forget: {exc}") from exc
+
+
+# -- selection -------------------------------------------------------------------------------------
+def select_events(
+    store: SqliteStore,
+    *,
+    event_ids: Sequence[str] | None = None,
+    project: str | None = None,
+    session_id: str | None = None,
+    since_ms: int | None = None,
+    until_ms: int | None = None,
+) -> list[EventRef]:
+    """Events matching *every* given filter (``since`` inclusive, ``until`` exclusive), in time
+    order. ``event_ids`` None means "any id"; an empty sequence selects nothing."""
+    clauses: list[str] = []
+    args: list[Any] = []
+    for clause, value in (
+        ("project = ?", project),
+        ("session_id = ?", session_id),
+        ("ts_ms >= ?", since_ms),
+        ("ts_ms < ?", until_ms),
+    ):
+        if value is not None:
+            clauses.append(clause)
+            args.append(value)
+    cols = "SELECT seq, event_id, project, session_id, ts_ms, forgotten_ms FROM events"
+    rows: list[Any] = []
+    with store._lock:
+        if event_ids is None:
+            where = " WHERE " + " AND ".join(clauses) if clauses else ""
+            rows = _run(store, cols + where, args)
+        else:
+            for chunk in _chunks(list(dict.fromkeys(event_ids))):
+                where = " AND ".join([f"event_id IN ({','.join('?' * len(chunk))})", *clauses])
+                rows.extend(_run(store, f"{cols} WHERE {where}", [*chunk, *args]))
+    rows.sort(key=lambda r: (r[4], r[0]))
+    return [EventRef(r[0], r[1], r[2], r[3], r[4], r[5] is not None) for r in rows]
+
+
+def segments_of(store: SqliteStore, seqs: Sequence[int]) -> dict[int, tuple[str, str]]:
+    """``seq → (project, segment node id)`` for the given events that are filed in a segment."""
+    out: dict[int, tuple[str, str]] = {}
+    with store._lock:
+        for chunk in _chunks(list(seqs)):
+            marks = ",".join("?" * len(chunk))
+            for seq, project, node_id in _run(
+                store,
+                f"SELECT seq, project, node_id FROM segment_events WHERE seq IN ({marks})",
+                chunk,
+            ):
+                out[seq] = (project, node_id)
+    return out
+
+
+def bookmarks_citing(store: SqliteStore, event_ids: Sequence[str]) -> list[str]:
+    """Ids of bookmarks whose source events include any of ``event_ids``."""
+    found: set[str] = set()
+    with store._lock:
+        for chunk in _chunks(list(event_ids)):
+            marks = ",".join("?" * len(chunk))
+            rows = _run(
+                store,
+                "SELECT DISTINCT b.bookmark_id FROM bookmarks b, json_each(b.event_ids) j "
+                f"WHERE j.value IN ({marks})",
+                chunk,
+            )
+            found.update(r[0] for r in rows)
+    return sorted(found)
+
+
+# -- purge -----------------------------------------------------------------------------------------
+@contextmanager
+def secure_delete(store: SqliteStore) -> Iterator[None]:
+    """Run the body with ``PRAGMA secure_delete = ON`` (freed content overwritten with zeros)."""
+    with store._lock:
+        before = _run(store, "PRAGMA secure_delete")[0][0]
+        _run(store, "PRAGMA secure_delete = ON")
+        try:
+            yield
+        finally:
+            _run(store, f"PRAGMA secure_delete = {int(before)}")
+
+
+def unfile_events(store: SqliteStore, seqs: Sequence[int]) -> int:
+    """Remove filed events from ``segment_events`` and ``events_fts``; return how many were filed.
+
+    Must run before ``tombstone_events`` (the FTS delete needs the text that was indexed)."""
+    removed = 0
+    with store.transaction():
+        for chunk in _chunks(list(seqs)):
+            marks = ",".join("?" * len(chunk))
+            rows = _run(
+                store,
+                "SELECT e.seq, e.text FROM segment_events s JOIN events e ON e.seq = s.seq "
+                f"WHERE s.seq IN ({marks})",
+                chunk,
+            )
+            try:
+                store.connection.executemany(
+                    "INSERT INTO events_fts(events_fts, rowid, text) VALUES ('delete', ?, ?)",
+                    [(seq, search_text(text)) for seq, text in rows],
+                )
+            except sqlite3.Error as exc:
+                raise StoreError(f"{store.path}: forget: cannot unindex events: {exc}") from exc
+            _run(store, f"DELETE FROM segment_events WHERE seq IN ({marks})", chunk)
+            removed += len(rows)
+    return removed
+
+
+def tombstone_events(store: SqliteStore, seqs: Sequence[int], now_ms: int) -> int:
+    """Purge the text and metadata of live events and mark them forgotten; return how many."""
+    done = 0
+    with store.transaction():
+        for chunk in _chunks(list(seqs)):
+            marks = ",".join("?" * len(chunk))
+            cur = store.connection.execute(
+                "UPDATE events SET text = '', metadata = '{}', forgotten_ms = ? "
+                f"WHERE seq IN ({marks}) AND forgotten_ms IS NULL",
+                [now_ms, *chunk],
+            )
+            done += max(cur.rowcount, 0)
+    return done
+
+
+def purge_event_vectors(store: SqliteStore, events: Sequence[EventRef]) -> int:
+    """Delete every embedder's vectors of the events; return how many rows went."""
+    with store.transaction():
+        cur = store.connection.executemany(
+            "DELETE FROM vectors WHERE kind = 'event' AND project = ? AND item_id = ?",
+            [(e.project, e.event_id) for e in events],
+        )
+        return max(cur.rowcount, 0)
+
+
+def purge_stale_doc_vectors(store: SqliteStore) -> tuple[int, set[str]]:
+    """Delete vectors (and their ``doc_vectors`` text) of docs that are gone or whose text
+    changed; return how many and the embedders touched. The embedding step re-embeds the changed
+    docs on its next run; until then they are found by BM25 only."""
+    rows = _run(
+        store,
+        "SELECT v.kind, v.project, v.doc_id, v.embedder FROM doc_vectors v LEFT JOIN docs d "
+        "ON d.kind = v.kind AND d.project = v.project AND d.doc_id = v.doc_id "
+        "WHERE d.doc_id IS NULL OR d.text != v.text",
+    )
+    if not rows:
+        return 0, set()
+    with store.transaction():
+        store.connection.executemany(
+            "DELETE FROM vectors WHERE kind = ? AND project = ? AND item_id = ? AND embedder = ?",
+            rows,
+        )
+        store.connection.executemany(
+            "DELETE FROM doc_vectors WHERE kind = ? AND project = ? AND doc_id = ? "
+            "AND embedder = ?",
+            rows,
+        )
+    return len(rows), {r[3] for r in rows}
+
+
+def vector_embedders(store: SqliteStore) -> set[str]:
+    """Names of the embedders that have vectors in the store."""
+    return {r[0] for r in _run(store, "SELECT DISTINCT embedder FROM vectors")}
+
+
+def purge_node_versions(store: SqliteStore, project: str, node_ids: Sequence[str]) -> int:
+    """Delete every version of the nodes except the latest (all of them for a retired node)."""
+    deleted = 0
+    with store.transaction():
+        for node_id in dict.fromkeys(node_ids):
+            cur = store.connection.execute(
+                "DELETE FROM toc_node_versions WHERE project = ?1 AND node_id = ?2 AND version < "
+                "COALESCE((SELECT version FROM toc_nodes WHERE project = ?1 AND node_id = ?2), "
+                "1 << 62)",
+                (project, node_id),
+            )
+            deleted += max(cur.rowcount, 0)
+    return deleted
+
+
+def retired_nodes_overlapping(
+    store: SqliteStore, project: str, since_ms: int, until_ms: int
+) -> list[str]:
+    """Nodes with stored versions but no latest pointer (retired) whose span overlaps
+    ``[since, until]`` — history that may quote a forgotten event."""
+    rows = _run(
+        store,
+        "SELECT DISTINCT v.node_id FROM toc_node_versions v WHERE v.project = ? "
+        "AND v.start_ms <= ? AND v.end_ms > ? AND NOT EXISTS (SELECT 1 FROM toc_nodes n "
+        "WHERE n.project = v.project AND n.node_id = v.node_id)",
+        (project, until_ms, since_ms),
+    )
+    return [r[0] for r in rows]
+
+
+def scrub(store: SqliteStore) -> bool:
+    """Merge the FTS indexes (dropping deleted terms) and truncate the WAL; return whether the
+    checkpoint was complete (False: another connection's read kept old frames alive)."""
+    with store.transaction():
+        for table in ("events_fts", "docs_fts"):
+            _run(store, f"INSERT INTO {table}({table}) VALUES ('optimize')")
+    with store._lock:
+        busy, _log, _done = _run(store, "PRAGMA wal_checkpoint(TRUNCATE)")[0]
+    return int(busy) == 0
+
+
+# -- audit -----------------------------------------------------------------------------------------
+def _dumps(value: JsonValue) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+
+
+def write_audit(
+    store: SqliteStore,
+    now_ms: int,
+    selector: dict[str, JsonValue],
+    event_ids: Sequence[str],
+    counts: dict[str, JsonValue],
+) -> int:
+    """Record a forget (ids and counts, never content); return its audit id."""
+    with store.transaction():
+        cur = store.connection.execute(
+            "INSERT INTO forget_audit(forgotten_ms, selector, event_ids, counts) VALUES (?,?,?,?)",
+            (now_ms, _dumps(selector), _dumps(list(event_ids)), _dumps(counts)),
+        )
+        return int(cur.lastrowid or 0)
+
+
+def update_audit_counts(store: SqliteStore, audit_id: int, counts: dict[str, JsonValue]) -> None:
+    """Merge ``counts`` into an audit row (re-derivation finishes after the purge commits)."""
+    with store.transaction():
+        rows = _run(store, "SELECT counts FROM forget_audit WHERE audit_id = ?", (audit_id,))
+        if not rows:
+            return
+        merged = {**json.loads(rows[0][0]), **counts}
+        _run(
+            store,
+            "UPDATE forget_audit SET counts = ? WHERE audit_id = ?",
+            (_dumps(merged), audit_id),
+        )
+
+
+def list_audit(store: SqliteStore, limit: int = 50) -> list[AuditEntry]:
+    """The most recent forgets, newest first."""
+    rows = _run(
+        store,
+        "SELECT audit_id, forgotten_ms, selector, event_ids, counts FROM forget_audit "
+        "ORDER BY audit_id DESC LIMIT ?",
+        (limit,),
+    )
+    return [
+        AuditEntry(r[0], r[1], json.loads(r[2]), tuple(json.loads(r[3])), json.loads(r[4]))
+        for r in rows
+    ]
