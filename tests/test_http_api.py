@@ -305,9 +305,6 @@ def test_recall(client: TestClient) -> None:
     response = client.post(
         "/v1/recall", json={"query": "postgres migration", "budget": 300}, headers=AUTH
     )
-    if not hasattr(Memory, "recall"):
-        assert response.status_code == 501 and "recall" in response.json()["error"]
-        return
     assert response.status_code == 200, response.text
     data = response.json()
     assert data["budget"] == 300 and 0 < data["tokens"] <= 300
@@ -444,3 +441,16 @@ def test_concurrent_requests_are_all_answered(client: TestClient) -> None:
     for t in threads:
         t.join()
     assert results == [200] * 8
+
+
+def test_unknown_query_parameters_are_rejected(client: TestClient) -> None:
+    response = client.get("/v1/toc", params={"projct": "webapp"}, headers=AUTH)
+    assert response.status_code == 422
+    assert "projct" in response.json()["error"] and "project" in response.json()["error"]
+
+
+def test_the_app_restarts_after_its_lifespan_ends(settings: Settings) -> None:
+    app = create_app(lambda: Memory.open(settings), token=TOKEN, web=False)
+    for _ in range(2):  # each `with` runs startup and shutdown (the pool closes, then reopens)
+        with TestClient(app) as c:
+            assert c.get("/v1/projects", headers=AUTH).status_code == 200

@@ -26,7 +26,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from memtoc.errors import MemtocError, NotFoundError, StoreError
 from memtoc.surfaces.http import routes_navigate, routes_query
-from memtoc.surfaces.http.deps import ApiState, DaemonInfo, require_token
+from memtoc.surfaces.http.deps import ApiState, DaemonInfo, reject_unknown_query, require_token
 from memtoc.surfaces.http.pool import MemoryFactory, MemoryPool
 from memtoc.surfaces.web import mount_web
 
@@ -56,6 +56,7 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        pool.reopen()
         try:
             yield
         finally:
@@ -70,7 +71,7 @@ def create_app(
         lifespan=lifespan,
     )
     app.state.memtoc = ApiState(pool=pool, token=token, daemon=daemon)
-    auth = [Depends(require_token)]
+    auth = [Depends(require_token), Depends(reject_unknown_query)]
     app.include_router(routes_navigate.router, dependencies=auth)
     app.include_router(routes_query.router, dependencies=auth)
     _install_error_handlers(app)

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from typing import Annotated
 
 from fastapi import Depends, HTTPException, Request
+from fastapi.dependencies.models import Dependant
+from fastapi.exceptions import RequestValidationError
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from memtoc.memory import Memory
@@ -56,6 +58,37 @@ def require_token(
             "`memtoc token` prints it)",
             headers={"WWW-Authenticate": "Bearer"},
         )
+
+
+def reject_unknown_query(request: Request) -> None:
+    """422 for a query parameter the route does not declare (``?projct=`` is a typo, not a
+    request for everything)."""
+    route = request.scope.get("route")
+    dependant = getattr(route, "dependant", None)
+    if dependant is None:
+        return
+    known = _query_aliases(dependant)
+    unknown = sorted(set(request.query_params) - known)
+    if unknown:
+        expected = ", ".join(sorted(known)) or "none"
+        raise RequestValidationError(
+            [
+                {
+                    "loc": ("query", name),
+                    "msg": f"unknown query parameter (expected: {expected})",
+                    "type": "extra_forbidden",
+                }
+                for name in unknown
+            ]
+        )
+
+
+def _query_aliases(dependant: Dependant) -> set[str]:
+    """The query parameter names a route (and its dependencies) declares."""
+    found = {p.alias for p in dependant.query_params}
+    for sub in dependant.dependencies:
+        found |= _query_aliases(sub)
+    return found
 
 
 def leased_memory(request: Request) -> Iterator[Memory]:

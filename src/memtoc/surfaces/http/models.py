@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 Level = Literal["year", "month", "week", "day", "segment"]
 Tier = Literal["L0", "L1", "L2"]
+NodeTier = Literal["L0", "L1"]
 Kind = Literal["node", "grip", "bookmark", "event"]
 Role = Literal["user", "assistant", "system", "tool"]
 NoteKind = Literal["note", "decision", "todo", "fact"]
@@ -71,5 +72,6 @@ ERRORS: dict[int | str, dict[str, Any]] = {
     401: {"model": ErrorBody, "description": "Missing or wrong bearer token."},
     404: {"model": ErrorBody, "description": "Unknown node, grip or project."},
     422: {"model": ErrorBody, "description": "A parameter failed validation."},
+    503: {"model": ErrorBody, "description": "The store is unavailable (locked, shutting down)."},
 }
 """Error responses every ``/v1`` route may give (declared so the OpenAPI document is complete)."""

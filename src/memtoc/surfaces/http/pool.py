@@ -5,7 +5,8 @@ and lazily built, unsynchronised state (the processor, the embedder), so it must
 requests at once. Each request therefore *leases* a ``Memory`` for its duration: an idle one if
 there is one, a new one from the factory while fewer than ``size`` exist, else it waits for one
 to come back. A connection is thus only ever used by one thread at a time, and at most ``size``
-connections (and embedders) are open. ``close`` closes them all when the app shuts down.
+connections (and embedders) are open. ``close`` closes them when the app shuts down (and
+``reopen`` lets a restarted lifespan lease again).
 """
 
 from __future__ import annotations
@@ -73,16 +74,23 @@ class MemoryPool:
     def _release(self, memory: Memory) -> None:
         with self._cond:
             if self._closed:
+                self._count -= 1
                 memory.close()
                 return
             self._idle.append(memory)
             self._cond.notify()
+
+    def reopen(self) -> None:
+        """Accept leases again after ``close`` (an app's lifespan may run more than once)."""
+        with self._cond:
+            self._closed = False
 
     def close(self) -> None:
         """Close every idle Memory now; leased ones close when their request ends."""
         with self._cond:
             self._closed = True
             idle, self._idle = self._idle, []
+            self._count -= len(idle)
             self._cond.notify_all()
         for memory in idle:
             memory.close()

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Path, Query, Request
 
 from memtoc.errors import NotFoundError, QueryError
 from memtoc.surfaces.http.deps import MemoryDep, api_state
-from memtoc.surfaces.http.models import ERRORS, JsonObject, Level, Tier
+from memtoc.surfaces.http.models import ERRORS, JsonObject, Level, NodeTier
 from memtoc.surfaces.http.params import time_param
 
 router = APIRouter(prefix="/v1", tags=["navigate"], responses=ERRORS)
@@ -49,7 +49,7 @@ def node(
         str, Path(min_length=1, max_length=300, description="toc:day:2024-01-18, …")
     ],
     project: ProjectQ = None,
-    tier: Annotated[Tier, Query(description="L0 abstract; L1 adds the overview.")] = "L0",
+    tier: Annotated[NodeTier, Query(description="L0 abstract; L1 adds the overview.")] = "L0",
 ) -> JsonObject:
     return memory.node(node_id, project=project, tier=tier).to_dict()
 

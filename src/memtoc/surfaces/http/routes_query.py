@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, HTTPException, Query
+from fastapi import APIRouter, Query
 
 from memtoc.retrieval.context import DEFAULT_BUDGET
 from memtoc.surfaces.http.deps import MemoryDep
 from memtoc.surfaces.http.models import (
     ERRORS,
-    ErrorBody,
     JsonObject,
     Kind,
     Level,
@@ -59,22 +58,14 @@ def search(
 
 
 @router.post(
-    "/recall",
-    tags=["query"],
-    summary="The best context for a question within a token budget",
-    responses={501: {"model": ErrorBody, "description": "Recall is not in this build."}},
+    "/recall", tags=["query"], summary="The best context for a question within a token budget"
 )
 def recall(memory: MemoryDep, body: RecallBody) -> JsonObject:
     """Bookmarks first, then the best grips and segments, then plain retrieval to fill; items in
-    time order with citations, ``tokens`` ≤ ``budget``."""
-    run = getattr(memory, "recall", None)
-    if run is None:
-        raise HTTPException(501, "recall is not available in this build of memtoc yet")
+    time order with citations, ``tokens`` ≤ ``budget`` (DESIGN §6)."""
     at_ms = time_param(memory, body.at, name="at", edge="start")
-    result = run(body.query, budget=body.budget, project=body.project, at_ms=at_ms)
-    data = result.to_dict()
-    assert isinstance(data, dict)
-    return data
+    result = memory.recall(body.query, budget=body.budget, project=body.project, at_ms=at_ms)
+    return result.to_dict()
 
 
 @router.get("/bookmarks", tags=["query"], summary="Salient moments, most important first")
