@@ -60,8 +60,13 @@ DEFAULT_BEAM = 3
 DEFAULT_SEGMENTS = 5
 MIN_SIMILARITY = 0.2
 """Below this best-segment similarity the drill's own items are dropped (fallback)."""
-EVIDENCE_POOL = 50
-"""Events ranked per window when looking for evidence (BM25 and vectors each)."""
+EVIDENCE_POOL = 200
+"""Events of the whole scope ranked once (BM25 and vectors each) as every step's evidence."""
+KEEP_RATIO = 0.5
+"""The drill keeps the events of its chosen segments scoring at least this fraction of the best
+one; weaker ones (a name the question shares with half the conversation) wait for the fill."""
+NODE_POOL = 2_000
+"""Most nodes of one level ranked by their summaries per drill."""
 _ALL_TIME = (0, 2**62)
 
 Key = tuple[str, str]
@@ -182,6 +187,7 @@ class _Drill:
         semantic: SemanticIndex | None,
         scope: tuple[int, int],
         evidence: bool = True,
+        pool_size: int = EVIDENCE_POOL,
     ) -> None:
         self.store = store
         self.text = text
@@ -191,6 +197,9 @@ class _Drill:
         self.use_evidence = evidence
         self._node_cos: dict[Key, float] | None = None
         self._best: dict[tuple[tuple[str, ...], str | None], float] = {}
+        self._own: dict[str, dict[Key, float]] = {}
+        self._pool: _Matches | None = None
+        self.pool_size = pool_size
 
     def comparable(
         self, hits: list[Hit], kinds: tuple[str, ...], level: str | None
@@ -232,23 +241,20 @@ class _Drill:
                 self._node_cos = {(k.project, k.item_id): max(0.0, c) for k, c in found}
         return self._node_cos
 
-    def events(self, project: str, window: tuple[int, int], pool: int) -> _Matches:
-        """The best ``pool`` events of ``project`` in ``window`` by BM25 (and cosine, averaged)."""
+    def events(self, projects: tuple[str, ...], window: tuple[int, int], pool: int) -> _Matches:
+        """The best ``pool`` events of ``projects`` in ``window`` by BM25 (and cosine, averaged),
+        scores comparable across windows (``comparable``)."""
         filters = SearchFilters(
-            projects=(project,), kinds=("event",), since_ms=window[0], until_ms=window[1]
+            projects=projects, kinds=("event",), since_ms=window[0], until_ms=window[1]
         )
-        bm = {
-            (h.project, h.item_id): sim
-            for h, sim in self.comparable(
-                bm25_search(self.store, self.text, filters, limit=pool), ("event",), None
-            )
-        }
+        hits = bm25_search(self.store, self.text, filters, limit=pool)
+        bm = {(h.project, h.item_id): sim for h, sim in self.comparable(hits, ("event",), None)}
         cos: dict[Key, float] = {}
         if self.semantic is not None:
             found = self.semantic.search(
                 self.text,
                 pool,
-                projects=(project,),
+                projects=projects,
                 kinds=("event",),
                 since_ms=window[0],
                 until_ms=window[1],
@@ -265,52 +271,79 @@ class _Drill:
             out.found[key] = (sim, ev)
         return out
 
-    def own(self, project: str, level: str, window: tuple[int, int], n: int) -> dict[str, float]:
-        """Summary similarity of the ``level`` nodes of ``project`` overlapping ``window``."""
+    def pool(self) -> _Matches:
+        """The scope's best ``pool_size`` events: the evidence every step looks up first."""
+        if self._pool is None:
+            self._pool = self.events(self.projects, self.scope, self.pool_size)
+        return self._pool
+
+    def evidence(self, project: str, window: tuple[int, int]) -> _Matches:
+        """Events matching inside ``window``: the scope's pool where it has some there, else a
+        search of the window itself (a period whose matches are all weaker than the pool's)."""
+        lo, hi = window
+        pool = self.pool()
+        found = {
+            key: hit
+            for key, hit in pool.found.items()
+            if key[0] == project and lo <= hit[1].ts_ms < hi
+        }
+        if found or len(pool.found) < self.pool_size:
+            return _Matches(found)  # a pool that is not full holds every match of the scope
+        return self.events((project,), window, EVIDENCE_POOL)
+
+    def own(self, level: str) -> dict[Key, float]:
+        """Summary similarity of every ``level`` node of the scope (one search per level)."""
+        cached = self._own.get(level)
+        if cached is not None:
+            return cached
         filters = SearchFilters(
-            projects=(project,),
+            projects=self.projects,
             kinds=("node",),
             levels=(level,),
-            since_ms=window[0],
-            until_ms=window[1],
+            since_ms=self.scope[0],
+            until_ms=self.scope[1],
         )
-        hits = bm25_search(self.store, self.text, filters, limit=n)
-        bm = {h.item_id: sim for h, sim in self.comparable(hits, ("node",), level)}
+        hits = bm25_search(self.store, self.text, filters, limit=NODE_POOL)
+        bm = {(h.project, h.item_id): h.score for h in hits}
         if self.semantic is None:
-            return bm
-        cos = self.node_cos()
-        return {
-            node_id: (bm.get(node_id, 0.0) + cos.get((project, node_id), 0.0)) / 2
-            for node_id in {*bm, *(k[1] for k in cos if k[0] == project)}
-        }
+            out = bm
+        else:
+            prefix = f"toc:{level}:"
+            cos = {k: c for k, c in self.node_cos().items() if k[1].startswith(prefix)}
+            out = {k: (bm.get(k, 0.0) + cos.get(k, 0.0)) / 2 for k in {*bm, *cos}}
+        self._own[level] = out
+        return out
 
-    def level(
-        self, level: str, parents: list[tuple[str, tuple[int, int]]]
-    ) -> tuple[list[Scored], dict[Key, tuple[float, Event]]]:
-        """Score every ``level`` node inside a parent's window; also return the events seen."""
+    def level(self, level: str, parents: list[tuple[str, tuple[int, int]]]) -> list[Scored]:
+        """Score every ``level`` node inside a parent's window, best first."""
         scored: dict[Key, Scored] = {}
-        seen: dict[Key, tuple[float, Event]] = {}
         for project, window in parents:
             nodes = self.store.list_nodes(
                 project, level=level, since_ms=window[0], until_ms=window[1]
             )
             if not nodes:
                 continue
-            own = self.own(project, level, window, len(nodes) + 5)
-            matches = self.events(project, window, EVIDENCE_POOL)
-            seen.update(matches.found)
+            own = self.own(level)
+            matches = self.evidence(project, window) if self.use_evidence else _Matches()
             for node in nodes:
                 inner = _overlap((node.start_ms, node.end_ms), window)
                 if inner is None:
                     continue
-                inside = matches.inside(node, inner)
-                evidence = max((s for s, _ in inside), default=0.0) if self.use_evidence else 0.0
-                cand = Scored(node, inner, own.get(node.node_id, 0.0), evidence)
+                best = max((s for s, _ in matches.inside(node, inner)), default=0.0)
+                cand = Scored(node, inner, own.get((project, node.node_id), 0.0), best)
                 prev = scored.get((project, node.node_id))
                 if prev is None or cand.similarity > prev.similarity:
                     scored[(project, node.node_id)] = cand
-        ranked = sorted(scored.values(), key=lambda s: (-s.score, s.node.start_ms, s.node.node_id))
-        return ranked, seen
+        return sorted(scored.values(), key=lambda s: (-s.score, s.node.start_ms, s.node.node_id))
+
+    def inside_segments(self, chosen: tuple[Scored, ...]) -> list[tuple[float, Event]]:
+        """The matching events of the chosen segments, scored event similarity times segment score."""
+        out: list[tuple[float, Event]] = []
+        for seg in chosen:
+            for sim, ev in self.evidence(seg.node.project, seg.window).inside(seg.node, seg.window):
+                out.append((sim * seg.score, ev))
+        out.sort(key=lambda p: (-p[0], p[1].ts_ms, p[1].event_id))
+        return out
 
 
 def drill(
@@ -331,6 +364,7 @@ def drill(
     min_similarity: float = MIN_SIMILARITY,
     resolve: bool = True,
     evidence: bool = True,
+    keep_ratio: float = KEEP_RATIO,
 ) -> DrillResult:
     """Drill from the years down to segments and return the best events inside them.
 
@@ -366,18 +400,16 @@ def drill(
     if resolved is not None and resolved.resolved:
         assert resolved.start_ms is not None and resolved.end_ms is not None
         scope = _overlap(scope, (resolved.start_ms, resolved.end_ms)) or (0, 0)
-    d = _Drill(store, text, scope_projects, semantic, scope, evidence)
+    d = _Drill(store, text, scope_projects, semantic, scope, evidence, max(EVIDENCE_POOL, limit))
     path: list[DrillStep] = []
     parents = [(p, scope) for p in scope_projects] if scope[0] < scope[1] else []
-    seen: dict[Key, tuple[float, Event]] = {}
     for level in LEVEL_ORDER:
-        ranked, seen_here = d.level(level, parents)
+        ranked = d.level(level, parents)
         if not ranked:
             continue  # a level not built (yet): its parents' windows carry on to the next
         width = segments if level == "segment" else beam
         chosen = tuple(s for s in ranked if s.similarity > 0)[:width]
         path.append(DrillStep(level, len(ranked), chosen))
-        seen = seen_here
         parents = [(s.node.project, s.window) for s in chosen]
         if not parents:
             break
@@ -390,10 +422,9 @@ def drill(
     elif best < min_similarity:
         reason = f"best segment similarity {best:.3f} < {min_similarity}"
     else:
-        for seg in chosen_segments:
-            for sim, ev in _Matches(seen).inside(seg.node, seg.window):
-                ranked_events.append((sim * seg.score, ev))
-        ranked_events.sort(key=lambda p: (-p[0], p[1].ts_ms, p[1].event_id))
+        found = d.inside_segments(chosen_segments)
+        top = max((sim for sim, _ in found), default=0.0)
+        ranked_events = [(sim, ev) for sim, ev in found if sim >= keep_ratio * top]
     chosen_items: list[tuple[str, str, float]] = []
     have: set[str] = set()
     for sim, ev in ranked_events:
@@ -409,9 +440,8 @@ def drill(
     for stage, window in stages:
         if len(chosen_items) >= limit:
             break
-        extra: list[tuple[float, Event]] = []
-        for project in scope_projects:
-            extra += d.events(project, window, max(limit, 10)).found.values()
+        more = d.pool() if window == scope else d.events(scope_projects, window, max(limit, 10))
+        extra = list(more.found.values())
         extra.sort(key=lambda p: (-p[0], p[1].ts_ms, p[1].event_id))
         added = [(ev.project, ev.event_id, sim) for sim, ev in extra if ev.event_id not in have]
         if added:
