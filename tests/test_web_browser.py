@@ -17,6 +17,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -89,15 +90,13 @@ def _fill_store(settings: Settings) -> str:
     return facts[0].query
 
 
-@pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+@contextmanager
+def serving(settings: Settings) -> Iterator[str]:
     """uvicorn serving ``create_app`` (API + web UI) on a free loopback port, in a thread."""
     import uvicorn
 
     from memtoc.surfaces.http.app import create_app
 
-    settings = _settings(tmp_path_factory.mktemp("web-home"))
-    query = _fill_store(settings)
     app = create_app(lambda: Memory.open(settings), token=TOKEN)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.bind(("127.0.0.1", 0))
@@ -109,10 +108,21 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     while not server.started:
         assert thread.is_alive() and time.monotonic() < deadline, "the server did not start"
         time.sleep(0.05)
-    yield Served(f"http://127.0.0.1:{port}", settings, query)
-    server.should_exit = True
-    thread.join(timeout=10)
-    sock.close()
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        sock.close()
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """The store filled once for the module, served for all its tests."""
+    settings = _settings(tmp_path_factory.mktemp("web-home"))
+    query = _fill_store(settings)
+    with serving(settings) as url:
+        yield Served(url, settings, query)
 
 
 @pytest.fixture(scope="module")
@@ -152,9 +162,10 @@ def tree_row(page: Any, node_id: str) -> Any:
 
 
 def expand(page: Any, node_id: str) -> None:
-    """Click a tree node's twisty (by keyboard-reachable button) and wait for its children."""
-    row = tree_row(page, node_id).locator("xpath=..")
-    row.locator("[data-testid=tree-toggle]").click()
+    """Click a tree node's twisty (unless already expanded) and wait for its children."""
+    toggle = tree_row(page, node_id).locator("xpath=..").locator("[data-testid=tree-toggle]")
+    if toggle.get_attribute("aria-expanded") != "true":
+        toggle.click()
     page.wait_for_function(
         "id => { const li = document.querySelector(`[data-node-id=\"${id}\"]`).closest('li');"
         " return li.querySelector('ul[role=group] [data-testid=tree-node]') !== null; }",
@@ -164,7 +175,7 @@ def expand(page: Any, node_id: str) -> None:
 
 def test_drill_into_a_week_and_expand_a_grip(served: Served, page: Any) -> None:
     with Memory.open(served.settings) as memory:
-        year = memory.toc(PROJECT)[0]
+        year = memory.toc(PROJECT)[-1]  # the latest year, which the page opens first
         month = memory.store.find_node(year.child_node_ids[0], PROJECT)
         week = memory.store.find_node(month.child_node_ids[0], PROJECT)
 
@@ -182,7 +193,10 @@ def test_drill_into_a_week_and_expand_a_grip(served: Served, page: Any) -> None:
     assert f"{events:,}" in status
     shot(page, "01-loaded")
 
-    expand(page, year.node_id)
+    # The page opens the latest year in the detail pane and expands it in the tree.
+    page.locator(f'[data-testid=node-detail][data-node-id="{year.node_id}"]').wait_for()
+    tree_row(page, month.node_id).wait_for()
+    expand(page, year.node_id)  # already expanded: a no-op
     expand(page, month.node_id)
     tree_row(page, week.node_id).click()
     detail = page.locator(f'[data-testid=node-detail][data-node-id="{week.node_id}"]')
@@ -215,18 +229,39 @@ def test_drill_into_a_week_and_expand_a_grip(served: Served, page: Any) -> None:
 
 def test_search_opens_a_node(served: Served, page: Any) -> None:
     page.goto(f"{served.url}/#token={TOKEN}")
-    page.locator("[data-testid=tree-node]").first.wait_for()
+    # The page opens the latest year by itself.
+    page.locator("[data-testid=node-detail][data-node-id^='toc:year:']").wait_for()
     page.fill("[data-testid=search-input]", served.query)
     page.press("[data-testid=search-input]", "Enter")
     results = page.locator("[data-testid=search-result]")
     results.first.wait_for()
     assert results.count() >= 1
     shot(page, "04-search")
-    results.first.click()
-    detail = page.locator("[data-testid=node-detail]")
+    first = results.first
+    kind, item_id = first.get_attribute("data-kind"), first.get_attribute("data-id")
+    first.click()
+    # Wait for the result's node to replace the year (a node result names its node itself).
+    opened = (
+        f'[data-node-id="{item_id}"]' if kind == "node" else ":not([data-node-id^='toc:year:'])"
+    )
+    detail = page.locator(f"[data-testid=node-detail]{opened}")
     detail.wait_for()
     node_id = detail.get_attribute("data-node-id")
     assert node_id and node_id.startswith("toc:")
+    with Memory.open(served.settings) as memory:
+        item = next(
+            i
+            for i in memory.search(served.query, project=PROJECT, limit=12).items
+            if (i.kind, i.id) == (kind, item_id)
+        )
+        node = memory.store.find_node(node_id, PROJECT)
+        if kind == "node":
+            assert node_id == item_id
+        elif kind == "grip":
+            assert node_id == memory.store.get_grip(item_id).toc_node_id
+        else:  # an event or bookmark opens the segment holding its first event
+            assert node.level == "segment"
+            assert node.start_ms <= item.events[0].ts_ms <= node.end_ms
     assert page.locator("[data-testid=search-panel]").is_hidden()
     # The tree was opened down to the node and marks it selected.
     selected = tree_row(page, node_id).locator("xpath=../..")
@@ -268,3 +303,20 @@ def test_without_a_token_the_page_asks_for_one(served: Served, page: Any) -> Non
     page.press("#token-input", "Enter")
     page.locator("[data-testid=tree-node]").first.wait_for()
     assert page.locator("[data-testid=auth-error]").count() == 0
+
+
+def test_status_panel_shows_degraded_modes_in_warning_colour(served: Served, page: Any) -> None:
+    """The same store served without an embedder: search is BM25-only and the panel says so."""
+    settings = load_settings({"home": str(served.settings.home), "embedder": "none"}, environ={})
+    with serving(settings) as url:
+        page.goto(f"{url}/#token={TOKEN}")
+        warnings = page.locator("[data-testid=status-warnings]")
+        warnings.wait_for()
+        assert "BM25-only" in warnings.inner_text()
+        assert "no embedder" in warnings.inner_text()
+        colour = warnings.evaluate("el => getComputedStyle(el).color")
+        background = warnings.evaluate("el => getComputedStyle(el).backgroundColor")
+        assert colour == "rgb(138, 59, 0)"  # --warn-ink on --warn-bg (contrast 7.3:1)
+        assert background == "rgb(255, 244, 229)"
+        assert page.locator("[data-testid=status-ok]").count() == 0
+        shot(page, "08-status-degraded")

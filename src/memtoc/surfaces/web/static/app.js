@@ -69,12 +69,17 @@ async function ancestry(id) {
   return chain;
 }
 
+let opening = 0; // only the latest openNode renders (a slow earlier one must not win)
+
 async function openNode(id) {
+  const ticket = ++opening;
+  const current = () => ticket === opening;
   await run(async () => {
     const chain = await ancestry(id);
+    if (!current()) return;
     const project = chain[chain.length - 1].project;
     if (project && project !== state.project) await selectProject(project);
-    await detail.show(id, state.project, chain);
+    if (!(await detail.show(id, state.project, chain, current))) return;
     await tree.reveal(chain.map((n) => n.node_id));
     history.replaceState(null, "", "#" + new URLSearchParams({ project: state.project, node: id }));
   }, $("#detail"));
@@ -105,12 +110,23 @@ async function start() {
   const wanted = params.get("project");
   const initial = projects.some((p) => p.project === wanted) ? wanted : projects[0].project;
   await selectProject(initial);
+  // A deep link opens its node; otherwise the latest year, so the page starts with a summary.
   if (params.get("node")) await openNode(params.get("node"));
+  else await openLatest();
 }
 
-picker.addEventListener("change", () => {
-  detail.empty();
-  selectProject(picker.value);
+/** Open the project's most recent year (the detail pane is never blank when there is a TOC). */
+async function openLatest() {
+  const years = [...tree.root.querySelectorAll(".tree > li > .row [data-level=year]")];
+  if (!years.length) return detail.empty();
+  const id = years[years.length - 1].dataset.nodeId;
+  await openNode(id);
+  await tree.toggle(id, true);
+}
+
+picker.addEventListener("change", async () => {
+  await selectProject(picker.value);
+  await openLatest();
 });
 
 document.addEventListener("keydown", (ev) => {

@@ -20,10 +20,13 @@ export class Detail {
         "Each summary bullet opens the events it was drawn from.")));
   }
 
-  /** Load and show a node; returns its dict (with parent_id) for the caller's breadcrumbs. */
-  async show(id, project, ancestors) {
-    fill(this.root, notice("info", "Loading " + id + "…"));
+  /**
+   * Load and show a node (unless `current()` says a newer request superseded this one);
+   * returns the node dict, or null when superseded.
+   */
+  async show(id, project, ancestors, current = () => true) {
     const view = await api.node(id, project, "L1");
+    if (!current()) return null;
     const node = view.node;
     const crumbs = (ancestors || []).slice(0, -1);
     const meta = [
@@ -48,7 +51,6 @@ export class Detail {
         h("summary", {}, "Overview (L1)"), h("div", { class: "prose" }, node.overview)) : null,
       this.children(view.children || []),
       h("p", { class: "ids" }, h("code", {}, node.node_id))));
-    this.root.querySelector("h2").focus({ preventScroll: true });
     this.root.scrollTop = 0;
     return node;
   }

@@ -31,7 +31,8 @@ export class Status {
       return;
     }
     const outbox = s.outbox || {};
-    const daemon = s.daemon || s.worker || null;
+    const daemon = s.daemon && typeof s.daemon === "object" ? s.daemon : null;
+    const worker = daemon && typeof daemon.worker === "object" ? daemon.worker : null;
     const nodes = s.nodes || {};
     const levels = ["year", "month", "week", "day", "segment"].filter((l) => nodes[l]);
     const rows = [
@@ -48,16 +49,22 @@ export class Status {
     if (s.last_event_ms) rows.push(["Last event", stamp(new Date(s.last_event_ms).toISOString())]);
     const rolled = Object.values(s.rollups || {}).map((r) => r?.last_run_ms || 0);
     if (rolled.length && Math.max(...rolled)) rows.push(["Last rollup", stamp(new Date(Math.max(...rolled)).toISOString())]);
-    if (daemon && typeof daemon === "object") {
-      for (const [key, value] of Object.entries(daemon)) rows.push([label(key), show(value)]);
+    if (daemon) rows.push(["Daemon", "memtoc serve, pid " + show(daemon.pid)]);
+    if (worker) {
+      const when = worker.last_round_ms ? " · last round " + stamp(new Date(worker.last_round_ms).toISOString()) : "";
+      rows.push(["Worker", show(worker.state) + " · " + num(worker.events_filed) + " events filed" + when]);
+    } else if (!daemon) {
+      rows.push(["Worker", "none (run memtoc serve or memtoc process)"]);
     }
     fill(this.root,
       h("dl", { class: "stats" }, rows.map(([k, v]) => [h("dt", {}, k), h("dd", {}, v)])),
-      this.warnings(s));
+      this.warnings(s, worker));
   }
 
-  warnings(s) {
+  warnings(s, worker) {
     const out = [];
+    if (worker && !worker.running) out.push("The worker is not running (" + show(worker.state) + ")");
+    if (worker?.last_error) out.push("Worker error: " + worker.last_error);
     if (s.embedder_degraded) out.push("Search is BM25-only: " + s.embedder_degraded);
     if (s.token_counter_degraded) out.push("Token counts are approximate (" + s.token_counter + ")");
     if (s.summarizer_configured && s.summarizer && !String(s.summarizer).startsWith(s.summarizer_configured))
@@ -73,11 +80,6 @@ export class Status {
 
 function num(n) {
   return n === undefined || n === null ? "–" : Number(n).toLocaleString();
-}
-
-function label(key) {
-  const words = key.replace(/_/g, " ");
-  return words.charAt(0).toUpperCase() + words.slice(1);
 }
 
 function show(value) {
