@@ -15,9 +15,11 @@ from typer.testing import CliRunner
 from memtoc.clock import ManualClock
 from memtoc.memory import Memory
 from memtoc.retrieval.drill import DrillResult, drill
+from memtoc.retrieval.embedding_index import SemanticIndex
 from memtoc.store.sqlite import SqliteStore
 from memtoc.surfaces.cli.app import app
 from memtoc.surfaces.cli.commands import search_cmds
+from search_support import require_model
 
 assert search_cmds  # registers `search` on the app
 
@@ -204,3 +206,22 @@ def test_memory_drill_and_cli(memory: Memory, tmp_path: Path) -> None:
     out = runner.invoke(app, ["--db", db, "search", QUERY, "--drill"])
     assert out.exit_code == 0, out.output
     assert "toc:month:2023-07" in out.stdout and "pinning" in out.stdout
+
+
+def test_drill_with_vectors(tmp_path: Path) -> None:
+    """With a real (static) embedder every step averages BM25 and cosine, and still finds it."""
+    model = require_model()
+    clock = ManualClock(ms(2024, 1, 10))
+    store = SqliteStore(tmp_path / "v.db", clock=clock)
+    semantic = SemanticIndex(store, kind="static", model=str(model))
+    mem = Memory(store, clock=clock, tz=UTC, semantic=semantic)
+    mem.ingest_records(corpus(), project="p")
+    mem.process()
+    mem.rollup(force=True)
+    result = mem.drill(QUERY, project="p", limit=1)
+    assert result.degraded is None
+    assert "pinning" in result.items[0].text and not result.fallback
+    assert _chosen(result, "month")[0] == "toc:month:2023-07"
+    # cosine gives summaries that share no word with the query a similarity of their own
+    months = next(s for s in result.path if s.level == "month").chosen
+    assert all(c.own > 0 for c in months)
