@@ -84,8 +84,9 @@ def test_in_process_session(memory: Memory) -> None:
     } <= set(tools)
     for name, tool in tools.items():
         ann = tool.annotations
-        assert ann is not None and ann.read_only_hint is (name != "memory_remember")
-        assert ann.destructive_hint is False
+        writes = name in ("memory_remember", "memory_forget")
+        assert ann is not None and ann.read_only_hint is (not writes)
+        assert ann.destructive_hint is (name == "memory_forget")
         assert tool.description and len(tool.description) > 80
     assert "grip_id" in tools["memory_expand"].input_schema["required"]
 

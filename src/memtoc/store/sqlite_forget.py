@@ -206,6 +206,12 @@ def tombstone_events(store: SqliteStore, seqs: Sequence[int], now_ms: int) -> in
                 [now_ms, *chunk],
             )
             done += max(cur.rowcount, 0)
+            # the tombstone list (table from 0003) travels with `memtoc migrate-store`
+            store.connection.execute(
+                "INSERT OR REPLACE INTO tombstones(event_id, forgotten_ms, reason) "
+                f"SELECT event_id, forgotten_ms, 'forget' FROM events WHERE seq IN ({marks})",
+                chunk,
+            )
     return done
 
 

@@ -43,6 +43,7 @@ keeping with memory_remember. Every result states its token cost in `tokens`."""
 
 READ = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True)
 WRITE = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False)
+DESTROY = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True)
 
 Project = Annotated[
     str | None,
@@ -188,12 +189,19 @@ def build_server(memory: Memory) -> MCPServer[Any]:
             Field(description="L0 abstracts (cheap), L1 overviews, L2 the full events."),
         ] = "L0",
         limit: Annotated[int, Field(ge=1, le=50, description="How many items.")] = 10,
+        at: Annotated[
+            str | None,
+            Field(description="Reference time for 'last week' etc. in the query (default now)."),
+        ] = None,
     ) -> dict[str, Any]:
         """Teleport: search summaries, grips, bookmarks and events (BM25 + vectors) and jump to
         the best matches, each with its id, time span, text at `depth` and the events it cites.
         Use it when you know what you are looking for; browse with memory_toc when you do not.
-        At L0 ~40-100 tokens per item; `tokens` gives the total."""
+        A time expression in the query ("last week", "in March", "before the migration") filters
+        the results; `time_range` says how it was read. At L0 ~40-100 tokens per item; `tokens`
+        gives the total."""
         now = memory.clock.now_ms()
+        at_ms = parse_when(at, now_ms=now, tz=memory.tz, edge="start", name="at") if at else None
         since_ms = (
             parse_when(since, now_ms=now, tz=memory.tz, edge="start", name="since")
             if since
@@ -210,8 +218,29 @@ def build_server(memory: Memory) -> MCPServer[Any]:
             until_ms=until_ms,
             limit=limit,
             depth=depth,
+            at_ms=at_ms,
         )
         return result.to_dict()
+
+    # -- recall (memtoc.retrieval.recall) -------------------------------------------------------
+    @app.tool(name="memory_recall", annotations=READ)
+    @tool_errors
+    def memory_recall(
+        query: Annotated[
+            str, Field(min_length=1, max_length=2_000, description="The question, in any words.")
+        ],
+        budget: Annotated[
+            int, Field(ge=0, le=50_000, description="Most tokens the context may hold.")
+        ] = 1_000,
+        project: Project = None,
+    ) -> dict[str, Any]:
+        """Recall: the best context for a question packed into `budget` tokens — matching
+        bookmarks, then the best events, grips and segments (an item that does not fit steps
+        down to its summary), in time order, each with the events it includes and cites.
+        "last week" / "in March" in the question favour that time. `tokens` (never above
+        `budget`) is what the context costs; use it before memory_search when you need context
+        rather than pointers."""
+        return memory.recall(query, budget=budget, project=project).to_dict()
 
     @app.tool(name="memory_bookmarks", annotations=READ)
     @tool_errors
@@ -252,6 +281,53 @@ def build_server(memory: Memory) -> MCPServer[Any]:
             metadata={"kind": kind, "via": "mcp"},
         )
         return {"event": event.to_dict(), "tokens": memory.counter.count(event.text)}
+
+    # -- forget (memtoc.forgetting): explicit ids or a closed time range only, never a query ------
+    @app.tool(name="memory_forget", annotations=DESTROY)
+    @tool_errors
+    def memory_forget(
+        event_ids: Annotated[
+            list[str] | None,
+            Field(max_length=1000, description="Exact event ids to forget (from search/expand)."),
+        ] = None,
+        since: Annotated[
+            str | None, Field(description="With until: forget every event in [since, until).")
+        ] = None,
+        until: Annotated[str | None, Field(description="End of the range (exclusive).")] = None,
+        project: Annotated[
+            str | None, Field(description="Only in this project (recommended with a range).")
+        ] = None,
+        dry_run: Annotated[
+            bool, Field(description="Only report what would be forgotten; change nothing.")
+        ] = False,
+    ) -> dict[str, Any]:
+        """DESTRUCTIVE, cannot be undone: forget events for good — only when the user asks to
+        delete something. Give explicit event_ids, or since+until (both). The events' text is
+        purged from the store, summaries, grips, vectors and bookmarks built from them are
+        re-derived, and an audit entry (ids and counts) is kept. Use dry_run first to show the
+        user what would go. ~100 tokens plus the ids."""
+        if (event_ids is None) == (since is None and until is None):
+            raise ToolError("memory_forget: give event_ids, or since and until (not both)")
+        if event_ids is None and (since is None or until is None):
+            raise ToolError("memory_forget: a range needs both since and until")
+        now = memory.clock.now_ms()
+        since_ms = (
+            parse_when(since, now_ms=now, tz=memory.tz, edge="start", name="since")
+            if since
+            else None
+        )
+        until_ms = (
+            parse_when(until, now_ms=now, tz=memory.tz, edge="end", name="until") if until else None
+        )
+        report = memory.forget(
+            event_ids=event_ids,
+            since_ms=since_ms,
+            until_ms=until_ms,
+            project=project,
+            dry_run=dry_run,
+        ).to_dict()
+        report["tokens"] = memory.counter.count(str(report))
+        return report
 
     @app.tool(name="memory_status", annotations=READ)
     @tool_errors

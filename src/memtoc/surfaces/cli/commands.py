@@ -6,10 +6,12 @@ from memtoc.surfaces.cli import (
     context_cmds,  # session-start context
     demo,
     eval_cmds,  # memtoc eval locomo|longmemeval
+    forget_cmds,  # memtoc forget, memtoc forget-log
     hook_cmds,  # memtoc hooks install|uninstall, memtoc hook session-start|ingest, memtoc watch
     mcp_cmds,  # MCP server
     migrate_cmds,  # memtoc migrate-store (SQLite → PostgreSQL)
     quality_cmds,  # memtoc eval summaries
+    recall_cmds,  # memtoc recall (budgeted context)
     search_cmds,  # memtoc search, memtoc rebuild
     serve_cmds,  # memtoc serve (daemon: worker, rollups, HTTP API, web UI), memtoc token
     status_cmds,  # memtoc status
@@ -23,10 +25,12 @@ __all__ = [
     "context_cmds",
     "demo",
     "eval_cmds",
+    "forget_cmds",
     "hook_cmds",
     "mcp_cmds",
     "migrate_cmds",
     "quality_cmds",
+    "recall_cmds",
     "search_cmds",
     "serve_cmds",
     "status_cmds",

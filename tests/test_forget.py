@@ -1,0 +1,311 @@
+"""Forget (memtoc.forgetting): every selector, re-derivation of the TOC, grips, vectors and
+bookmarks, the bytes physically gone (database, WAL, later backups), the audit log, exactly-once
+re-import, dry runs, and a crash between purge and re-derivation."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from zoneinfo import ZoneInfo
+
+import pytest
+
+from memtoc import forgetting
+from memtoc.clock import ManualClock
+from memtoc.errors import NotFoundError, QueryError
+from memtoc.memory import Memory
+from memtoc.model import LEVELS, Bookmark
+from memtoc.retrieval.embedding_index import SemanticIndex
+from memtoc.store.sqlite import SqliteStore
+from memtoc.text.embed import HashEmbedder
+
+BASE = 1_705_312_800_000  # 2024-01-15T10:00:00Z
+DAY = 86_400_000
+MARKER = "zqxmarker7731"
+META_MARKER = "metaqvz5519"
+
+
+def records() -> list[dict[str, Any]]:
+    """Session s1 (8 events, one segment) holding the secret in E3; session s2 a day later."""
+    out: list[dict[str, Any]] = []
+    for i in range(8):
+        text = f"Step {i}: we tuned the postgres vacuum settings and rebuilt index idx_{i}."
+        meta: dict[str, Any] = {"n": i}
+        if i == 3:
+            text = f"Decision: the deploy password is {MARKER} and we rotate the vault key weekly."
+            meta = {"note": META_MARKER}
+        out.append(
+            {
+                "event_id": f"E{i}",
+                "session_id": "s1",
+                "timestamp": BASE + i * 60_000,
+                "role": "user" if i % 2 == 0 else "assistant",
+                "text": text,
+                "metadata": meta,
+            }
+        )
+    for i in range(4):
+        out.append(
+            {
+                "event_id": f"F{i}",
+                "session_id": "s2",
+                "timestamp": BASE + DAY + i * 60_000,
+                "role": "user",
+                "text": f"The css flexbox layout of the modal dialog breaks on mobile ({i}).",
+            }
+        )
+    return out
+
+
+@pytest.fixture
+def memory(tmp_path: Path) -> Iterator[Memory]:
+    clock = ManualClock(BASE + 10 * DAY)
+    store = SqliteStore(tmp_path / "memtoc.db", clock=clock)
+    semantic = SemanticIndex(store, embedder=HashEmbedder(64))
+    mem = Memory(store, clock=clock, tz=ZoneInfo("UTC"), semantic=semantic)
+    assert mem.ingest_records(records(), project="alpha").ingested == 12
+    mem.process()
+    mem.rollup(force=True)
+    yield mem
+    mem.close()
+
+
+def sqlite(memory: Memory) -> SqliteStore:
+    assert isinstance(memory.store, SqliteStore)
+    return memory.store
+
+
+def file_hits(path: Path, needle: str) -> int:
+    """Occurrences of ``needle`` in a database file and its WAL."""
+    data = needle.encode()
+    return sum(p.read_bytes().count(data) for p in (path, Path(f"{path}-wal")) if p.exists())
+
+
+def derived_texts(memory: Memory) -> list[str]:
+    """Every stored copy of derived text: node versions, grips, docs, doc-vector texts, bookmarks."""
+    q = sqlite(memory).connection.execute
+    rows: list[str] = []
+    for sql in (
+        "SELECT data FROM toc_node_versions",
+        "SELECT excerpt FROM grips",
+        "SELECT text FROM docs",
+        "SELECT text FROM doc_vectors",
+        "SELECT content FROM bookmarks",
+        "SELECT text || metadata FROM events",
+    ):
+        rows.extend(r[0] for r in q(sql))
+    return rows
+
+
+def all_nodes(memory: Memory) -> list[Any]:
+    return [n for lvl in LEVELS for n in memory.store.list_nodes("alpha", level=lvl)]
+
+
+def test_forget_by_id_rederives_and_purges(memory: Memory, tmp_path: Path) -> None:
+    store = sqlite(memory)
+    store.put_bookmark(
+        Bookmark("bm-secret", "alpha", "Deploy password chosen.", ("E3",), 0.9, "conclusion", 1, 1)
+    )
+    store.put_bookmark(
+        Bookmark("bm-keep", "alpha", "Vacuum settings tuned.", ("E5",), 0.5, "conclusion", 1, 1)
+    )
+    # the secret is really there first: events, search, derived summaries, the file
+    hits = memory.search(MARKER, kinds=("event",), mode="bm25").items
+    assert [i.id for i in hits] == ["E3"]
+    assert any(MARKER in t for t in derived_texts(memory) if not t.startswith("Decision"))
+    store.connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    assert file_hits(store.path, MARKER) > 0 and file_hits(store.path, META_MARKER) > 0
+    segment = store.list_nodes("alpha", level="segment")[0]
+    assert segment.event_count == 8
+
+    report = memory.forget(event_ids=["E3"])
+
+    assert report.event_ids == ["E3"] and report.events == 1 and not report.dry_run
+    assert report.bookmarks_removed == 1 and report.segments_removed == 1
+    assert report.segments_rebuilt == 1 and report.periods_rerolled == 4
+    assert report.audit_id is not None and report.wal_truncated is True
+    # gone from every reader, every index and every derived copy
+    with pytest.raises(NotFoundError):
+        store.get_event("E3")
+    assert "E3" not in [e.event_id for e in memory.events()]
+    assert memory.store.count_events() == 11 and memory.stats()["events"] == 11
+    for mode in ("bm25", "vector", "auto"):
+        result = memory.search(MARKER, mode=mode, limit=50)
+        assert all(MARKER not in i.text and "E3" not in i.cites for i in result.items), mode
+        assert all(e.event_id != "E3" for i in result.items for e in i.events), mode
+    assert not any(MARKER in t or META_MARKER in t for t in derived_texts(memory))
+    assert [b.bookmark_id for b in memory.store.list_bookmarks("alpha")] == ["bm-keep"]
+    vector_ids = [r[0] for r in store.connection.execute("SELECT item_id FROM vectors")]
+    assert "E3" not in vector_ids and "E5" in vector_ids
+    # the segment is re-summarised from the 7 remaining events; the TOC is consistent
+    rebuilt = store.list_nodes("alpha", level="segment")
+    assert [n.event_count for n in rebuilt] == [7, 4]
+    for node in all_nodes(memory):
+        for bullet in node.bullets:
+            for grip_id in bullet.grip_ids:
+                grip = store.get_grip(grip_id)
+                ends = store.get_events([grip.event_id_start, grip.event_id_end])
+                assert len(ends) == len({grip.event_id_start, grip.event_id_end})
+                assert "E3" not in (grip.event_id_start, grip.event_id_end)
+    verify = memory.verify()
+    assert verify.ok, verify.problems
+    assert "tombstones purged" in verify.checks
+    # the row stays as a tombstone: identity and place, nothing else
+    row = store.connection.execute(
+        "SELECT event_id, session_id, project, ts_ms, text, metadata, forgotten_ms FROM events "
+        "WHERE event_id = 'E3'"
+    ).fetchone()
+    assert row == ("E3", "s1", "alpha", BASE + 3 * 60_000, "", "{}", memory.clock.now_ms())
+    # bytes: not in the file or the WAL now, nor in a backup taken afterwards, nor after compact
+    assert file_hits(store.path, MARKER) == 0 and file_hits(store.path, META_MARKER) == 0
+    backup = tmp_path / "after.db"
+    memory.backup(backup)
+    assert backup.read_bytes().count(MARKER.encode()) == 0
+    memory.compact()
+    assert file_hits(store.path, MARKER) == 0
+    assert memory.verify().ok
+
+
+def test_reimport_does_not_resurrect(memory: Memory, tmp_path: Path) -> None:
+    memory.forget(event_ids=["E3"])
+    again = memory.ingest_records(records(), project="alpha")
+    assert (again.ingested, again.duplicates) == (0, 12)
+    # a transcript file whose ids are derived from its bytes: forget one, re-read it all
+    path = tmp_path / "t.jsonl"
+    rows = [
+        {"session_id": "s9", "timestamp": BASE + 3 * DAY + i * 1000, "role": "user",
+         "text": f"file line {i} {MARKER if i == 1 else 'plain'}"}
+        for i in range(3)
+    ]  # fmt: skip
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert memory.ingest([path], project="alpha").ingested == 3
+    memory.process()
+    victim = next(e for e in memory.events(session_id="s9") if MARKER in e.text)
+    memory.forget(event_ids=[victim.event_id])
+    rescan = memory.ingest([path], project="alpha", rescan=True)
+    assert (rescan.ingested, rescan.duplicates) == (0, 3)
+    memory.process()
+    assert [e.text for e in memory.events(session_id="s9")] == [
+        "file line 0 plain",
+        "file line 2 plain",
+    ]
+    assert memory.search(MARKER, mode="bm25").items == ()
+    assert memory.verify().ok
+
+
+def test_dry_run_changes_nothing(memory: Memory) -> None:
+    store = sqlite(memory)
+
+    def snapshot() -> list[Any]:
+        q = store.connection.execute
+        tables = ("events", "segments", "segment_events", "toc_node_versions", "grips", "docs",
+                  "vectors", "forget_audit", "outbox")  # fmt: skip
+        return [q(f"SELECT * FROM {t} ORDER BY 1, 2").fetchall() for t in tables]
+
+    before = snapshot()
+    report = memory.forget(session_id="s1", dry_run=True)
+    assert report.dry_run and report.events == 8 and report.audit_id is None
+    assert report.event_ids == [f"E{i}" for i in range(8)]
+    assert snapshot() == before
+    assert [i.id for i in memory.search(MARKER, kinds=("event",), mode="bm25").items] == ["E3"]
+
+
+def test_forget_session_retires_its_day(memory: Memory) -> None:
+    report = memory.forget(session_id="s2")
+    assert report.event_ids == ["F0", "F1", "F2", "F3"] and report.periods_retired == 1
+    store = memory.store
+    assert [n.node_id for n in store.list_nodes("alpha", level="day")] == ["toc:day:2024-01-15"]
+    week = store.find_node("toc:week:2024-W03", "alpha")
+    assert week.child_node_ids == ("toc:day:2024-01-15",) and week.event_count == 8
+    assert not any("flexbox" in t for t in derived_texts(memory))
+    assert memory.search("flexbox modal", mode="bm25").items == ()
+    assert memory.verify().ok
+
+
+def test_forget_time_range_and_project(memory: Memory) -> None:
+    report = memory.forget(since_ms=BASE + 5 * 60_000, until_ms=BASE + 8 * 60_000, project="alpha")
+    assert report.event_ids == ["E5", "E6", "E7"]
+    segments = memory.store.list_nodes("alpha", level="segment")
+    assert [n.event_count for n in segments] == [5, 4]
+    assert memory.forget(since_ms=BASE, until_ms=BASE + DAY, project="beta").events == 0
+    assert memory.verify().ok
+
+
+def test_forget_by_query_and_audit_log(memory: Memory) -> None:
+    plan = memory.forget(query=MARKER, dry_run=True)
+    assert plan.event_ids == ["E3"] and plan.selector["query"] is True
+    report = memory.forget(query=MARKER)
+    assert report.event_ids == ["E3"]
+    again = memory.forget(event_ids=["E3", "nope"])
+    assert again.events == 0 and again.already_forgotten == ["E3"] and again.missing == ["nope"]
+    (entry,) = memory.forget_audit()
+    assert entry.event_ids == ("E3",) and entry.audit_id == report.audit_id
+    assert entry.selector["query"] is True and entry.counts["events"] == 1
+    assert entry.counts["segments_rebuilt"] == 1 and entry.counts["periods_rerolled"] == 4
+    raw = sqlite(memory).connection.execute("SELECT * FROM forget_audit").fetchall()
+    assert MARKER not in repr(raw) and "password" not in repr(raw)
+
+
+def test_forget_first_event_moves_the_segment(memory: Memory) -> None:
+    old = memory.store.list_nodes("alpha", level="segment")[0]
+    memory.forget(event_ids=["E0"])
+    new = memory.store.list_nodes("alpha", level="segment")[0]
+    assert new.node_id != old.node_id and new.start_ms == BASE + 60_000
+    assert memory.store.node_versions("alpha", old.node_id) == []
+    day = memory.store.find_node("toc:day:2024-01-15", "alpha")
+    assert day.child_node_ids == (new.node_id,)
+    assert memory.verify().ok
+
+
+def test_selector_errors(memory: Memory) -> None:
+    with pytest.raises(QueryError, match="needs a selector"):
+        memory.forget(project="alpha")
+    with pytest.raises(QueryError, match="empty time range"):
+        memory.forget(since_ms=BASE + 10, until_ms=BASE)
+    with pytest.raises(QueryError, match="empty"):
+        memory.forget(event_ids=[])
+
+
+def test_crash_before_rederivation_is_finished_by_process(
+    memory: Memory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def crash(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("killed between purge and re-derivation")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(forgetting, "finish", crash)
+        with pytest.raises(RuntimeError, match="killed"):
+            memory.forget(event_ids=["E3"])
+    # purged and tombstoned already; the summaries still need re-deriving
+    assert memory.store.outbox_counts()["pending"] == 1
+    assert (
+        MARKER
+        not in sqlite(memory)
+        .connection.execute("SELECT group_concat(text) FROM events")
+        .fetchone()[0]
+    )
+    report = memory.process()
+    assert report.entries == 1 and not report.failures
+    assert not any(MARKER in t for t in derived_texts(memory))
+    assert [n.event_count for n in memory.store.list_nodes("alpha", level="segment")] == [7, 4]
+    assert file_hits(sqlite(memory).path, MARKER) == 0
+    assert memory.verify().ok
+
+
+def test_secure_delete_zeroes_freed_pages(memory: Memory, tmp_path: Path) -> None:
+    """A long event spills into overflow pages; freed, they must not keep the text (nor carry
+    it into a backup, which copies free pages too). Debian's SQLite defaults to secure_delete=1,
+    so here this holds even without the pragma; forget sets it for builds that default to 0."""
+    long_text = " ".join(f"line {i} of the build log {MARKER}x{i}" for i in range(2000))
+    event = memory.remember(long_text, project="alpha", session_id="s3", role="tool")
+    memory.process()
+    store = sqlite(memory)
+    store.connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    assert file_hits(store.path, f"{MARKER}x1999") == 1
+    memory.forget(event_ids=[event.event_id])
+    assert file_hits(store.path, f"{MARKER}x") == 0
+    backup = tmp_path / "b.db"
+    memory.backup(backup)
+    assert backup.read_bytes().count(f"{MARKER}x".encode()) == 0
