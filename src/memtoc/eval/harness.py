@@ -5,7 +5,8 @@ the real ``Memory`` facade and processed by the real pipeline (``build_memory`` 
 ``ingest_and_process``) — and hands them, with the modes and a scorer, to ``evaluate_project``.
 Every mode is prepared once per project, then asked every question once (``k`` = the retrieval
 depth: enough turns for the largest ``k`` and budget); each call is timed, its items scored, and
-the scores go into an ``EvalResults`` that aggregates per mode and category.
+the scores go into an ``EvalResults`` that aggregates per mode and category. A ``BudgetedMode``
+(recall) is also asked once per budget, and its budget metrics are scored on those answers.
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ from pathlib import Path
 
 from memtoc.clock import ManualClock
 from memtoc.errors import StoreError
-from memtoc.eval.metrics import mean, percentile
-from memtoc.eval.modes import Mode, ModeContext, PreparedMode, RetrievedItem
+from memtoc.eval.metrics import budget_cut, mean, percentile
+from memtoc.eval.modes import BudgetedMode, Mode, ModeContext, PreparedMode, RetrievedItem
 from memtoc.memory import Memory
 from memtoc.model import JsonValue
 from memtoc.services import store_timezone
@@ -159,6 +160,28 @@ def ingest_and_process(
     return report.ingested
 
 
+def _budgeted(
+    mode: BudgetedMode,
+    query: EvalQuery,
+    project: EvalProject,
+    cfg: RunConfig,
+    metrics: dict[str, float],
+) -> float:
+    """Score ``budget_*@B`` on the mode's own context for each budget ``B`` (overwriting what the
+    scorer derived from the ranked list); the largest budget's call time in ms."""
+    gold = set(query.gold)
+    latency_ms = 0.0
+    for budget in sorted(cfg.budgets):
+        start = time.perf_counter()
+        items = mode.retrieve_budget(query.text, project.project, query.ref_ms, budget)
+        latency_ms = (time.perf_counter() - start) * 1000.0
+        if gold:  # LongMemEval questions without gold turns have no turn metrics
+            cut = budget_cut(items, budget, project.memory.counter, project.event_text)
+            metrics[f"budget_recall@{budget}"] = len(gold & set(cut.event_ids)) / len(gold)
+            metrics[f"budget_tokens@{budget}"] = float(cut.tokens)
+    return latency_ms
+
+
 def evaluate_project(
     project: EvalProject,
     modes: Sequence[Mode],
@@ -179,6 +202,9 @@ def evaluate_project(
             items = mode.retrieve(query.text, project.project, query.ref_ms, cfg.request_k)
             latency_ms = (time.perf_counter() - start) * 1000.0
             metrics = scorer(query, items, project, cfg)
+            if isinstance(mode, BudgetedMode):
+                # asked per budget (recall); latency is then that of the largest budget's call
+                latency_ms = _budgeted(mode, query, project, cfg, metrics)
             results.add(
                 QuestionScore(
                     mode.name, project.project, query.qid, query.category, metrics, latency_ms

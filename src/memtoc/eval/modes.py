@@ -68,6 +68,20 @@ class PreparedMode(Protocol):
 
 
 @runtime_checkable
+class BudgetedMode(Protocol):
+    """The optional ability to assemble context for a token budget itself (``memtoc recall``).
+
+    The harness asks such a mode once per budget ``B`` and scores ``budget_recall@B`` /
+    ``budget_tokens@B`` on what it returns (items in any order, their tokens summing to at most
+    ``B``); ``retrieve`` still gives the ranked list that recall@k is scored on.
+    """
+
+    def retrieve_budget(
+        self, query: str, project: str, ref_ms: int, budget: int
+    ) -> list[RetrievedItem]: ...
+
+
+@runtime_checkable
 class NotedMode(Protocol):
     """The optional ability to add lines to the report (what the mode saw, caveats)."""
 

@@ -1,0 +1,187 @@
+"""Recall's packing: ranked units into a token budget, stepping tiers down instead of cutting.
+
+Units are packed best first (pinned bookmarks, then events, grips and segments by score). Each
+unit is tried at L2 (its events' text, compact: one line per event, the event's own text — prefixed
+``[role]`` only for tool and system events); if that does not fit the tokens left it is tried at
+L1, then L0 (``tiers.TierRenderer``: a grip's bullets and excerpt, a segment's overview or
+abstract, a bookmark's content, an event's head); a unit that fits at no tier is skipped and the
+next one tried. An event is included once: a unit whose events are already in the context brings
+only the new ones (the others become ``cites``), and a turn whose text equals an included turn's
+(case and spacing aside) is left out as a duplicate.
+
+The context is the items in time order, joined by newlines, each day's first item under a date
+line (``[2023-05-08]``). Every separator and date line is counted with the one ``TokenCounter``
+while packing, and the assembled context is counted again at the end (dropping the weakest item
+until it fits), so the result never exceeds the budget.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from datetime import tzinfo
+
+from memtoc.errors import NotFoundError
+from memtoc.model import Event
+from memtoc.retrieval.recall_rank import Deadline
+from memtoc.retrieval.tiers import SearchItem, TierRenderer
+from memtoc.text.tokens import TokenCounter
+
+SEPARATOR = "\n"
+_PLAIN_ROLES = frozenset({"user", "assistant"})
+
+
+@dataclass(frozen=True, slots=True)
+class Unit:
+    """A candidate piece of context: an event, grip, segment node or bookmark, with its events."""
+
+    kind: str
+    project: str
+    id: str
+    score: float
+    events: tuple[Event, ...]
+    pinned: bool = False
+
+
+def event_line(event: Event) -> str:
+    """One event in recall's compact form (always contains the event's full text)."""
+    if event.role in _PLAIN_ROLES:
+        return event.text
+    return f"[{event.role}] {event.text}"
+
+
+def _dedupe_key(text: str) -> str:
+    return " ".join(text.lower().split())
+
+
+class Packer:
+    """Packs units into ``budget`` tokens (see the module docstring)."""
+
+    def __init__(
+        self,
+        renderer: TierRenderer,
+        counter: TokenCounter,
+        tz: tzinfo,
+        budget: int,
+        deadline: Deadline,
+        *,
+        headers: bool = True,
+    ) -> None:
+        self.headers = headers
+        self.renderer = renderer
+        self.counter = counter
+        self.tz = tz
+        self.budget = budget
+        self.deadline = deadline
+        self.items: list[SearchItem] = []
+        self.included: set[str] = set()
+        self.texts: set[str] = set()
+        self.days: dict[str, int] = {}
+        """Day label → header tokens, for the days the context already has."""
+        self.used = 0
+        self.stepped_down = 0
+        self.truncated = False
+
+    def day(self, ms: int) -> str:
+        from datetime import UTC, datetime
+
+        return datetime.fromtimestamp(ms / 1000, UTC).astimezone(self.tz).strftime("[%Y-%m-%d]")
+
+    def _header_cost(self, label: str) -> int:
+        if label in self.days or not self.headers:
+            return 0
+        return self.counter.count(label + SEPARATOR)
+
+    def _l2(self, unit: Unit, new: Sequence[Event]) -> SearchItem:
+        text = SEPARATOR.join(event_line(e) for e in new)
+        included = {e.event_id for e in new}
+        cites = tuple(e.event_id for e in unit.events if e.event_id not in included)
+        return SearchItem(
+            kind=unit.kind,
+            id=unit.id,
+            project=unit.project,
+            tier="L2",
+            text=text,
+            tokens=self.counter.count(text),
+            start_ms=new[0].ts_ms,
+            end_ms=new[-1].ts_ms,
+            events=tuple(new),
+            cites=cites,
+            score=unit.score,
+            title=new[0].text.splitlines()[0][:80] if unit.kind == "event" else unit.kind,
+        )
+
+    def _try(self, item: SearchItem) -> bool:
+        label = self.day(item.start_ms)
+        cost = item.tokens + (self.counter.count(SEPARATOR) if self.items else 0)
+        cost += self._header_cost(label)
+        if self.used + cost > self.budget:
+            return False
+        if label not in self.days:
+            self.days[label] = self._header_cost(label)
+        self.used += cost
+        self.items.append(item)
+        for e in item.events:
+            self.included.add(e.event_id)
+            self.texts.add(_dedupe_key(e.text))
+        return True
+
+    def add(self, unit: Unit) -> bool:
+        """Pack ``unit`` at the highest tier that fits; False when it brings nothing or fits not."""
+        new = [
+            e
+            for e in unit.events
+            if e.event_id not in self.included and _dedupe_key(e.text) not in self.texts
+        ]
+        if unit.events and not new:
+            return False
+        new = list({e.event_id: e for e in new}.values())
+        new.sort(key=lambda e: (e.ts_ms, e.event_id))
+        if new and self._try(self._l2(unit, new)):
+            return True
+        for tier in ("L1", "L0"):
+            try:
+                item = self.renderer.render(unit.kind, unit.project, unit.id, tier, unit.score)
+            except NotFoundError:
+                return False
+            if unit.kind == "event" and tier != "L2":
+                # a head of an event is not the event: cite it instead of listing it
+                item = replace(item, events=(), cites=(unit.id,))
+            if item.text and self._try(item):
+                self.stepped_down += 1
+                return True
+        return False
+
+    def pack(self, units: Sequence[Unit]) -> None:
+        for unit in units:
+            if self.used >= self.budget:
+                break
+            if self.items and self.deadline.expired():  # the best so far: at least one item
+                self.truncated = True
+                break
+            self.add(unit)
+
+    def finish(self) -> tuple[list[SearchItem], int]:
+        """The items in time order with day headers, and the context's token count (≤ budget)."""
+        items = list(self.items)
+        while True:
+            out = self._assemble(items)
+            tokens = self.counter.count(SEPARATOR.join(i.text for i in out))
+            total = sum(i.tokens for i in out) + max(0, len(out) - 1)
+            if max(tokens, total) <= self.budget or not out:
+                return out, tokens if out else 0
+            weakest = min(range(len(items)), key=lambda n: items[n].score)
+            del items[weakest]
+
+    def _assemble(self, items: Sequence[SearchItem]) -> list[SearchItem]:
+        ordered = sorted(items, key=lambda i: (i.start_ms, i.end_ms, i.kind, i.id))
+        out: list[SearchItem] = []
+        seen: set[str] = set()
+        for item in ordered:
+            label = self.day(item.start_ms)
+            if label not in seen and self.headers:
+                seen.add(label)
+                text = label + SEPARATOR + item.text
+                item = replace(item, text=text, tokens=self.counter.count(text))
+            out.append(item)
+        return out

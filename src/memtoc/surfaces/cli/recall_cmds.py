@@ -1,0 +1,103 @@
+"""``memtoc recall``: the best context for a question within a token budget (``Memory.recall``)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+
+from memtoc.clock import SystemClock
+from memtoc.retrieval.recall import DEFAULT_BUDGET, RecallResult
+from memtoc.surfaces.cli.app import JsonOpt, app, console, emit_json, fail, open_memory
+from memtoc.surfaces.cli.timeparse import parse_instant
+
+
+def _render(result: RecallResult) -> None:
+    head = (
+        f"[bold]{escape(result.query)}[/] — recall ({result.method}), {len(result.items)} items, "
+        f"{result.tokens} of {result.budget} tokens"
+    )
+    if result.stepped_down:
+        head += f", {result.stepped_down} stepped down"
+    console.print(head, highlight=False)
+    if result.degraded:
+        console.print(f"[yellow]degraded:[/] {escape(result.degraded)}", highlight=False)
+    if result.time_range is not None:
+        tr = result.time_range
+        console.print(
+            f"time: {escape(str(tr['expression']))!r} → {tr['since']} … {tr['until']} "
+            f"({tr['applied']})",
+            highlight=False,
+        )
+    if not result.items:
+        console.print("nothing recalled")
+        return
+    for item in result.items:
+        console.print(
+            f"[dim]{item.kind} {escape(item.id)} {item.tier} · {item.tokens} tok[/]",
+            highlight=False,
+        )
+        console.print(escape(item.text), highlight=False)
+
+
+@app.command()
+def recall(
+    ctx: typer.Context,
+    query: Annotated[str | None, typer.Argument(help="The question (any text).")] = None,
+    queries: Annotated[
+        Path | None,
+        typer.Option(
+            "--queries", help="Batch: one query per line in, one JSON result per line out."
+        ),
+    ] = None,
+    budget: Annotated[
+        int, typer.Option("--budget", "-b", help="Most tokens the context may hold.")
+    ] = DEFAULT_BUDGET,
+    at: Annotated[
+        str | None,
+        typer.Option("--at", help="Reference time for 'last week', 'yesterday' … (default: now)."),
+    ] = None,
+    project: Annotated[
+        list[str] | None, typer.Option("--project", "-p", help="Project(s) (default: all).")
+    ] = None,
+    time_limit: Annotated[
+        float | None,
+        typer.Option("--time-limit", help="Milliseconds before the best so far is returned."),
+    ] = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Recall: bookmarks, then the best events, grips and segments, packed into --budget tokens
+    (an item that does not fit steps down to its overview or abstract), in time order.
+
+    A time expression in the query ("last week", "in March") is resolved against --at (default
+    now) and boosts what happened then.
+    """
+    if (query is None) == (queries is None):
+        raise fail("give a QUERY or --queries FILE (not both)")
+    at_ms = parse_instant(at, now_ms=SystemClock().now_ms(), option="--at")
+    with open_memory(ctx, read_only=True) as memory:
+
+        def run(text: str) -> RecallResult:
+            return memory.recall(
+                text, budget=budget, projects=project or None, at_ms=at_ms, time_limit_ms=time_limit
+            )
+
+        if queries is not None:
+            try:
+                lines = queries.read_text(encoding="utf-8").splitlines()
+            except OSError as exc:
+                raise fail(f"cannot read {queries}: {exc}") from None
+            for line in lines:
+                out = json.dumps(run(line).to_dict(), ensure_ascii=False, default=str)
+                sys.stdout.write(out + "\n")
+            return
+        assert query is not None
+        result = run(query)
+    if json_out:
+        emit_json(result.to_dict())
+    else:
+        _render(result)
