@@ -203,14 +203,17 @@ def forget(
     *,
     query_ids: Sequence[str] | None = None,
     dry_run: bool = False,
+    described: dict[str, JsonValue] | None = None,
 ) -> ForgetReport:
-    """Forget the selected events (see the module docstring); ``dry_run`` changes nothing."""
+    """Forget the selected events (see the module docstring); ``dry_run`` changes nothing.
+    ``described`` replaces the selector's description in the report and audit (executing a
+    confirmed plan: the user's selector, resolved to the plan's ids)."""
     started = time.perf_counter()
     refs, missing = select(store, selector, query_ids)
     live = [r for r in refs if not r.forgotten]
     report = ForgetReport(
         dry_run=dry_run,
-        selector=selector.describe(),
+        selector=described if described is not None else selector.describe(),
         event_ids=[r.event_id for r in live],
         already_forgotten=[r.event_id for r in refs if r.forgotten],
         missing=missing,

@@ -587,12 +587,20 @@ class Memory:
         query: str | None = None,
         query_limit: int = 50,
         dry_run: bool = False,
+        plan: ForgetReport | None = None,
     ) -> ForgetReport:
         """Forget events for good: tombstones, re-derived summaries, grips, vectors and bookmarks,
         the raw text purged from the file (``memtoc.forgetting``). Filters combine with AND;
         ``query`` selects the ``query_limit`` best BM25 matches among events. ``dry_run`` only
-        reports what would be forgotten. Pending events are filed first (``process``)."""
+        reports what would be forgotten; ``plan`` (a dry run's report) executes exactly its event
+        ids, recorded under its selector. Pending events are filed first (``process``)."""
         store = self.sqlite_store("forget")
+        if plan is not None:
+            if not plan.event_ids:
+                return plan
+            self.process(rollup=False)
+            selector = ForgetSelector(event_ids=tuple(plan.event_ids), project=project)
+            return forgetting.forget(self.processor, store, selector, described=dict(plan.selector))
         selector = ForgetSelector(
             event_ids=tuple(event_ids) if event_ids is not None else None,
             session_id=session_id,

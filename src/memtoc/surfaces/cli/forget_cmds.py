@@ -81,8 +81,7 @@ def forget(
                 f"Forget {plan.events} events for good (this cannot be undone)?", default=False
             ):
                 raise fail("aborted: nothing was forgotten")
-        report = memory.forget(event_ids=plan.event_ids, project=project)
-        report.selector = plan.selector  # the user's selector, resolved to the confirmed ids
+        report = memory.forget(plan=plan)  # exactly the confirmed ids, audited as the user's ask
         _show(memory, report, json_out, list_events=False)
 
 
