@@ -1,0 +1,28 @@
+"""MCP over HTTP with the HTTP API's bearer token (``memtoc mcp --transport http``).
+
+The MCP SDK's streamable-HTTP app (endpoint ``/mcp``; DNS-rebinding protection on for loopback
+hosts) wrapped in ``BearerAuthMiddleware``: every request needs the same token as ``/v1``
+(``<home>/http-token``), unless auth is off (``--no-auth``), which ``check_bind`` only allows on a
+loopback address. Run with uvicorn on a socket bound by ``memtoc.surfaces.serve.bind_socket``.
+"""
+
+from __future__ import annotations
+
+from starlette.types import ASGIApp
+
+from memtoc.memory import Memory
+from memtoc.surfaces.http.auth import BearerAuthMiddleware, check_bind
+from memtoc.surfaces.mcp_server import build_server
+
+MCP_PATH = "/mcp"
+
+
+def mcp_http_app(memory: Memory, *, host: str, token: str | None) -> ASGIApp:
+    """The MCP server over ``memory`` as an ASGI app guarded by ``token`` (None: no auth)."""
+    check_bind(host, token)
+    app: ASGIApp = build_server(memory).streamable_http_app(
+        streamable_http_path=MCP_PATH, host=host
+    )
+    if token is not None:
+        app = BearerAuthMiddleware(app, token)
+    return app
