@@ -166,11 +166,8 @@ def expand(page: Any, node_id: str) -> None:
     toggle = tree_row(page, node_id).locator("xpath=..").locator("[data-testid=tree-toggle]")
     if toggle.get_attribute("aria-expanded") != "true":
         toggle.click()
-    page.wait_for_function(
-        "id => { const li = document.querySelector(`[data-node-id=\"${id}\"]`).closest('li');"
-        " return li.querySelector('ul[role=group] [data-testid=tree-node]') !== null; }",
-        arg=node_id,
-    )
+    item = tree_row(page, node_id).locator("xpath=ancestor::li[1]")
+    item.locator("ul[role=group] [data-testid=tree-node]").first.wait_for()
 
 
 def test_drill_into_a_week_and_expand_a_grip(served: Served, page: Any) -> None:
@@ -197,7 +194,12 @@ def test_drill_into_a_week_and_expand_a_grip(served: Served, page: Any) -> None:
     page.locator(f'[data-testid=node-detail][data-node-id="{year.node_id}"]').wait_for()
     tree_row(page, month.node_id).wait_for()
     expand(page, year.node_id)  # already expanded: a no-op
-    expand(page, month.node_id)
+    # Keyboard: ↓ from the year row reaches its first month, → expands it.
+    tree_row(page, year.node_id).focus()
+    page.keyboard.press("ArrowDown")
+    assert page.evaluate("document.activeElement.dataset.nodeId") == month.node_id
+    page.keyboard.press("ArrowRight")
+    tree_row(page, week.node_id).wait_for()
     tree_row(page, week.node_id).click()
     detail = page.locator(f'[data-testid=node-detail][data-node-id="{week.node_id}"]')
     detail.wait_for()
