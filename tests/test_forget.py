@@ -5,6 +5,7 @@ re-import, dry runs, and a crash between purge and re-derivation."""
 from __future__ import annotations
 
 import json
+import random
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,10 +17,11 @@ from memtoc import forgetting
 from memtoc.clock import ManualClock
 from memtoc.errors import NotFoundError, QueryError
 from memtoc.memory import Memory
-from memtoc.model import LEVELS, Bookmark
+from memtoc.model import LEVELS, Bookmark, Event
 from memtoc.retrieval.embedding_index import SemanticIndex
 from memtoc.store.sqlite import SqliteStore
 from memtoc.text.embed import HashEmbedder
+from pipeline_support import make_events, toc_snapshot
 
 BASE = 1_705_312_800_000  # 2024-01-15T10:00:00Z
 DAY = 86_400_000
@@ -309,3 +311,37 @@ def test_secure_delete_zeroes_freed_pages(memory: Memory, tmp_path: Path) -> Non
     backup = tmp_path / "b.db"
     memory.backup(backup)
     assert backup.read_bytes().count(f"{MARKER}x".encode()) == 0
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_forget_equals_never_ingested(tmp_path: Path, seed: int) -> None:
+    """Re-derivation is exact: forgetting a random sample of events leaves the same TOC (segments,
+    nodes at every level, grips) as a store that never had them — token-cap splits, gaps and
+    emptied segments included."""
+    events = make_events(
+        seed=seed, sessions=5, per_session=(15, 35), start_ms=BASE, spread_ms=6 * DAY, big_every=9
+    )
+    rng = random.Random(seed)
+    gone = {e.event_id for e in rng.sample(events, len(events) // 6)}
+    # plus one whole segment's worth: a run of consecutive events of one session
+    first_session = [e for e in events if e.session_id == events[0].session_id]
+    gone.update(e.event_id for e in first_session[:6])
+
+    def built(name: str, evs: list[Event]) -> Memory:
+        clock = ManualClock(BASE + 30 * DAY)
+        store = SqliteStore(tmp_path / name / "memtoc.db", clock=clock, durability="off")
+        mem = Memory(store, clock=clock, tz=ZoneInfo("UTC"), semantic=SemanticIndex(store))
+        store.append_events(evs)
+        mem.process()
+        mem.rollup(force=True)
+        return mem
+
+    forgot = built("forgot", events)
+    report = forgot.forget(event_ids=sorted(gone))
+    assert report.events == len(gone) and report.segments_removed > 0
+    never = built("never", [e for e in events if e.event_id not in gone])
+    snapshot = toc_snapshot(sqlite(forgot))
+    assert len(snapshot) > 10 and snapshot == toc_snapshot(sqlite(never))
+    assert forgot.verify().ok
+    forgot.close()
+    never.close()

@@ -43,6 +43,7 @@ from memtoc.store.sqlite_forget import (
     purge_event_vectors,
     purge_node_versions,
     purge_stale_doc_vectors,
+    purge_tombstone_vectors,
     retired_nodes_overlapping,
     scrub,
     secure_delete,
@@ -353,6 +354,7 @@ def _refresh_vectors(processor: Processor, store: SqliteStore, out: ForgetReport
     out.vectors_removed += removed
     if processor.index_hook is not None:
         processor.index_hook()
+    out.vectors_removed += purge_tombstone_vectors(store)
     if not embedders:
         return
     from memtoc.pipeline.embed_step import generation_key  # numpy: only when vectors exist

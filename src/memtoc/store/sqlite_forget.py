@@ -225,6 +225,17 @@ def purge_event_vectors(store: SqliteStore, events: Sequence[EventRef]) -> int:
         return max(cur.rowcount, 0)
 
 
+def purge_tombstone_vectors(store: SqliteStore) -> int:
+    """Delete event vectors of any tombstone (an embedder that ran over the log after a forget,
+    e.g. ``rebuild --vectors``, may have embedded their empty text)."""
+    with store.transaction():
+        cur = store.connection.execute(
+            "DELETE FROM vectors WHERE kind = 'event' AND item_id IN "
+            "(SELECT event_id FROM events WHERE forgotten_ms IS NOT NULL)"
+        )
+        return max(cur.rowcount, 0)
+
+
 def purge_stale_doc_vectors(store: SqliteStore) -> tuple[int, set[str]]:
     """Delete vectors (and their ``doc_vectors`` text) of docs that are gone or whose text
     changed; return how many and the embedders touched. The embedding step re-embeds the changed
