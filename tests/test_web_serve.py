@@ -87,7 +87,13 @@ def daemon(tmp_path: Path) -> Iterator[Daemon]:
     lines: queue.Queue[str] = queue.Queue()
     assert proc.stdout is not None
     stdout = proc.stdout
-    threading.Thread(target=lambda: [lines.put(line) for line in stdout], daemon=True).start()
+
+    def pump() -> None:
+        for line in stdout:
+            lines.put(line)
+
+    reader = threading.Thread(target=pump, daemon=True)
+    reader.start()
     seen: list[str] = []
     served = None
     deadline = time.monotonic() + 60
@@ -106,6 +112,7 @@ def daemon(tmp_path: Path) -> Iterator[Daemon]:
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
             proc.wait(timeout=60)
+        reader.join(timeout=10)  # EOF once the process is gone; then the pipe can close
         stdout.close()
 
 
