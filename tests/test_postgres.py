@@ -285,9 +285,10 @@ def test_migrations_recorded_once_and_newer_store_refused(pg: PostgresStore, pg_
         "0002_toc_grips_bookmarks",
         "0003_search_indexes",
         "0004_pipeline_segments_rollups",
+        "0005_vector_sources",
     ]
     PostgresStore(pg_url).close()  # reopening runs nothing
-    assert len(pg._query("SELECT name FROM schema_migrations")) == 4
+    assert len(pg._query("SELECT name FROM schema_migrations")) == 5
     with psycopg.connect(pg_url, autocommit=True) as conn:
         conn.execute("INSERT INTO schema_migrations VALUES ('9999_future', 0)")
     with pytest.raises(MigrationError, match="newer memtoc"):
@@ -311,5 +312,7 @@ def test_memory_opens_a_postgres_url_and_runs_the_pipeline(pg_url: str) -> None:
         assert memory.verify().ok
         with pytest.raises(StoreError, match="pg_dump"):
             memory.backup("/tmp/x")
+        found = memory.search("note", mode="bm25", kinds=("event",))  # search works on PG
+        assert found.items and all("note" in item.text for item in found.items)
         with pytest.raises(StoreError, match="not available on a PostgreSQL store"):
-            memory.search("note")
+            memory.drill("note")  # not yet on PostgreSQL

@@ -7,7 +7,8 @@ BM25-only, never with a silent substitute.
 
 Vectors are searched exactly (``VectorIndex``) from a matrix loaded from the store on the first
 search and reloaded when the embedding step has written since (``vectors_gen:<name>`` in
-``meta``).
+``meta``). On a PostgreSQL store the server searches them (pgvector, ``PostgresStore.nearest``)
+and ``PgEmbedStep`` keeps them current: nothing is loaded into memory.
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ from memtoc.store.sqlite import SqliteStore
 
 if TYPE_CHECKING:  # numpy-backed modules load on first use: plain commands stay quick to start
     from memtoc.pipeline.embed_step import EmbedStep
+    from memtoc.pipeline.embed_step_pg import PgEmbedStep
     from memtoc.retrieval.vectors import VectorIndex
+    from memtoc.store.postgres import PostgresStore
     from memtoc.store.sqlite_vectors import VectorKey
     from memtoc.text.embed import Embedder
 
@@ -30,7 +33,7 @@ class SemanticIndex:
 
     def __init__(
         self,
-        store: SqliteStore,
+        store: SqliteStore | PostgresStore,
         *,
         embedder: Embedder | None = None,
         kind: str | None = None,
@@ -79,20 +82,26 @@ class SemanticIndex:
             return f"no embedder: {self._error or 'none configured'}"
         return None
 
-    def embed_step(self) -> EmbedStep | None:
+    def embed_step(self) -> EmbedStep | PgEmbedStep | None:
         """The pipeline step that keeps this embedder's vectors current (None without one)."""
+        embedder = self.embedder
+        if embedder is None:
+            return None
+        if not isinstance(self.store, SqliteStore):
+            from memtoc.pipeline.embed_step_pg import PgEmbedStep
+
+            return PgEmbedStep(self.store, embedder)
         from memtoc.pipeline.embed_step import EmbedStep
 
-        embedder = self.embedder
-        return EmbedStep(self.store, embedder) if embedder is not None else None
+        return EmbedStep(self.store, embedder)
 
-    def _current_index(self, embedder: Embedder) -> VectorIndex[VectorKey]:
+    def _current_index(self, store: SqliteStore, embedder: Embedder) -> VectorIndex[VectorKey]:
         from memtoc.pipeline.embed_step import generation_key
         from memtoc.retrieval.vectors import VectorIndex
 
-        generation = self.store.get_meta(generation_key(embedder.name))
+        generation = store.get_meta(generation_key(embedder.name))
         if self._index is None or generation != self._generation:
-            self._index = VectorIndex.from_store(self.store, embedder)
+            self._index = VectorIndex.from_store(store, embedder)
             self._generation = generation
         return self._index
 
@@ -110,7 +119,17 @@ class SemanticIndex:
         embedder = self.embedder
         if embedder is None or k <= 0 or not query.strip():
             return []
-        index = self._current_index(embedder)
+        if not isinstance(self.store, SqliteStore):
+            return self.store.nearest(
+                embedder.name,
+                embedder.embed([query])[0],
+                k,
+                projects=projects,
+                kinds=kinds,
+                since_ms=since_ms,
+                until_ms=until_ms,
+            )
+        index = self._current_index(self.store, embedder)
         if len(index) == 0:
             return []
         vec = embedder.embed([query])[0]

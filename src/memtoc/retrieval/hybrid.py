@@ -20,9 +20,8 @@ from typing import Any, TypeVar
 from memtoc.errors import ConfigError, QueryError
 from memtoc.model import JsonValue
 from memtoc.retrieval.embedding_index import SemanticIndex
-from memtoc.retrieval.teleport import Hit, SearchFilters, bm25_search, filter_keys
+from memtoc.retrieval.teleport import Hit, SearchFilters, SearchStore, bm25_search, filter_keys
 from memtoc.retrieval.tiers import TIERS, SearchItem, TierRenderer
-from memtoc.store.sqlite import SqliteStore
 from memtoc.text.fts_text import build_match
 from memtoc.text.tokens import TokenCounter
 
@@ -120,7 +119,7 @@ class SearchResult:
 
 
 def _vector_hits(
-    store: SqliteStore,
+    store: SearchStore,
     semantic: SemanticIndex,
     query: str,
     filters: SearchFilters,
@@ -150,7 +149,7 @@ def _vector_hits(
 
 
 def search(
-    store: SqliteStore,
+    store: SearchStore,
     counter: TokenCounter,
     query: str,
     filters: SearchFilters | None = None,

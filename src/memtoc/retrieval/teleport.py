@@ -26,18 +26,31 @@ Filters
 ``until_ms`` (events and grips by time, nodes by overlap of their span, bookmarks by creation),
 ``session_id`` (events, grips, segment nodes; period nodes and bookmarks have no session and are
 left out), ``role`` (events only: other kinds are left out).
+
+Stores
+------
+``bm25_search`` and ``filter_keys`` take either store (``SearchStore``). The SQLite store is
+searched by the FTS5 code here; a PostgreSQL store ranks its own ``tsvector`` indexes
+(``store/postgres_search.py``: same filters, same AND-first passes and 0..1 normalisation), so
+every caller above (hybrid, time, drill, recall) works on both.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from memtoc.errors import QueryError
 from memtoc.model import LEVELS, ROLES
 from memtoc.store.sqlite import SqliteStore
 from memtoc.text.fts_text import MatchQuery, build_match, original_text, quote, search_text
+
+if TYPE_CHECKING:
+    from memtoc.store.postgres import PostgresStore
+
+SearchStore: TypeAlias = "SqliteStore | PostgresStore"
+"""A store teleport can search (the PostgreSQL driver is imported only with a PostgreSQL store)."""
 
 KINDS: tuple[str, ...] = ("node", "grip", "bookmark", "event")
 DOC_KINDS: tuple[str, ...] = ("node", "grip", "bookmark")
@@ -263,8 +276,20 @@ def _normalise(rows: list[tuple[Any, ...]]) -> list[Hit]:
     return hits
 
 
+def _scope(f: SearchFilters) -> dict[str, Any]:
+    """The filters as the PostgreSQL store's search takes them (kinds apart)."""
+    return {
+        "projects": f.projects,
+        "levels": f.levels,
+        "since_ms": f.since_ms,
+        "until_ms": f.until_ms,
+        "session_id": f.session_id,
+        "role": f.role,
+    }
+
+
 def bm25_search(
-    store: SqliteStore,
+    store: SearchStore,
     query: str,
     filters: SearchFilters | None = None,
     *,
@@ -285,6 +310,11 @@ def bm25_search(
         return []
     cap = candidates if candidates is not None else max(3 * limit, 30)
     kinds = f.effective_kinds()
+    if not isinstance(store, SqliteStore):
+        rows = store.rank_text(query, kinds=kinds, **_scope(f), candidates=cap)
+        pg_hits = [Hit(*row) for row in rows]
+        pg_hits.sort(key=lambda h: (-h.score, -h.raw, h.kind, h.item_id))
+        return pg_hits[:limit]
     doc_kinds = [k for k in kinds if k in DOC_KINDS]
     hits: list[Hit] = []
     if doc_kinds:
@@ -297,10 +327,12 @@ def bm25_search(
 
 
 def filter_keys(
-    store: SqliteStore, keys: Sequence[tuple[str, str, str]], filters: SearchFilters
+    store: SearchStore, keys: Sequence[tuple[str, str, str]], filters: SearchFilters
 ) -> set[tuple[str, str, str]]:
     """The keys (kind, project, item id) among ``keys`` that pass ``filters`` — the same rules as
     ``bm25_search``, for hits found another way (vector search)."""
+    if not isinstance(store, SqliteStore):
+        return store.keep_keys(keys, kinds=filters.effective_kinds(), **_scope(filters))
     kinds = set(filters.effective_kinds())
     out: set[tuple[str, str, str]] = set()
     events = [k[2] for k in keys if k[0] == "event" and "event" in kinds]

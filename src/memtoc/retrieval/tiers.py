@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from memtoc.errors import NotFoundError, QueryError
 from memtoc.model import Bookmark, Event, Grip, JsonValue, TocNode, iso_ms
-from memtoc.store.sqlite import SqliteStore
+from memtoc.store.base import PipelineStore
 from memtoc.text.tokens import TokenCounter, truncate_to_tokens
 
 TIERS: tuple[str, ...] = ("L0", "L1", "L2")
@@ -74,7 +74,7 @@ def _render_events(events: Iterable[Event]) -> str:
     return "\n".join(f"[{iso_ms(e.ts_ms)} {e.role}] {e.text}" for e in events)
 
 
-def grip_events(store: SqliteStore, grip: Grip) -> list[Event]:
+def grip_events(store: PipelineStore, grip: Grip) -> list[Event]:
     """The events of a grip's range (its session, from its first to its last event)."""
     start = store.get_event(grip.event_id_start)
     end = store.get_event(grip.event_id_end)
@@ -95,7 +95,7 @@ def _grip_cites(grips: Sequence[Grip]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(i for g in grips for i in (g.event_id_start, g.event_id_end)))
 
 
-def _bookmark(store: SqliteStore, project: str, bookmark_id: str) -> Bookmark:
+def _bookmark(store: PipelineStore, project: str, bookmark_id: str) -> Bookmark:
     for bookmark in store.list_bookmarks(project):
         if bookmark.bookmark_id == bookmark_id:
             return bookmark
@@ -105,7 +105,7 @@ def _bookmark(store: SqliteStore, project: str, bookmark_id: str) -> Bookmark:
 class TierRenderer:
     """Renders hits as ``SearchItem``s at a tier, reading what it needs from the store."""
 
-    def __init__(self, store: SqliteStore, counter: TokenCounter) -> None:
+    def __init__(self, store: PipelineStore, counter: TokenCounter) -> None:
         self.store = store
         self.counter = counter
 

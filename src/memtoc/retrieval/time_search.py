@@ -34,9 +34,8 @@ from memtoc.errors import QueryError
 from memtoc.model import JsonValue, iso_ms
 from memtoc.retrieval.embedding_index import SemanticIndex
 from memtoc.retrieval.hybrid import Fusion, SearchResult, search
-from memtoc.retrieval.teleport import SearchFilters, bm25_search
+from memtoc.retrieval.teleport import SearchFilters, SearchStore, bm25_search
 from memtoc.retrieval.timeparse import parse_time, resolve_anchor
-from memtoc.store.sqlite import SqliteStore
 from memtoc.text.tokens import TokenCounter
 
 TIME_MODES: tuple[str, ...] = ("filter", "boost", "off")
@@ -86,7 +85,7 @@ class ResolvedTime:
 
 
 def anchor_searcher(
-    store: SqliteStore, projects: tuple[str, ...] | None, reference_ms: int
+    store: SearchStore, projects: tuple[str, ...] | None, reference_ms: int
 ) -> AnchorSearch:
     """A search for anchor events: BM25 over events up to the reference time, best first."""
 
@@ -140,7 +139,7 @@ def restrict(filters: SearchFilters, start_ms: int, end_ms: int) -> SearchFilter
 
 
 def time_search(
-    store: SqliteStore,
+    store: SearchStore,
     counter: TokenCounter,
     query: str,
     filters: SearchFilters | None = None,

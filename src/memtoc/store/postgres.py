@@ -30,6 +30,8 @@ from memtoc.errors import NotFoundError, QueryError, StoreError
 from memtoc.model import AppendResult, Bookmark, Event, JsonValue, OutboxEntry, TocNode
 from memtoc.store.postgres_base import APPEND_LOCK, CLAIM_LOCK, dumps, pg_text
 from memtoc.store.postgres_pipeline import EVENT_COLS, PgPipeline, row_to_event
+from memtoc.store.postgres_search import PgSearch
+from memtoc.store.postgres_vectors import PgVectors
 from memtoc.store.sqlite import _asdict, _bookmark_from_row, _node_data, _node_from_row
 
 _OUTBOX_COLS = "entry_id, kind, payload, created_ms, attempts, status, error"
@@ -55,7 +57,7 @@ def _session_key(project: str, session_id: str) -> str:
     return f"{project}\x1f{session_id}"
 
 
-class PostgresStore(PgPipeline):
+class PostgresStore(PgPipeline, PgSearch, PgVectors):
     """``Store`` + ``PipelineStore`` on a PostgreSQL database (``postgresql://`` URL)."""
 
     # -- events -------------------------------------------------------------------------------------

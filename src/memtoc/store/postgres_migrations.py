@@ -236,6 +236,14 @@ MIGRATIONS: tuple[PgMigration, ...] = (
         CREATE INDEX rollup_dirty_level ON rollup_dirty(level, project);
         """,
     ),
+    # Vector provenance per doc (store/postgres_vectors.py): the MD5 of the doc text a vector was
+    # computed from, so a changed doc is re-embedded (SQLite keeps the text in ``doc_vectors``).
+    PgMigration(
+        "0005_vector_sources",
+        """
+        ALTER TABLE vectors ADD COLUMN source_md5 TEXT;
+        """,
+    ),
 )
 
 

@@ -1,0 +1,172 @@
+"""Vectors on PostgreSQL (pgvector): write with provenance, find what needs embedding, search.
+
+Rows live in ``vectors(kind, item_id, project, embedder, dim, vec, source_md5)``: one unit-length
+vector per item and embedder, ``dim`` its dimension and, for docs (nodes, grips, bookmarks),
+``source_md5`` the MD5 of the doc text it was computed from — a doc whose text changed (a node's
+new version) is re-embedded, the job SQLite's ``doc_vectors`` does. The embedder's dimension and
+version are recorded in ``meta`` under ``embedder:<name>`` exactly as on SQLite (and copied over by
+``memtoc migrate-store``), so a model swapped under the same name is detected (``stale_embedder``).
+
+Search is exact: ``ORDER BY vec <=> q`` over one embedder's rows, filtered by project and kind
+(and by time for events). No HNSW index is created: an ANN index on a column holding several
+dimensions needs one expression index per (embedder, dim) and queries written against that
+expression; it is left until a measured size shows the exact scan too slow.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Collection, Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from memtoc.errors import StoreError
+from memtoc.store.postgres_base import PgBase
+from memtoc.store.sqlite_vectors import EmbedderIdentity, VectorKey
+
+
+def _meta_key(name: str) -> str:
+    return f"embedder:{name}"
+
+
+def _unit(matrix: npt.ArrayLike) -> npt.NDArray[np.float32]:
+    m = np.asarray(matrix, dtype=np.float32)
+    norms = np.linalg.norm(m, axis=1, keepdims=True)
+    out: npt.NDArray[np.float32] = (m / np.where(norms > 0, norms, 1.0)).astype(np.float32)
+    return out
+
+
+class PgVectors(PgBase):
+    """The PostgreSQL store's vector rows."""
+
+    # -- provenance ---------------------------------------------------------------------------------
+    def record_embedder(self, embedder: EmbedderIdentity) -> None:
+        value = json.dumps({"dim": int(embedder.dim), "version": embedder.version}, sort_keys=True)
+        self.set_meta(_meta_key(embedder.name), value)
+
+    def recorded_embedder(self, name: str) -> tuple[int, str] | None:
+        raw = self.get_meta(_meta_key(name))
+        if raw is None:
+            return None
+        try:
+            data = json.loads(raw)
+            return int(data["dim"]), str(data["version"])
+        except (ValueError, KeyError, TypeError) as exc:
+            raise StoreError(
+                f"{self.location}: meta {_meta_key(name)} unreadable: {raw!r}"
+            ) from exc
+
+    def stale_embedder(self, embedder: EmbedderIdentity) -> bool:
+        """Vectors of ``embedder.name`` came from another model (dimension or version differ, or
+        vectors exist without a record)."""
+        recorded = self.recorded_embedder(embedder.name)
+        if recorded is None:
+            return bool(self._query("SELECT 1 FROM vectors WHERE embedder = %s LIMIT 1",
+                                    (embedder.name,)))  # fmt: skip
+        return recorded != (int(embedder.dim), embedder.version)
+
+    def clear_vectors(self, name: str) -> int:
+        return self._exec("DELETE FROM vectors WHERE embedder = %s", (name,))
+
+    # -- writes -------------------------------------------------------------------------------------
+    def put_item_vectors(
+        self,
+        embedder: EmbedderIdentity,
+        keys: Sequence[VectorKey],
+        matrix: npt.ArrayLike,
+        source_md5: Sequence[str | None] | None = None,
+    ) -> int:
+        """Insert or replace one vector per key (normalised to unit length) under
+        ``embedder.name``, with the source text's MD5 for docs; records the embedder."""
+        m = _unit(matrix)
+        if m.ndim != 2 or m.shape[0] != len(keys):
+            raise StoreError(f"put_item_vectors: {len(keys)} keys but vectors of shape {m.shape}")
+        if keys and m.shape[1] != embedder.dim:
+            raise StoreError(f"{embedder.name} is {embedder.dim}-d but vectors are {m.shape[1]}-d")
+        md5s = list(source_md5) if source_md5 is not None else [None] * len(keys)
+        rows = [(k.kind, k.item_id, k.project, embedder.name, int(embedder.dim), m[i], md5s[i])
+                for i, k in enumerate(keys)]  # fmt: skip
+        with self.transaction():
+            n = self._many(
+                "INSERT INTO vectors(kind, item_id, project, embedder, dim, vec, source_md5) "
+                "VALUES (%s,%s,%s,%s,%s,%s,%s) ON CONFLICT (kind, project, item_id, embedder) "
+                "DO UPDATE SET dim = excluded.dim, vec = excluded.vec, "
+                "source_md5 = excluded.source_md5",
+                rows,
+            )
+            self.record_embedder(embedder)
+        return n
+
+    # -- what needs embedding -------------------------------------------------------------------------
+    def events_after(self, seq: int, limit: int) -> list[tuple[int, str, str, str]]:
+        """``(seq, event_id, project, text)`` of events after ``seq``, in seq order."""
+        rows = self._query(
+            "SELECT seq, event_id, project, text FROM events WHERE seq > %s ORDER BY seq LIMIT %s",
+            (seq, limit),
+        )
+        return [(int(r[0]), r[1], r[2], r[3]) for r in rows]
+
+    def docs_to_embed(self, name: str, limit: int) -> list[tuple[str, str, str, str, str]]:
+        """``(kind, project, doc_id, text, md5)`` of docs with no vector of ``name`` or one
+        computed from other text."""
+        return [
+            (r[0], r[1], r[2], r[3], r[4])
+            for r in self._query(
+                "SELECT d.kind, d.project, d.doc_id, d.text, md5(d.text) FROM docs d "
+                "LEFT JOIN vectors v ON v.kind = d.kind AND v.project = d.project "
+                "AND v.item_id = d.doc_id AND v.embedder = %s "
+                "WHERE v.source_md5 IS DISTINCT FROM md5(d.text) ORDER BY d.doc_seq LIMIT %s",
+                (name, limit),
+            )
+        ]
+
+    def drop_orphan_doc_vectors(self, name: str) -> int:
+        """Delete vectors of docs (nodes, grips, bookmarks) that no longer exist."""
+        return self._exec(
+            "DELETE FROM vectors v WHERE v.embedder = %s AND v.kind <> 'event' AND NOT EXISTS "
+            "(SELECT 1 FROM docs d WHERE d.kind = v.kind AND d.project = v.project "
+            "AND d.doc_id = v.item_id)",
+            (name,),
+        )
+
+    # -- search ---------------------------------------------------------------------------------------
+    def nearest(
+        self,
+        name: str,
+        query: npt.NDArray[np.float32],
+        k: int,
+        *,
+        projects: Collection[str] | None = None,
+        kinds: Collection[str] | None = None,
+        since_ms: int | None = None,
+        until_ms: int | None = None,
+    ) -> list[tuple[VectorKey, float]]:
+        """The ``k`` items nearest ``query`` by cosine, best first; ``since``/``until`` restrict
+        events by their instant (other kinds have none here and are left out when a time is set)."""
+        q = np.asarray(query, dtype=np.float32)
+        params: list[Any] = [q, name, int(q.shape[0])]
+        where = "v.embedder = %s AND v.dim = %s"
+        join = ""
+        if projects is not None:
+            where += " AND v.project = ANY(%s)"
+            params.append(list(projects))
+        if kinds is not None:
+            where += " AND v.kind = ANY(%s)"
+            params.append(list(kinds))
+        if since_ms is not None or until_ms is not None:
+            join = "JOIN events e ON e.event_id = v.item_id AND v.kind = 'event'"
+            if since_ms is not None:
+                where += " AND e.ts_ms >= %s"
+                params.append(since_ms)
+            if until_ms is not None:
+                where += " AND e.ts_ms < %s"
+                params.append(until_ms)
+        params += [q, k]
+        rows = self._query(
+            f"SELECT v.kind, v.project, v.item_id, 1 - (v.vec <=> %s) FROM vectors v {join} "
+            f"WHERE {where} ORDER BY v.vec <=> %s, v.item_id LIMIT %s",
+            params,
+        )
+        return [(VectorKey(r[0], r[1], r[2]), float(r[3])) for r in rows]
