@@ -122,7 +122,7 @@ def serve(
 
         worker = BackgroundWorker(
             open_memory, poll_s=options.poll_s, rollup_interval_s=options.rollup_interval_s
-        ).start()
+        )
         running = worker
 
         def daemon_info() -> dict[str, JsonValue]:
@@ -133,8 +133,9 @@ def serve(
             app, log_level=options.log_level, access_log=False, timeout_graceful_shutdown=30
         )
         server = uvicorn.Server(config)
-        previous = _absorb_signals(server)
+        previous = _absorb_signals(server)  # from here on, SIGTERM means a clean stop
         try:
+            worker.start()
             for line in banner(settings, base_url(options.host, port), token):
                 say(line)
             server.run(sockets=[sock])
