@@ -345,3 +345,38 @@ def test_forget_equals_never_ingested(tmp_path: Path, seed: int) -> None:
     assert forgot.verify().ok
     forgot.close()
     never.close()
+
+
+def test_verify_catches_an_unpurged_tombstone(memory: Memory) -> None:
+    memory.forget(event_ids=["E3"])
+    store = sqlite(memory)
+    with store.transaction():
+        store.connection.execute(f"UPDATE events SET text = '{MARKER}' WHERE event_id = 'E3'")
+        store.connection.execute(
+            "INSERT INTO segment_events(seq, project, node_id) SELECT seq, project, 'x' "
+            "FROM events WHERE event_id = 'E3'"
+        )
+    problems = memory.verify().problems
+    assert any(p.startswith("tombstones purged: 1 forgotten events") for p in problems), problems
+    assert any(p.startswith("segment membership: 1 members") for p in problems), problems
+
+
+def test_read_only_store_from_before_the_migration(tmp_path: Path) -> None:
+    """A store not yet migrated to ``0006_forget``, opened read-only, reads as before."""
+    path = tmp_path / "old.db"
+    store = SqliteStore(path)
+    store.append_events([Event("A1", "s", "p", "a", BASE, "user_message", "user", "hello there")])
+    with store.transaction():
+        store.connection.execute("DROP INDEX events_tombstones")
+        store.connection.execute("ALTER TABLE events DROP COLUMN forgotten_ms")
+        store.connection.execute("DROP TABLE forget_audit")
+        store.connection.execute("DELETE FROM schema_migrations WHERE name = '0006_forget'")
+    store.close()
+    old = SqliteStore(path, read_only=True)
+    assert [e.event_id for e in old.scan_events()] == ["A1"]
+    assert old.count_events() == 1 and old.count_events("p") == 1
+    assert old.get_event("A1").text == "hello there"
+    old.close()
+    upgraded = SqliteStore(path)  # read-write: the migration runs, tombstones become possible
+    assert upgraded.count_events("p") == 1
+    upgraded.close()
