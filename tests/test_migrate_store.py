@@ -21,6 +21,8 @@ import pytest
 from memtoc.clock import ManualClock
 from memtoc.errors import StoreError
 from memtoc.model import Bookmark, Event
+from memtoc.pipeline.embed_step import EmbedStep
+from memtoc.pipeline.embed_step_pg import PgEmbedStep
 from memtoc.pipeline.summarize.extractive import ExtractiveSummarizer
 from memtoc.pipeline.worker import PipelineConfig, Processor
 from memtoc.store import postgres_maintenance
@@ -28,7 +30,6 @@ from memtoc.store.base import PipelineStore
 from memtoc.store.migrate import CHECKPOINT_PREFIX, migrate_store
 from memtoc.store.postgres import PostgresStore
 from memtoc.store.sqlite import SqliteStore
-from memtoc.store.sqlite_vectors import VectorKey, put_vectors
 from memtoc.text.embed import HashEmbedder
 from memtoc.text.tokens import default_counter
 from pipeline_support import make_events, toc_snapshot
@@ -76,10 +77,7 @@ def build_source(path: Path, sessions: int = 8) -> tuple[list[Event], list[Event
                 T0,
             )
         )
-        nodes = store.list_nodes("alpha")
-        emb = HashEmbedder(16)
-        keys = [VectorKey("node", "alpha", n.node_id) for n in nodes]
-        put_vectors(store, emb, keys, emb.embed([n.title for n in nodes]))
+        EmbedStep(store, HashEmbedder(16)).run()  # vectors of every event and doc
         store.append_events(pending)  # stays pending in the outbox
     finally:
         store.close()
@@ -121,9 +119,13 @@ def test_copy_is_whole_verified_and_the_pipeline_continues_on_postgres(
         assert pg.list_bookmarks() == [
             replace(b, content=b.content.replace("\x00", "\ufffd")) for b in src.list_bookmarks()
         ]
-        node = pg.list_nodes("alpha")[0]
-        hit = pg.search_vectors("alpha", "hash:16", HashEmbedder(16).embed([node.title])[0])[0]
-        assert hit[1] == node.node_id and hit[2] == pytest.approx(1.0, abs=1e-5)
+        event = pg.get_event(processed[0].event_id)
+        hit = pg.nearest("hash:16", HashEmbedder(16).embed([event.text])[0], 1)[0]
+        assert hit[0].item_id == event.event_id and hit[1] == pytest.approx(1.0, abs=1e-5)
+        # the copied vectors are current: only the events appended after embedding are new
+        embedded = PgEmbedStep(pg, HashEmbedder(16)).run()
+        assert (embedded.events, embedded.docs, embedded.rebuilt) == (len(pending), 0, False)
+        node = next(n for n in pg.list_nodes("alpha") if n.keywords)
         assert pg.search_text("alpha", node.keywords[0], kinds=("node", "event"))
         # the copy is a working store: the worker files the pending batch; appends continue
         proc = processor(pg)

@@ -20,8 +20,8 @@ refused. The source must not be written while it is copied (stop the agents and 
 hash (the sum of each row's SHA-256, over the values as stored in PostgreSQL — the source side is
 converted exactly as it was for the copy), then ``postgres_maintenance.verify`` checks the target.
 
-Not copied: ``doc_vectors`` and ``forget_audit``, which the PostgreSQL schema does not have yet
-(``memtoc rebuild --vectors`` re-derives the first; the second is an audit log of the source).
+Not copied: ``forget_audit`` (the PostgreSQL schema has no audit table yet) and ``doc_vectors``
+as such — each doc vector's source text becomes its ``vectors.source_md5`` instead.
 """
 
 from __future__ import annotations
@@ -103,8 +103,19 @@ def _texts(*positions: int) -> Callable[[sqlite3.Connection, Row], Row]:
     return convert
 
 
-def _vector(_: sqlite3.Connection, r: Row) -> Row:
-    return (*r[:5], np.frombuffer(r[5], dtype="<f4").astype(np.float32))
+def _vector(src: sqlite3.Connection, r: Row) -> Row:
+    """The vector as float32 and, for a doc, the MD5 of the text it was computed from (SQLite's
+    ``doc_vectors``), so the PostgreSQL embed step does not embed the doc again."""
+    md5 = None
+    if r[0] != "event":
+        found = src.execute(
+            "SELECT text FROM doc_vectors WHERE kind = ? AND project = ? AND doc_id = ? "
+            "AND embedder = ?",
+            (r[0], r[2], r[1], r[3]),
+        ).fetchone()
+        if found is not None:
+            md5 = hashlib.md5(pg_text(found[0]).encode()).hexdigest()
+    return (*r[:5], np.frombuffer(r[5], dtype="<f4").astype(np.float32), md5)
 
 
 _EVENT_COLS = ("seq", "event_id", "ts_ms", "project", "session_id", "agent", "event_type", "role",
@@ -137,7 +148,8 @@ TABLES: tuple[TableSpec, ...] = (
     TableSpec("docs", ("kind", "project", "doc_id"), ("kind", "doc_id", "project", "ts_ms", "text"),
               convert=_texts(4)),
     TableSpec("vectors", ("kind", "project", "item_id", "embedder"),
-              ("kind", "item_id", "project", "embedder", "dim", "vec"), convert=_vector),
+              ("kind", "item_id", "project", "embedder", "dim", "vec"),
+              ("kind", "item_id", "project", "embedder", "dim", "vec", "source_md5"), _vector),
     TableSpec("tombstones", ("event_id",), ("event_id", "forgotten_ms", "reason")),
     TableSpec("rollup_dirty", ("project", "node_id"),
               ("project", "node_id", "level", "activity_ms", "marked_ms")),
