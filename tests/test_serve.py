@@ -171,6 +171,33 @@ def test_serve_processes_what_is_ingested_and_stops_cleanly(
     assert json.loads(out)["daemon"] is None
 
 
+def test_sigterm_mid_work_exits_cleanly_and_nothing_is_lost(
+    env: dict[str, str], tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """SIGTERM while the worker is busy: exit 0, a consistent store, and what was not done is
+    still queued (a later `memtoc process` files every event exactly once)."""
+    source = tmp_path / "backlog.jsonl"
+    source.write_text("\n".join(json.dumps(r) for r in records(600)) + "\n")
+    code, out = cli(env, "ingest", str(source))
+    assert code == 0, out
+    proc, url, token = request.getfixturevalue("daemon")
+    auth = {"Authorization": f"Bearer {token}"}
+    with httpx.Client(base_url=url, timeout=10) as http:
+        wait_for(lambda: http.get("/v1/status", headers=auth).json()["daemon"]["worker"]["rounds"])
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(60) == 0
+    code, out = cli(env, "verify")
+    assert code == 0, out
+    code, out = cli(env, "process", "--json")
+    assert code == 0, out
+    with Memory.open(settings_of(env)) as memory:
+        assert memory.store.outbox_counts().get("pending", 0) == 0
+        filed = sum(n.event_count for n in memory.toc("webapp"))
+        assert filed == 600  # every event filed once, none twice
+    code, out = cli(env, "verify")
+    assert code == 0, out
+
+
 def test_serve_refuses_a_public_address_without_a_token(env: dict[str, str]) -> None:
     code, out = cli(env, "serve", "--host", "0.0.0.0", "--no-auth", "--port", "0")
     assert code == 1
