@@ -141,6 +141,23 @@ def test_demo_url_opens_the_served_browser(daemon: Daemon, browser: Any) -> None
         assert "Worker" in status and "events filed" in status
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(ARTIFACTS / "09-serve.png"))
+
+        # Search all projects; a result from another project switches the picker and the tree.
+        shown = page.locator("[data-testid=project-picker]").input_value()
+        other = next(p for p in projects if p != shown)
+        with Memory.open(settings, read_only=True) as memory:
+            title = memory.toc(other)[-1].title
+        page.check("[data-testid=search-all]")
+        page.fill("[data-testid=search-input]", title)
+        page.press("[data-testid=search-input]", "Enter")
+        hit = page.locator(f'[data-testid=search-result][data-project="{other}"]').first
+        hit.click()
+        # Opening ends by recording the project and node in the address.
+        page.wait_for_function("p => location.hash.startsWith('#project=' + p + '&')", arg=other)
+        assert page.locator("[data-testid=project-picker]").input_value() == other
+        node_id = page.locator("[data-testid=node-detail]").get_attribute("data-node-id")
+        selected = page.locator("[data-testid=tree] [aria-selected=true] [data-testid=tree-node]")
+        assert selected.first.get_attribute("data-node-id") == node_id
     finally:
         context.close()
     assert not errors, errors

@@ -58,11 +58,11 @@ async function run(task, where) {
 }
 
 /** The node and its ancestors, root first (each as its node dict). */
-async function ancestry(id) {
+async function ancestry(id, project) {
   const chain = [];
   let next = id;
   while (next && chain.length < 6) {
-    const view = await api.node(next, state.project, "L0");
+    const view = await api.node(next, project, "L0");
     chain.unshift(view.node);
     next = view.node.parent_id;
   }
@@ -71,22 +71,26 @@ async function ancestry(id) {
 
 let opening = 0; // only the latest openNode renders (a slow earlier one must not win)
 
-async function openNode(id) {
+/** Show node `id` of `project` (default: the current one) and reveal it in the tree. */
+async function openNode(id, project = state.project) {
   const ticket = ++opening;
   const current = () => ticket === opening;
+  const pane = $("#detail");
+  pane.setAttribute("aria-busy", "true");
   await run(async () => {
-    const chain = await ancestry(id);
+    const chain = await ancestry(id, project);
     if (!current()) return;
-    const project = chain[chain.length - 1].project;
     if (project && project !== state.project) await selectProject(project);
     if (!(await detail.show(id, state.project, chain, current))) return;
     await tree.reveal(chain.map((n) => n.node_id));
     history.replaceState(null, "", "#" + new URLSearchParams({ project: state.project, node: id }));
-  }, $("#detail"));
+  }, pane);
+  if (current()) pane.removeAttribute("aria-busy");
 }
 
 async function openItem(item) {
-  await openNode(await nodeOfItem(item, state.project));
+  const project = item.project || state.project;
+  await openNode(await nodeOfItem(item, project), project);
 }
 
 async function selectProject(project) {

@@ -43,7 +43,8 @@ export class Search {
     fill(this.panel, notice("info", "Searching…"));
     let result;
     try {
-      result = await api.search(query, this.project(), 12);
+      const scope = this.form.elements.all.checked ? null : this.project();
+      result = await api.search(query, scope, 12);
     } catch (err) {
       fill(this.panel, notice("error", "Search failed: " + err.message));
       return;
@@ -59,12 +60,13 @@ export class Search {
       items.map((item) => h("li", {}, h("button", {
         type: "button",
         class: "result",
-        dataset: { testid: "search-result", kind: item.kind, id: item.id },
+        dataset: { testid: "search-result", kind: item.kind, id: item.id, project: item.project },
         onclick: () => this.pick(item),
         onkeydown: (ev) => this.arrow(ev),
       },
         h("span", { class: "row-head" },
           h("span", { class: "kind kind-" + item.kind }, KIND_LABEL[item.kind] || item.kind),
+          this.form.elements.all.checked ? h("span", { class: "project" }, item.project) : null,
           h("span", { class: "period" }, stamp(item.start_time)),
           h("span", { class: "count" }, "score " + Number(item.score).toFixed(2))),
         h("span", { class: "row-title" }, shortIds(item.title || item.id)),
