@@ -276,22 +276,31 @@ def test_recall_shows_context_and_tokens(served: Served, page: Any) -> None:
     page.locator("[data-testid=tree-node]").first.wait_for()
     page.fill("[data-testid=recall-input]", served.query)
     page.fill("[data-testid=recall-budget]", "600")
-    page.click("[data-testid=recall-form] button[type=submit]")
+    with page.expect_response(lambda r: r.url.endswith("/v1/recall")) as answer:
+        page.click("[data-testid=recall-form] button[type=submit]")
+    response = answer.value
     out = page.locator("[data-testid=recall-out]")
     page.wait_for_function(
         "() => { const o = document.querySelector('[data-testid=recall-out]');"
         " return o.querySelector('[data-testid=recall-tokens], .notice-warn, .notice-error'); }"
     )
     shot(page, "06-recall")
-    if not hasattr(Memory, "recall"):
-        # Recall is not merged yet: the route answers 501 and the page says so plainly.
+    if response.status == 501:
+        # Recall is not in this build: the page says so plainly.
+        assert not hasattr(Memory, "recall")
         assert "not available" in out.inner_text()
         assert "501" in out.inner_text()
         return
+    # The page shows what the server assembled: its token count against the budget, its items.
+    data = response.json()
+    assert data["budget"] == 600
     total = out.locator("[data-testid=recall-tokens]").inner_text()
-    used = int(total.split(" token")[0].replace(",", ""))
-    assert 0 < used <= 600
-    assert out.locator("[data-testid=recall-items] > li").count() >= 1
+    assert total.startswith(f"{data['tokens']:,} token")
+    assert "of 600" in total
+    items = out.locator("[data-testid=recall-items] > li")
+    assert items.count() == len(data["items"])
+    for shown, item in zip(items.all(), data["items"], strict=True):
+        assert item["text"][:60].strip() in shown.locator(".recall-text").inner_text()
 
 
 def test_without_a_token_the_page_asks_for_one(served: Served, page: Any) -> None:

@@ -35,7 +35,8 @@ export class Recall {
     fill(this.out,
       h("p", { class: "recall-total", dataset: { testid: "recall-tokens" } },
         h("strong", { class: over ? "warn-text" : "" }, plural(tokens, "token")),
-        " of " + (result.budget ?? budget) + " · " + plural(items.length, "item"),
+        " of " + (result.budget ?? budget) + " · " + plural(items.length, "item") +
+          (result.elapsed_ms !== undefined ? " · " + Math.round(result.elapsed_ms) + " ms" : ""),
         result.degraded ? h("span", { class: "warn-text" }, " · " + result.degraded) : null),
       h("ol", { class: "recall-items", dataset: { testid: "recall-items" } }, items.map((item) => {
         const cited = (item.events || []).length + (item.cites || []).length;
