@@ -266,3 +266,8 @@ def test_worker_backfills_rollups_at_start_then_drains_new_work(env: dict[str, s
         assert worker.stop(30)
     info = worker.info()
     assert info["running"] is False and info["state"] == "stopped" and info["errors"] == 0
+
+
+def test_serve_rejects_an_unknown_log_level(env: dict[str, str]) -> None:
+    code, out = cli(env, "serve", "--log-level", "loud", "--port", "0")
+    assert code == 1 and "--log-level must be one of" in out

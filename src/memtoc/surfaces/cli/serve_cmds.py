@@ -7,9 +7,11 @@ from typing import Annotated
 
 import typer
 
-from memtoc.surfaces.cli.app import JsonOpt, app, console, emit_json, state
+from memtoc.surfaces.cli.app import JsonOpt, app, console, emit_json, fail, state
 from memtoc.surfaces.http.auth import ensure_token, token_path, write_token
 from memtoc.surfaces.serve import DEFAULT_HOST, DEFAULT_PORT, ServeOptions, serve
+
+LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
 
 
 @app.command("serve")
@@ -42,6 +44,8 @@ def serve_cmd(
     `memtoc token` prints; the web URL printed at start carries it (#token=…). SIGTERM or Ctrl-C
     stops it cleanly: the worker finishes the batch in hand.
     """
+    if log_level.lower() not in LOG_LEVELS:
+        raise fail(f"--log-level must be one of {', '.join(LOG_LEVELS)} (got {log_level!r})")
     logging.basicConfig(level=log_level.upper(), format="memtoc serve: %(levelname)s %(message)s")
     options = ServeOptions(
         host=host,
