@@ -44,6 +44,8 @@ from memtoc.retrieval.drill import DEFAULT_BEAM, DEFAULT_SEGMENTS, DrillResult, 
 from memtoc.retrieval.embedding_index import SemanticIndex
 from memtoc.retrieval.hybrid import Fusion, SearchResult, fusion_from_settings
 from memtoc.retrieval.navigate import ExpandView, NodeView
+from memtoc.retrieval.recall import DEFAULT_TIME_LIMIT_MS, RecallResult
+from memtoc.retrieval.recall import recall as assemble_recall
 from memtoc.retrieval.teleport import SearchFilters, rebuild_fts
 from memtoc.retrieval.time_search import time_search
 from memtoc.services import ROLLUP_LEVELS, build_summarizer, store_timezone
@@ -56,6 +58,7 @@ from memtoc.text.tokens import TokenCounter, default_counter
 if TYPE_CHECKING:
     from memtoc.ingest.redact import Redactor
     from memtoc.pipeline.embed_step import EmbedReport, EmbedStep
+    from memtoc.pipeline.embed_step_pg import PgEmbedStep
     from memtoc.store.postgres import PostgresStore
 
 
@@ -97,7 +100,7 @@ class Memory:
         # search (memtoc.retrieval.hybrid): the embedder loads lazily, on first search or process
         self._semantic = semantic
         self.fusion = fusion or (fusion_from_settings(settings) if settings else Fusion())
-        self._embed_step: EmbedStep | None = None
+        self._embed_step: EmbedStep | PgEmbedStep | None = None
         # bookmarks (memtoc.retrieval.bookmark_step): a pass after each filed batch of events
         self._bookmark_detector = bookmark_detector
         self._bookmark_config = bookmark_config or (
@@ -113,11 +116,11 @@ class Memory:
 
     @property
     def semantic(self) -> SemanticIndex:
-        """Vectors and the embedder (built on first use; SQLite stores only for now)."""
+        """Vectors and the embedder (built on first use; pgvector on a PostgreSQL store)."""
         if self._semantic is None:
             s = self.settings
             self._semantic = SemanticIndex(
-                self.sqlite_store("semantic search"),
+                self.store,
                 kind=s.embedder if s else None,
                 model=s.embed_model if s else None,
             )
@@ -451,7 +454,7 @@ class Memory:
             role=role,
         )
         return time_search(
-            self.sqlite_store("search"),
+            self.store,
             self.counter,
             query,
             filters,
@@ -500,6 +503,39 @@ class Memory:
             depth=depth,
         )
 
+    # -- recall: budgeted context (memtoc.retrieval.recall) ---------------------------------------
+    def recall(
+        self,
+        query: str,
+        *,
+        budget: int = 1_000,
+        project: str | None = None,
+        projects: Iterable[str] | None = None,
+        at_ms: int | None = None,
+        time_limit_ms: float | None = None,
+    ) -> RecallResult:
+        """The best context for ``query`` within ``budget`` tokens: matching bookmarks (their
+        events), then events, grips and segments by recall's ranking, each stepped down a tier
+        rather than cut, in time order. ``at_ms`` (default: now) is the reference time of "last
+        week"; ``time_limit_ms`` (default: setting ``recall_time_limit_ms``, 1,000) returns the
+        best so far, marked ``truncated``."""
+        scope = [*([project] if project is not None else []), *(projects or ())]
+        limit = time_limit_ms
+        if limit is None:
+            limit = float(getattr(self.settings, "recall_time_limit_ms", DEFAULT_TIME_LIMIT_MS))
+        # a pure read (read-only stores, READ-annotated MCP tool): bookmarks are not touched here
+        return assemble_recall(
+            self.sqlite_store("recall"),
+            self.counter,
+            query,
+            budget=budget,
+            projects=tuple(dict.fromkeys(scope)) or None,
+            at_ms=at_ms if at_ms is not None else self.clock.now_ms(),
+            tz=self.tz,
+            semantic=self.semantic,
+            time_limit_ms=limit,
+        )
+
     def _embed_new(self) -> EmbedReport | None:
         if self._embed_step is None:
             self._embed_step = self.semantic.embed_step()
@@ -538,7 +574,7 @@ class Memory:
 
                 detector = build_bookmark_detector(self.settings)
             self._bookmark_step = BookmarkStep(
-                self.sqlite_store("bookmark detection"),
+                self.store,
                 self.counter,
                 self.clock,
                 detector=detector,

@@ -189,12 +189,19 @@ def build_server(memory: Memory) -> MCPServer[Any]:
             Field(description="L0 abstracts (cheap), L1 overviews, L2 the full events."),
         ] = "L0",
         limit: Annotated[int, Field(ge=1, le=50, description="How many items.")] = 10,
+        at: Annotated[
+            str | None,
+            Field(description="Reference time for 'last week' etc. in the query (default now)."),
+        ] = None,
     ) -> dict[str, Any]:
         """Teleport: search summaries, grips, bookmarks and events (BM25 + vectors) and jump to
         the best matches, each with its id, time span, text at `depth` and the events it cites.
         Use it when you know what you are looking for; browse with memory_toc when you do not.
-        At L0 ~40-100 tokens per item; `tokens` gives the total."""
+        A time expression in the query ("last week", "in March", "before the migration") filters
+        the results; `time_range` says how it was read. At L0 ~40-100 tokens per item; `tokens`
+        gives the total."""
         now = memory.clock.now_ms()
+        at_ms = parse_when(at, now_ms=now, tz=memory.tz, edge="start", name="at") if at else None
         since_ms = (
             parse_when(since, now_ms=now, tz=memory.tz, edge="start", name="since")
             if since
@@ -211,8 +218,29 @@ def build_server(memory: Memory) -> MCPServer[Any]:
             until_ms=until_ms,
             limit=limit,
             depth=depth,
+            at_ms=at_ms,
         )
         return result.to_dict()
+
+    # -- recall (memtoc.retrieval.recall) -------------------------------------------------------
+    @app.tool(name="memory_recall", annotations=READ)
+    @tool_errors
+    def memory_recall(
+        query: Annotated[
+            str, Field(min_length=1, max_length=2_000, description="The question, in any words.")
+        ],
+        budget: Annotated[
+            int, Field(ge=0, le=50_000, description="Most tokens the context may hold.")
+        ] = 1_000,
+        project: Project = None,
+    ) -> dict[str, Any]:
+        """Recall: the best context for a question packed into `budget` tokens — matching
+        bookmarks, then the best events, grips and segments (an item that does not fit steps
+        down to its summary), in time order, each with the events it includes and cites.
+        "last week" / "in March" in the question favour that time. `tokens` (never above
+        `budget`) is what the context costs; use it before memory_search when you need context
+        rather than pointers."""
+        return memory.recall(query, budget=budget, project=project).to_dict()
 
     @app.tool(name="memory_bookmarks", annotations=READ)
     @tool_errors

@@ -11,6 +11,7 @@ from memtoc.surfaces.cli import (
     mcp_cmds,  # MCP server
     migrate_cmds,  # memtoc migrate-store (SQLite → PostgreSQL)
     quality_cmds,  # memtoc eval summaries
+    recall_cmds,  # memtoc recall (budgeted context)
     search_cmds,  # memtoc search, memtoc rebuild
     serve_cmds,  # memtoc serve (daemon: worker, rollups, HTTP API, web UI), memtoc token
     status_cmds,  # memtoc status
@@ -29,6 +30,7 @@ __all__ = [
     "mcp_cmds",
     "migrate_cmds",
     "quality_cmds",
+    "recall_cmds",
     "search_cmds",
     "serve_cmds",
     "status_cmds",
