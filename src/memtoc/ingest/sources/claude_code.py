@@ -87,6 +87,8 @@ class ClaudeCodeSource:
         if "sessionId" in obj or "parentUuid" in obj or "leafUuid" in obj:
             return True
         kind = obj.get("type")
+        if not isinstance(kind, str):
+            return False
         return kind in _CC_ONLY_TYPES or (kind in ("user", "assistant", "system") and "uuid" in obj)
 
     def read(self, path: Path, start: int, options: SourceOptions) -> Iterator[RawRecord]:
@@ -123,6 +125,9 @@ def _line(obj: dict[str, Any], stem: str, options: SourceOptions, record: RawRec
     kind = obj.get("type")
     if kind is None:
         record.error = "missing field 'type'"
+        return
+    if not isinstance(kind, str):
+        record.error = f"field 'type' must be a string (got {type(kind).__name__})"
         return
     if kind not in _MESSAGE_TYPES and kind != "system":
         record.skipped = 1

@@ -101,7 +101,12 @@ class CodexSource:
                 (start.startswith(b'{"timestamp"') and b'"type":"session_meta"' in head)
                 or (start.startswith(b'{"id"') and b'"instructions"' in head)
             )
-        if obj.get("type") in _ENVELOPE_TYPES and isinstance(obj.get("payload"), dict):
+        kind = obj.get("type")
+        if (
+            isinstance(kind, str)
+            and kind in _ENVELOPE_TYPES
+            and isinstance(obj.get("payload"), dict)
+        ):
             return True
         return _is_legacy_meta(obj) and ("instructions" in obj or path.name.startswith("rollout-"))
 

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, timedelta
 
 import typer
 
+# ASCII digits only ("²".isdigit() is true but int() refuses it), and few enough that the instant
+# stays inside SQLite's 64-bit integers.
+_AGE = re.compile(r"[0-9]{1,9}")
+_EPOCH_MS = re.compile(r"[0-9]{1,15}")
 _UNITS = {"m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 604_800_000}
 
 
@@ -14,9 +19,9 @@ def parse_instant(value: str | None, *, now_ms: int, option: str) -> int | None:
     if value is None:
         return None
     text = value.strip()
-    if text and text[-1] in _UNITS and text[:-1].isdigit():
+    if text and text[-1] in _UNITS and _AGE.fullmatch(text[:-1]):
         return now_ms - int(text[:-1]) * _UNITS[text[-1]]
-    if text.isdigit():
+    if _EPOCH_MS.fullmatch(text):
         return int(text)
     try:
         dt = datetime.fromisoformat(text)
