@@ -204,7 +204,9 @@ def test_drill_into_a_week_and_expand_a_grip(served: Served, page: Any) -> None:
     detail = page.locator(f'[data-testid=node-detail][data-node-id="{week.node_id}"]')
     detail.wait_for()
     assert week.title in detail.locator("h2").inner_text()
-    assert page.url.endswith(f"node={week.node_id.replace(':', '%3A')}")
+    page.wait_for_function(
+        "id => location.hash.endsWith('node=' + encodeURIComponent(id))", arg=week.node_id
+    )
     bullets = detail.locator("[data-testid=bullet-toggle]")
     assert bullets.count() == sum(1 for b in week.bullets if b.grip_ids)
     shot(page, "02-week")
@@ -265,6 +267,8 @@ def test_search_opens_a_node(served: Served, page: Any) -> None:
             assert node.level == "segment"
             assert node.start_ms <= item.events[0].ts_ms <= node.end_ms
     assert page.locator("[data-testid=search-panel]").is_hidden()
+    # Opening ends by recording the node in the address, once the tree is revealed.
+    page.wait_for_function("id => location.hash.endsWith(encodeURIComponent(id))", arg=node_id)
     # The tree was opened down to the node and marks it selected.
     selected = tree_row(page, node_id).locator("xpath=../..")
     assert selected.get_attribute("aria-selected") == "true"

@@ -23,6 +23,10 @@ export class Search {
     panel.addEventListener("keydown", (ev) => {
       if (ev.key === "Escape") this.close(true);
     });
+    // A click elsewhere on the page closes the results (they float over the panes).
+    document.addEventListener("click", (ev) => {
+      if (!panel.hidden && !panel.contains(ev.target) && !form.contains(ev.target)) this.close(false);
+    });
     form.elements.q.addEventListener("keydown", (ev) => {
       if (ev.key === "Escape") this.close(false);
       if (ev.key === "ArrowDown" && !panel.hidden) {
@@ -84,10 +88,11 @@ export class Search {
   }
 
   async pick(item) {
+    this.close(false); // the results get out of the way at once; they come back on an error
     try {
       await this.onPick(item);
-      this.close(false);
     } catch (err) {
+      this.panel.hidden = false;
       this.panel.prepend(notice("error", "Cannot open this result: " + err.message));
     }
   }
