@@ -48,6 +48,13 @@ VIEWPORT = {"width": 1440, "height": 900}  # a laptop screen
 WAIT_MS = 15_000
 
 
+UNNAMED_CONTROLS = """() => [...document.querySelectorAll('button, input, select, textarea')]
+  .filter((el) => !(el.textContent.trim() || el.getAttribute('aria-label')
+    || (el.id && document.querySelector(`label[for="${el.id}"]`)) || el.closest('label')))
+  .map((el) => el.outerHTML.slice(0, 120))"""
+"""JavaScript listing buttons and fields that a screen reader could not name."""
+
+
 def browser_unavailable(reason: str) -> None:
     """Skip locally; fail under CI (``CI=true``), where ``make browser`` must have installed it."""
     if os.environ.get("CI") == "true":
@@ -189,6 +196,7 @@ def test_drill_into_a_week_and_expand_a_grip(served: Served, page: Any) -> None:
     assert isinstance(events, int)
     assert f"{events:,}" in status
     shot(page, "01-loaded")
+    assert page.evaluate(UNNAMED_CONTROLS) == [], "controls without an accessible name"
 
     # The page opens the latest year in the detail pane and expands it in the tree.
     page.locator(f'[data-testid=node-detail][data-node-id="{year.node_id}"]').wait_for()
