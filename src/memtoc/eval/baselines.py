@@ -35,6 +35,8 @@ from memtoc.eval.modes import (
 )
 from memtoc.memory import Memory
 from memtoc.model import Event
+from memtoc.retrieval.teleport import SearchFilters, bm25_search
+from memtoc.store.sqlite import SqliteStore
 
 RRF_K = 60
 RECENCY_HALF_LIFE_DAYS = 30.0
@@ -74,12 +76,12 @@ class Turns:
         events = memory.events(project=project)
         tokens = [memory.counter.count(e.text) for e in events]
         index = {e.event_id: i for i, e in enumerate(events)}
-        seqs = (
-            memory.sqlite_store("eval")
-            .connection.execute("SELECT event_id, seq FROM events WHERE project = ?", (project,))
-            .fetchall()
-        )
-        seq_index = {int(seq): index[eid] for eid, seq in seqs if eid in index}
+        seq_index: dict[int, int] = {}
+        if isinstance(memory.store, SqliteStore):
+            seqs = memory.store.connection.execute(
+                "SELECT event_id, seq FROM events WHERE project = ?", (project,)
+            ).fetchall()
+            seq_index = {int(seq): index[eid] for eid, seq in seqs if eid in index}
         return cls(memory, project, events, tokens, index, seq_index)
 
     @property
@@ -99,17 +101,19 @@ class Turns:
         match = fts_query(query)
         if match is None:
             return []
-        try:
-            rows = (
-                self.memory.sqlite_store("eval")
-                .connection.execute(
-                    "SELECT events_fts.rowid FROM events_fts JOIN events e ON e.seq = events_fts.rowid "
-                    "WHERE events_fts MATCH ? AND e.project = ? "
-                    "ORDER BY bm25(events_fts), events_fts.rowid LIMIT ?",
-                    (match, self.project, limit),
-                )
-                .fetchall()
+        store = self.memory.store
+        if not isinstance(store, SqliteStore):  # team mode: the PostgreSQL store's full text
+            hits = bm25_search(
+                store, query, SearchFilters(projects=(self.project,), kinds=("event",)), limit=limit
             )
+            return [self.index[h.item_id] for h in hits if h.item_id in self.index]
+        try:
+            rows = store.connection.execute(
+                "SELECT events_fts.rowid FROM events_fts JOIN events e ON e.seq = events_fts.rowid "
+                "WHERE events_fts MATCH ? AND e.project = ? "
+                "ORDER BY bm25(events_fts), events_fts.rowid LIMIT ?",
+                (match, self.project, limit),
+            ).fetchall()
         except Exception as exc:  # sqlite3.Error: an FTS query we built must never fail
             raise StoreError(f"BM25 query {match!r} failed: {exc}") from exc
         return [self.seq_index[r[0]] for r in rows if r[0] in self.seq_index]

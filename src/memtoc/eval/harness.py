@@ -11,11 +11,14 @@ the scores go into an ``EvalResults`` that aggregates per mode and category. A `
 
 from __future__ import annotations
 
+import re
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit, urlunsplit
 
 from memtoc.clock import ManualClock
 from memtoc.errors import StoreError
@@ -25,6 +28,9 @@ from memtoc.memory import Memory
 from memtoc.model import JsonValue
 from memtoc.services import store_timezone
 from memtoc.store.sqlite import SqliteStore
+
+if TYPE_CHECKING:
+    from memtoc.store.postgres import PostgresStore
 
 OVERALL = "overall"
 ProgressFn = Callable[[str, int, int], None]
@@ -131,14 +137,59 @@ class EvalResults:
         return out
 
 
-def build_memory(path: Path, ref_ms: int, ctx: ModeContext) -> Memory:
+def build_memory(path: Path, ref_ms: int, ctx: ModeContext, *, pg_url: str | None = None) -> Memory:
     """A fresh store at ``path`` (any old one is removed) whose clock stands at ``ref_ms`` and
-    whose time zone is UTC; throwaway durability, the run's token counter."""
-    for suffix in ("", "-wal", "-shm"):
-        Path(f"{path}{suffix}").unlink(missing_ok=True)
+    whose time zone is UTC; throwaway durability, the run's token counter.
+
+    With ``pg_url`` (team mode) the store is instead a fresh PostgreSQL database on that server,
+    ``memtoc_eval_<path stem>``, dropped by ``run_projects`` once the project is evaluated."""
     clock = ManualClock(ref_ms)
-    store = SqliteStore(path, durability="off", clock=clock)
+    store: SqliteStore | PostgresStore
+    if pg_url is not None:
+        from memtoc.store.postgres import PostgresStore
+
+        store = PostgresStore(_fresh_database(pg_url, path.stem), clock=clock, pool_size=2)
+    else:
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{path}{suffix}").unlink(missing_ok=True)
+        store = SqliteStore(path, durability="off", clock=clock)
     return Memory(store, clock=clock, counter=ctx.counter, tz=store_timezone(store, "UTC"))
+
+
+EVAL_DB_PREFIX = "memtoc_eval_"
+
+
+def _database_url(pg_url: str, name: str) -> str:
+    parts = urlsplit(pg_url)
+    return urlunsplit(parts._replace(path="/" + name))
+
+
+def _fresh_database(pg_url: str, stem: str) -> str:
+    """Create (dropping any leftover) the database ``memtoc_eval_<stem>``; return its URL."""
+    import psycopg
+
+    name = EVAL_DB_PREFIX + re.sub(r"[^a-z0-9_]+", "_", stem.lower())[:40]
+    try:
+        with psycopg.connect(pg_url, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            admin.execute(f'CREATE DATABASE "{name}"')
+    except psycopg.Error as exc:
+        raise StoreError(f"cannot create eval database {name}: {exc}") from exc
+    return _database_url(pg_url, name)
+
+
+def drop_eval_database(memory: Memory) -> None:
+    """Drop the PostgreSQL database ``build_memory`` made for ``memory`` (after it is closed)."""
+    url = getattr(memory.store, "url", None)
+    if not isinstance(url, str):
+        return
+    name = urlsplit(url).path.lstrip("/")
+    if not name.startswith(EVAL_DB_PREFIX):
+        return
+    import psycopg
+
+    with psycopg.connect(_database_url(url, "postgres"), autocommit=True) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def ingest_and_process(
@@ -244,6 +295,7 @@ def run_projects(
                 evaluate_project(project, modes, scorer, cfg, results, progress=progress)
             finally:
                 project.memory.close()
+                drop_eval_database(project.memory)
                 ctx.release(project.project)
             stages["ingest_process"] += t1 - t0
             stages["questions"] += time.perf_counter() - t1

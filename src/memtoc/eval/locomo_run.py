@@ -23,9 +23,12 @@ from memtoc.eval.report import EvalReport
 from memtoc.eval.scoring import score_locomo
 
 
-def locomo_project(conv: Conversation, workdir: Path, *, ctx: ModeContext) -> EvalProject:
-    """Ingest and process one conversation into its own fresh store; its questions resolved."""
-    memory = build_memory(workdir / f"{conv.sample_id}.db", conv.ref_ms, ctx)
+def locomo_project(
+    conv: Conversation, workdir: Path, *, ctx: ModeContext, pg_url: str | None = None
+) -> EvalProject:
+    """Ingest and process one conversation into its own fresh store (a PostgreSQL database on
+    ``pg_url`` when given); its questions resolved."""
+    memory = build_memory(workdir / f"{conv.sample_id}.db", conv.ref_ms, ctx, pg_url=pg_url)
     ingest_and_process(memory, conv.records(), conv.sample_id)
     events = memory.events(project=conv.sample_id)
     by_dia = {str(e.metadata["dia_id"]): e for e in events}
@@ -68,12 +71,14 @@ def run_locomo(
     workdir: Path | None = None,
     command: str = "",
     progress: ProgressFn | None = None,
+    pg_url: str | None = None,
 ) -> EvalReport:
     """Evaluate ``modes`` on the LoCoMo file at ``path`` (the first ``conversations`` only, if
-    given). Stores go to ``workdir`` (kept) or a temporary directory (removed)."""
+    given). Stores go to ``workdir`` (kept) or a temporary directory (removed); with ``pg_url``,
+    to one PostgreSQL database per conversation on that server (dropped after)."""
     started = time.perf_counter()
     convs = load_locomo(path)[:conversations]
-    builders = [partial(locomo_project, conv, ctx=ctx) for conv in convs]
+    builders = [partial(locomo_project, conv, ctx=ctx, pg_url=pg_url) for conv in convs]
     results, stages = run_projects(
         builders, modes, ctx, score_locomo, cfg, workdir=workdir, progress=progress
     )

@@ -34,7 +34,7 @@ class TeleportMode:
         self._semantic: SemanticIndex | None = None
 
     def prepare(self, memory: Memory, project: str) -> None:
-        store = memory.sqlite_store("eval")
+        store = memory.store
         self._memory = memory
         self._semantic = None
         if self.method == "hybrid":
@@ -47,7 +47,7 @@ class TeleportMode:
         if self._memory is None:
             raise QueryError(f"mode {self.name}: project {project!r} was not prepared")
         result = search(
-            self._memory.sqlite_store("eval"),
+            self._memory.store,
             self.ctx.counter,
             query,
             SearchFilters(projects=(project,), kinds=self.kinds),

@@ -89,6 +89,8 @@ class PgBase:
         self.outbox_lease_ms = outbox_lease_ms
         self.build_lease_ms = build_lease_ms
         self._tx = _TxState()
+        self._bm25_stats: dict[str, tuple[float, int, float]] = {}
+        """Per text index: (when read, rows, average length) — search statistics, briefly cached."""
         try:
             with psycopg.connect(url, autocommit=True, connect_timeout=int(connect_timeout_s)) as c:
                 migrate(c, self.clock.now_ms())

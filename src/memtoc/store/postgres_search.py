@@ -20,12 +20,27 @@ FTS5 queries stay in teleport). Two ``tsvector`` indexes answer, as on SQLite: `
 
 from __future__ import annotations
 
+import math
+import time
 from collections.abc import Sequence
 from typing import Any
 
 from memtoc.store.postgres_base import PgBase, pg_text
 
 OR_ONLY_FACTOR = 0.5
+SCAN_CAP = 5_000
+"""Most matching rows one pass scores (the newest), as SQLite's ``DEFAULT_SCAN_CAP``: keeps
+queries made of very common words fast however large the store."""
+STATS_TTL_S = 60.0
+K1, B = 1.2, 0.75
+_BM25 = (
+    f"SELECT COALESCE(SUM(w.idf * cardinality(u.positions) * (1 + {K1}) / "
+    f"(cardinality(u.positions) + {K1} * (1 - {B} + {B} * length(m.tsv) / %s))), 0) AS r "
+    "FROM unnest(m.tsv) u JOIN unnest(%s::text[], %s::float8[]) AS w(lex, idf) "
+    "ON w.lex = u.lexeme"
+)
+"""BM25 of one candidate row ``m`` over the query's weighted lexemes (term frequency = the
+lexeme's positions in the row's tsvector, length = its distinct lexemes)."""
 DOC_KINDS = ("node", "grip", "bookmark")
 
 ScoredRow = tuple[str, str, str, int, float, float]
@@ -75,10 +90,12 @@ class PgSearch(PgBase):
         doc_kinds = [k for k in kinds if k in DOC_KINDS]
         if doc_kinds:
             out += self._and_then_or(
-                lexemes, candidates, lambda q, n: self._docs(q, n, doc_kinds, scope)
+                lexemes, candidates, lambda q, n: self._docs(q, n, doc_kinds, scope, lexemes)
             )
         if "event" in kinds:
-            out += self._and_then_or(lexemes, candidates, lambda q, n: self._events(q, n, scope))
+            out += self._and_then_or(
+                lexemes, candidates, lambda q, n: self._events(q, n, scope, lexemes)
+            )
         return out
 
     def _and_then_or(self, lexemes: list[str], cap: int, ranked: Any) -> list[ScoredRow]:
@@ -101,7 +118,9 @@ class PgSearch(PgBase):
             for r in rows
         ]  # fmt: skip
 
-    def _docs(self, tsq: str, limit: int, kinds: Sequence[str], s: _Scope) -> list[tuple[Any, ...]]:
+    def _docs(
+        self, tsq: str, limit: int, kinds: Sequence[str], s: _Scope, lexemes: list[str]
+    ) -> list[tuple[Any, ...]]:
         params: list[Any] = [tsq, list(kinds)]
         where = "d.kind = ANY(%s)"
         if s.projects is not None:
@@ -129,15 +148,16 @@ class PgSearch(PgBase):
                 "sg.session_id = %s) ELSE FALSE END)"
             )
             params += [s.session_id, s.session_id]
-        params.append(limit)
+        lex, idf, avgdl = self._weights("docs", lexemes)
         return self._query(
-            "SELECT d.kind, d.project, d.doc_id, d.ts_ms, ts_rank_cd(d.tsv, q, 1) AS r "
-            f"FROM docs d, CAST(%s AS tsquery) q WHERE d.tsv @@ q AND {where} "
-            "ORDER BY r DESC, d.doc_seq LIMIT %s",
-            params,
+            "SELECT m.kind, m.project, m.doc_id, m.ts_ms, r FROM (SELECT d.kind, d.project, "
+            "d.doc_id, d.ts_ms, d.doc_seq, d.tsv FROM docs d, CAST(%s AS tsquery) q "
+            f"WHERE d.tsv @@ q AND {where} ORDER BY d.doc_seq DESC LIMIT {SCAN_CAP}) m, "
+            f"LATERAL ({_BM25}) s ORDER BY r DESC, m.doc_seq LIMIT %s",
+            [*params, avgdl, lex, idf, limit],
         )
 
-    def _events(self, tsq: str, limit: int, s: _Scope) -> list[tuple[Any, ...]]:
+    def _events(self, tsq: str, limit: int, s: _Scope, lexemes: list[str]) -> list[tuple[Any, ...]]:
         params: list[Any] = [tsq]
         where = "TRUE"
         for cond, value in (
@@ -150,13 +170,35 @@ class PgSearch(PgBase):
             if value is not None:
                 where += f" AND {cond}"
                 params.append(value)
-        params.append(limit)
+        lex, idf, avgdl = self._weights("event_search", lexemes)
         return self._query(
-            "SELECT 'event', e.project, e.event_id, e.ts_ms, ts_rank_cd(x.tsv, q, 1) AS r "
-            "FROM event_search x JOIN events e ON e.seq = x.seq, CAST(%s AS tsquery) q "
-            f"WHERE x.tsv @@ q AND {where} ORDER BY r DESC, x.seq LIMIT %s",
-            params,
+            "SELECT 'event', m.project, m.event_id, m.ts_ms, r FROM (SELECT e.project, "
+            "e.event_id, e.ts_ms, x.seq, x.tsv FROM event_search x JOIN events e ON e.seq = x.seq, "
+            f"CAST(%s AS tsquery) q WHERE x.tsv @@ q AND {where} ORDER BY x.seq DESC "
+            f"LIMIT {SCAN_CAP}) m, LATERAL ({_BM25}) s ORDER BY r DESC, m.seq LIMIT %s",
+            [*params, avgdl, lex, idf, limit],
         )
+
+    def _weights(self, table: str, lexemes: list[str]) -> tuple[list[str], list[float], float]:
+        """``(lexemes, idf per lexeme, average document length)`` over ``table`` for BM25.
+
+        IDF is FTS5's ``ln((N - df + 0.5) / (df + 0.5) + 1)``; N and the average length (distinct
+        lexemes per document) are cached for ``STATS_TTL_S``, document frequencies are counted
+        per query (GIN lookups)."""
+        now = time.monotonic()
+        cached = self._bm25_stats.get(table)
+        if cached is None or now - cached[0] > STATS_TTL_S:
+            row = self._query(f"SELECT COUNT(*), COALESCE(AVG(length(tsv)), 1) FROM {table}")[0]
+            cached = (now, int(row[0]), max(1.0, float(row[1])))
+            self._bm25_stats[table] = cached
+        _, n, avgdl = cached
+        dfs = self._query(
+            f"SELECT (SELECT COUNT(*) FROM {table} WHERE tsv @@ CAST(t AS tsquery)) "
+            "FROM unnest(%s::text[]) WITH ORDINALITY AS u(t, i) ORDER BY i",
+            ([tsquery_text([lex], "&") for lex in lexemes],),
+        )
+        idf = [math.log((n - int(r[0]) + 0.5) / (int(r[0]) + 0.5) + 1.0) for r in dfs]
+        return lexemes, idf, avgdl
 
     def keep_keys(
         self,

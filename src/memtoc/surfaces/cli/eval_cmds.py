@@ -17,7 +17,7 @@ from memtoc.errors import ConfigError
 from memtoc.eval.harness import RunConfig
 from memtoc.eval.modes import Mode, ModeContext, build_modes
 from memtoc.eval.report import EvalReport, rich_table, write_outputs
-from memtoc.surfaces.cli.app import JsonOpt, app, console, emit_json, err_console, state
+from memtoc.surfaces.cli.app import JsonOpt, app, console, emit_json, err_console, fail, state
 from memtoc.text.tokens import default_counter
 
 eval_app = typer.Typer(help="Retrieval quality on public benchmarks (LoCoMo, LongMemEval).")
@@ -131,9 +131,19 @@ def eval_locomo(
     embedder: EmbedderOpt = None,
     embed_model: EmbedModelOpt = None,
     workdir: WorkdirOpt = None,
+    db: Annotated[
+        str | None,
+        typer.Option("--db", help="postgresql://… : one database per conversation (team mode)."),
+    ] = None,
 ) -> None:
     """Evidence recall@k, recall within token budgets, tokens and latency per mode on LoCoMo."""
     from memtoc.eval.locomo_run import run_locomo
+
+    pg_url = db or state(ctx).settings.db
+    if not pg_url.startswith(("postgresql://", "postgres://")):
+        if db is not None:
+            raise fail(f"--db must be a postgresql:// URL here (got {db!r})")
+        pg_url = ""
 
     cfg = RunConfig(ks=_ints(k, "--k"), budgets=_ints(budgets, "--budgets"))
     mctx = _context(ctx, embedder, embed_model)
@@ -141,7 +151,8 @@ def eval_locomo(
     with _progress(json_out) as progress:
         report = run_locomo(path, chosen, mctx, cfg, skipped_modes=skipped,
                             conversations=conversations, workdir=workdir,
-                            command=_command_line(), progress=progress)  # fmt: skip
+                            command=_command_line(), progress=progress,
+                            pg_url=pg_url or None)  # fmt: skip
     _finish(report, out, json_out)
 
 
