@@ -15,7 +15,9 @@ For each size N, in a fresh ``spawn`` child process (so peak RSS is that size's 
    - ``nav-year``: ``memory.node(year)`` — the year node covering the fact, with its children;
    - ``scan-baseline``: the baseline, measured in the same run — ``store.scan_events(project=…)``
      over the fact's project, each event's lower-cased text tested for the query's terms
-     (substring), the top 10 by number of distinct terms present (ties: earliest first).
+     (substring), the top 10 by number of distinct terms present (ties: earliest first);
+   - ``recall``: ``memory.recall(q, budget=1000)`` (no time limit, so the figure is its real
+     cost); its hit is the fact's event among the context's included events.
 
 Per mode: p50 and p95 latency, throughput (queries per second of summed latency) and, for the
 modes that retrieve events, the planted-fact hit rate@10: a hit when the fact's event is among the
@@ -52,7 +54,9 @@ MODES: tuple[str, ...] = (
     "nav-context",
     "nav-year",
     "scan-baseline",
+    "recall",
 )
+RECALL_BUDGET = 1_000
 INGEST_BATCH = 5_000
 LIMIT = 10
 _TERM = re.compile(r"[a-z0-9][a-z0-9_\-]*[a-z0-9]|[a-z0-9]")
@@ -185,6 +189,13 @@ def _mode_runners(
     if memory.semantic.degraded is None:
         runners["teleport-hybrid"] = teleport("hybrid")
     runners.update({"nav-context": nav_context, "nav-year": nav_year, "scan-baseline": scan})
+
+    # -- recall (memtoc.retrieval.recall): budgeted context, 1,000 tokens ---------------------
+    def recall(fact: PlantedFact) -> set[str]:
+        result = memory.recall(fact.query, budget=RECALL_BUDGET, time_limit_ms=None)
+        return {e.event_id for it in result.items for e in it.events}
+
+    runners["recall"] = recall
     return runners
 
 
@@ -231,7 +242,7 @@ def measure_query(
                     if progress:
                         progress("query", 1)
                 latencies.sort()
-                retrieves = name.startswith(("teleport", "scan"))
+                retrieves = name.startswith(("teleport", "scan", "recall"))
                 modes[name] = {
                     "p50_ms": round(_percentile(latencies, 50) * 1e3, 3),
                     "p95_ms": round(_percentile(latencies, 95) * 1e3, 3),

@@ -19,15 +19,20 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from datetime import tzinfo
+from datetime import UTC, datetime, tzinfo
 
 from memtoc.errors import NotFoundError
 from memtoc.model import Event
 from memtoc.retrieval.recall_rank import Deadline
-from memtoc.retrieval.tiers import SearchItem, TierRenderer
+from memtoc.retrieval.tiers import EVENT_HEAD_TOKENS, SearchItem, TierRenderer
 from memtoc.text.tokens import TokenCounter
 
 SEPARATOR = "\n"
+MIN_ITEM_TOKENS = 3
+"""Packing stops when fewer tokens than this are left (no item is that small)."""
+MAX_CHARS_PER_TOKEN = 12
+"""Text longer than this many characters per token left is not counted: it cannot fit (cl100k
+averages about 4 characters per token on English and code)."""
 _PLAIN_ROLES = frozenset({"user", "assistant"})
 
 
@@ -79,18 +84,35 @@ class Packer:
         self.days: dict[str, int] = {}
         """Day label → header tokens, for the days the context already has."""
         self.used = 0
+        self._sep = counter.count(SEPARATOR)
+        self._event_tokens: dict[str, int] = {}
+        self._labels: dict[int, str] = {}
         self.stepped_down = 0
         self.truncated = False
 
     def day(self, ms: int) -> str:
-        from datetime import UTC, datetime
-
-        return datetime.fromtimestamp(ms / 1000, UTC).astimezone(self.tz).strftime("[%Y-%m-%d]")
+        """The date line of the local day holding ``ms`` (memoised per minute)."""
+        label = self._labels.get(ms // 60_000)
+        if label is None:
+            local = datetime.fromtimestamp(ms / 1000, UTC).astimezone(self.tz)
+            label = self._labels[ms // 60_000] = local.strftime("[%Y-%m-%d]")
+        return label
 
     def _header_cost(self, label: str) -> int:
         if label in self.days or not self.headers:
             return 0
         return self.counter.count(label + SEPARATOR)
+
+    def _tokens(self, event: Event) -> int:
+        n = self._event_tokens.get(event.event_id)
+        if n is None:
+            n = self._event_tokens[event.event_id] = self.counter.count(event_line(event))
+        return n
+
+    def _fits(self, tokens: int, start_ms: int) -> bool:
+        """Whether ``tokens`` more (plus a separator and a day line if new) fit the budget."""
+        cost = tokens + (self._sep if self.items else 0)
+        return self.used + cost + self._header_cost(self.day(start_ms)) <= self.budget
 
     def _l2(self, unit: Unit, new: Sequence[Event]) -> SearchItem:
         text = SEPARATOR.join(event_line(e) for e in new)
@@ -102,7 +124,7 @@ class Packer:
             project=unit.project,
             tier="L2",
             text=text,
-            tokens=self.counter.count(text),
+            tokens=self._tokens(new[0]) if len(new) == 1 else self.counter.count(text),
             start_ms=new[0].ts_ms,
             end_ms=new[-1].ts_ms,
             events=tuple(new),
@@ -113,7 +135,7 @@ class Packer:
 
     def _try(self, item: SearchItem) -> bool:
         label = self.day(item.start_ms)
-        cost = item.tokens + (self.counter.count(SEPARATOR) if self.items else 0)
+        cost = item.tokens + (self._sep if self.items else 0)
         cost += self._header_cost(label)
         if self.used + cost > self.budget:
             return False
@@ -137,9 +159,24 @@ class Packer:
             return False
         new = list({e.event_id: e for e in new}.values())
         new.sort(key=lambda e: (e.ts_ms, e.event_id))
-        if new and self._try(self._l2(unit, new)):
-            return True
-        for tier in ("L1", "L0"):
+        if new:
+            # lower bounds first: most units that cannot fit are rejected without rendering
+            chars = sum(len(e.text) for e in new)
+            if chars > MAX_CHARS_PER_TOKEN * (self.budget - self.used):
+                return self._step_down(unit)
+            lower = sum(self._tokens(e) for e in new)
+            if self._fits(lower, new[0].ts_ms) and self._try(self._l2(unit, new)):
+                return True
+        return self._step_down(unit)
+
+    def _step_down(self, unit: Unit) -> bool:
+        """Try ``unit`` at L1, then L0."""
+        tiers: tuple[str, ...] = ("L1", "L0")
+        if unit.kind == "event" and unit.events:
+            # an event's L1/L0 is its head: only worth trying when shorter than the event
+            full = self._tokens(unit.events[0])
+            tiers = tuple(t for t in tiers if EVENT_HEAD_TOKENS[t] < full)
+        for tier in tiers:
             try:
                 item = self.renderer.render(unit.kind, unit.project, unit.id, tier, unit.score)
             except NotFoundError:
@@ -154,7 +191,7 @@ class Packer:
 
     def pack(self, units: Sequence[Unit]) -> None:
         for unit in units:
-            if self.used >= self.budget:
+            if self.budget - self.used < MIN_ITEM_TOKENS:
                 break
             if self.items and self.deadline.expired():  # the best so far: at least one item
                 self.truncated = True

@@ -40,18 +40,23 @@ Key = tuple[str, str, str]
 
 @dataclass(frozen=True, slots=True)
 class RankConfig:
-    """Weights and depths of recall's ranking (see the module docstring)."""
+    """Weights and depths of recall's ranking (see the module docstring).
+
+    Defaults tuned on LoCoMo (docs/benchmarks.md, "Recall"): a small ``rrf_k`` (10, not search's
+    60) lets the head of each list count; vectors weigh 0.7 of BM25 with the static model;
+    neighbours of a hit join at 0.8 of its score.
+    """
 
     pool: int = 60
-    rrf_k: float = 60.0
+    rrf_k: float = 10.0
     w_bm25: float = 1.0
-    w_vec: float = 1.0
-    w_doc: float = 0.3
+    w_vec: float = 0.7
+    w_doc: float = 0.1
     docs: int = 5
     w_session: float = 0.3
     session_top: int = 3
     neighbours: int = 8
-    w_neighbour: float = 0.5
+    w_neighbour: float = 0.8
     w_time: float = 1.0
     bookmarks: int = 3
     bookmark_cosine: float = 0.6
