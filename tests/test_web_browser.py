@@ -84,13 +84,13 @@ def _settings(home: Path) -> Settings:
 def _fill_store(settings: Settings) -> str:
     """Three months of one project's sessions through the real pipeline; a planted question."""
     stream, facts = generate_with_facts(
-        SynthConfig(seed=11, events=700, projects=(PROJECT,), months=3, planted_facts=5)
+        SynthConfig(seed=11, events=450, projects=(PROJECT,), months=3, planted_facts=5)
     )
     transcripts = settings.home / "transcripts"
     write_claude_code(stream, transcripts)
     with Memory.open(settings) as memory:
         report = memory.ingest([transcripts])
-        assert report.ingested > 500, report.to_dict()
+        assert report.ingested > 300, report.to_dict()
         memory.process()
         memory.rollup(force=True)
         assert len(memory.store.list_nodes(PROJECT, level="week")) >= 4
