@@ -162,6 +162,9 @@ def verify(store: SqliteStore) -> VerifyReport:
     if live != "1":
         _check_tombstones(report, store)
     for table in ("events_fts", "docs_fts"):
+        if store.read_only:  # FTS5's integrity-check is an INSERT command: not on read-only media
+            report.checks.append(f"{table} index (skipped: store opened read-only)")
+            continue
         try:
             with store._lock:
                 store.connection.execute(f"INSERT INTO {table}({table}) VALUES ('integrity-check')")

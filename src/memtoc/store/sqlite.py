@@ -19,6 +19,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from memtoc.clock import Clock, SystemClock
 from memtoc.errors import NotFoundError, StoreError
@@ -195,7 +196,11 @@ class SqliteStore:
             if read_only:
                 if not self.path.exists():
                     raise StoreError(f"no store at {self.path}")
-                uri = f"file:{self.path}?mode=ro"
+                # Quoted: a path with "?" or "#" is still a path. On read-only media SQLite cannot
+                # create the WAL index (-shm): open immutable there (nobody can write it anyway).
+                uri = f"file:{quote(str(self.path.resolve()))}?mode=ro"
+                if not os.access(self.path.parent, os.W_OK):
+                    uri += "&immutable=1"
                 self._conn = sqlite3.connect(
                     uri, uri=True, isolation_level=None, check_same_thread=False
                 )
@@ -255,10 +260,12 @@ class SqliteStore:
             self._depth = 1
             try:
                 yield
-            except BaseException:
+            except BaseException as exc:
                 self._depth = 0
                 if self._conn.in_transaction:
                     self._conn.execute("ROLLBACK")
+                if isinstance(exc, sqlite3.Error):  # disk full, read-only, I/O: a clear StoreError
+                    raise StoreError(f"{self.path}: write failed: {exc}") from exc
                 raise
             self._depth = 0
             try:
