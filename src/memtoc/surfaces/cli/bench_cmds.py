@@ -274,3 +274,42 @@ def bench_soak(
             console.print(f"[red]problem:[/] {problem}", highlight=False)
     if not report.ok:
         raise typer.Exit(1)
+
+
+# -- team mode (PostgreSQL): memtoc.eval.bench_team ---------------------------------------------
+@bench_app.command("team")
+def bench_team(
+    ctx: typer.Context,
+    events: Annotated[
+        list[int], typer.Option("--events", "-n", help="Event counts (repeatable).")
+    ] = [10_000],  # noqa: B006 (typer reads the default)
+    db: Annotated[
+        str | None, typer.Option("--db", help="postgresql://… (default: the global --db).")
+    ] = None,
+    writers: Annotated[int, typer.Option("--writers", help="Concurrent writer processes.")] = 4,
+    workers: Annotated[int, typer.Option("--workers", help="Pipeline worker processes.")] = 2,
+    queries: Annotated[int, typer.Option("--queries")] = 200,
+    seed: Annotated[int, typer.Option("--seed")] = 7,
+    json_out: JsonOpt = False,
+) -> None:
+    """Team mode on PostgreSQL: ingest with concurrent writers, process with shared workers,
+    query p95 — per size, each in a fresh database on the server (dropped after)."""
+    from memtoc.eval.bench_team import run_team_bench
+    from memtoc.surfaces.cli.app import fail, state
+
+    url = db or state(ctx).settings.db
+    if not url.startswith(("postgresql://", "postgres://")):
+        raise fail(f"bench team needs --db postgresql://… (got {url!r})")
+    results = run_team_bench(url, events, writers=writers, workers=workers, queries=queries,
+                             seed=seed)  # fmt: skip
+    if json_out:
+        emit_json({"bench": "team", "results": results})
+        return
+    table = Table(title="bench team (PostgreSQL)")
+    cols = ("events", "ingest_events_per_s", "process_events_per_s", "rollup_s", "query_p50_ms",
+            "query_p95_ms", "hit_at_10")  # fmt: skip
+    for col in cols:
+        table.add_column(col, justify="right")
+    for r in results:
+        table.add_row(*(str(r.get(c)) for c in cols))
+    console.print(table)

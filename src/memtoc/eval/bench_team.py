@@ -1,0 +1,211 @@
+"""``memtoc bench team --db postgresql://…``: team mode under load — concurrent writers, shared
+workers, query latency — on a PostgreSQL server.
+
+For each size N, in a fresh database ``memtoc_bench_team_<N>`` on the server (dropped after):
+
+1. **Ingest**: ``writers`` processes (``spawn``) append the synthetic history (``synth``, seed
+   fixed) at once, each its own share of the sessions (as agents on several machines would), in
+   batches of ``batch`` events straight into ``PostgresStore.append_events`` (events + outbox entry
+   per batch, one transaction). Timed from a barrier to the last commit: events/s overall.
+2. **Process**: ``workers`` processes drain the one outbox together (segments, extractive
+   summaries, grips, full text; no embedder), then one ``rollup(force=True)``. Timed the same way.
+3. **Query**: the planted facts' questions, cycled to ``queries``, through
+   ``Memory.search(q, mode="bm25", limit=10)`` over all projects: p50/p95 latency and the hit rate
+   (the fact's event among the items' events or cites).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import time
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+from zoneinfo import ZoneInfo
+
+from memtoc.clock import SystemClock
+from memtoc.errors import StoreError
+from memtoc.eval.synth import SynthConfig, generate_with_facts
+from memtoc.model import Event, JsonValue
+
+DB_PREFIX = "memtoc_bench_team_"
+Progress = Callable[[str, int, int], None]
+
+
+def _db_url(url: str, name: str) -> str:
+    return urlunsplit(urlsplit(url)._replace(path="/" + name))
+
+
+def _admin(url: str, sql: str) -> None:
+    import psycopg
+
+    try:
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(sql)
+    except psycopg.Error as exc:
+        raise StoreError(f"bench team: {exc}") from exc
+
+
+def _share(event: Event, index: int, writers: int) -> bool:
+    """Whether ``event``'s session belongs to writer ``index`` (stable across processes)."""
+    return sum(event.session_id.encode()) % writers == index
+
+
+def _writer(url: str, n: int, seed: int, index: int, writers: int, batch: int, start: Any) -> int:
+    """One writer process: append its sessions' events in batches; return how many it stored."""
+    from memtoc.store.postgres import PostgresStore
+
+    stream, _ = generate_with_facts(SynthConfig(seed=seed, events=n))
+    mine = [e for e in stream if _share(e, index, writers)]
+    store = PostgresStore(url, pool_size=1)
+    try:
+        start.wait(timeout=300)
+        stored = 0
+        for i in range(0, len(mine), batch):
+            stored += store.append_events(mine[i : i + batch]).inserted
+        return stored
+    finally:
+        store.close()
+
+
+def _worker(url: str, worker_id: str, start: Any) -> int:
+    """One pipeline worker process: drain the shared outbox until idle; return entries done."""
+    from memtoc.pipeline.summarize.extractive import ExtractiveSummarizer
+    from memtoc.pipeline.worker import PipelineConfig, Processor
+    from memtoc.store.postgres import PostgresStore
+    from memtoc.text.tokens import default_counter
+
+    store = PostgresStore(url, pool_size=2)
+    try:
+        counter = default_counter()
+        proc = Processor(store, ExtractiveSummarizer(counter), counter, PipelineConfig(),
+                         SystemClock(), ZoneInfo("UTC"), worker_id=worker_id)  # fmt: skip
+        start.wait(timeout=300)
+        return proc.run(rollup=False).entries
+    finally:
+        store.close()
+
+
+def _parallel(target: Callable[..., int], args: list[tuple[Any, ...]]) -> tuple[list[int], float]:
+    """Run ``target`` in one spawned process per args tuple, started together at a barrier;
+    return the results and the seconds from the barrier to the last one's end."""
+    ctx = multiprocessing.get_context("spawn")
+    with ctx.Manager() as manager, ctx.Pool(len(args)) as pool:
+        start = manager.Barrier(len(args) + 1)
+        pending = pool.starmap_async(target, [(*a, start) for a in args])
+        start.wait(timeout=300)
+        t0 = time.perf_counter()
+        results = pending.get(timeout=7_200)
+        return list(results), time.perf_counter() - t0
+
+
+def _pct(values: list[float], q: float) -> float:
+    s = sorted(values)
+    return s[max(0, min(len(s) - 1, round(q / 100 * len(s) + 0.5) - 1))] if s else 0.0
+
+
+def measure_team(
+    url: str,
+    n: int,
+    *,
+    writers: int = 4,
+    workers: int = 2,
+    queries: int = 200,
+    batch: int = 100,
+    seed: int = 7,
+    progress: Progress | None = None,
+) -> dict[str, JsonValue]:
+    """Ingest, process and query ``n`` events in a fresh database on the server at ``url``."""
+    from memtoc.memory import Memory
+    from memtoc.store.postgres import PostgresStore
+
+    name = f"{DB_PREFIX}{n}"
+    _admin(url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    _admin(url, f'CREATE DATABASE "{name}"')
+    db = _db_url(url, name)
+    try:
+        PostgresStore(db, pool_size=1).close()  # schema first, not inside the timings
+        if progress:
+            progress(f"{n:,}: ingest", 0, 3)
+        stored, ingest_s = _parallel(
+            _writer, [(db, n, seed, i, writers, batch) for i in range(writers)]
+        )
+        if progress:
+            progress(f"{n:,}: process", 1, 3)
+        entries, process_s = _parallel(_worker, [(db, f"worker-{i}") for i in range(workers)])
+        store = PostgresStore(db, pool_size=2)
+        memory = Memory(store, tz=ZoneInfo("UTC"))
+        try:
+            t0 = time.perf_counter()
+            rolled = memory.rollup(force=True)
+            rollup_s = time.perf_counter() - t0
+            if progress:
+                progress(f"{n:,}: query", 2, 3)
+            _, facts = generate_with_facts(SynthConfig(seed=seed, events=n))
+            latencies: list[float] = []
+            hits = 0
+            asked = [facts[i % len(facts)] for i in range(queries)] if facts else []
+            if asked:  # warm-up, untimed
+                memory.search(asked[0].query, mode="bm25", limit=10)
+            for fact in asked:
+                t = time.perf_counter()
+                result = memory.search(fact.query, mode="bm25", limit=10)
+                latencies.append((time.perf_counter() - t) * 1000)
+                ids = {e.event_id for i in result.items for e in i.events} | {
+                    c for i in result.items for c in i.cites
+                }
+                hits += fact.event_id in ids
+            stats = store.stats()
+        finally:
+            memory.close()
+        return {
+            "events": n,
+            "stored": sum(stored),
+            "writers": writers,
+            "workers": workers,
+            "ingest_s": round(ingest_s, 3),
+            "ingest_events_per_s": round(sum(stored) / ingest_s, 1) if ingest_s else None,
+            "process_s": round(process_s, 3),
+            "process_events_per_s": round(sum(stored) / process_s, 1) if process_s else None,
+            "outbox_entries": sum(entries),
+            "entries_per_worker": list(entries),
+            "rollup_s": round(rollup_s, 3),
+            "rollup_written": rolled.written,
+            "queries": len(latencies),
+            "query_p50_ms": round(_pct(latencies, 50), 2),
+            "query_p95_ms": round(_pct(latencies, 95), 2),
+            "hit_at_10": round(hits / len(latencies), 3) if latencies else None,
+            "nodes": stats.get("nodes"),
+            "bytes": stats.get("bytes"),
+        }
+    finally:
+        _admin(url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def run_team_bench(
+    url: str,
+    sizes: list[int],
+    *,
+    writers: int = 4,
+    workers: int = 2,
+    queries: int = 200,
+    batch: int = 100,
+    seed: int = 7,
+    progress: Progress | None = None,
+) -> list[dict[str, JsonValue]]:
+    """``measure_team`` for every size, smallest first."""
+    if not url.startswith(("postgresql://", "postgres://")):
+        raise StoreError(f"bench team needs a postgresql:// URL (got {url!r})")
+    return [
+        measure_team(
+            url,
+            n,
+            writers=writers,
+            workers=workers,
+            queries=queries,
+            batch=batch,
+            seed=seed,
+            progress=progress,
+        )
+        for n in sorted(sizes)
+    ]
