@@ -7,7 +7,7 @@ import re
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-from memtoc.surfaces.web import STATIC_DIR, mount_web
+from memtoc.surfaces.web import CSP, STATIC_DIR, mount_web
 
 
 def _client() -> TestClient:
@@ -22,6 +22,8 @@ def test_index_is_the_page_and_not_cached() -> None:
     assert response.headers["content-type"].startswith("text/html")
     assert response.headers["cache-control"] == "no-cache"
     assert "<title>memtoc" in response.text
+    assert response.headers["content-security-policy"] == CSP
+    assert "script-src 'self'" in CSP and "unsafe-inline" not in CSP
 
 
 def test_every_asset_the_page_references_is_served() -> None:
@@ -33,6 +35,18 @@ def test_every_asset_the_page_references_is_served() -> None:
         response = client.get(asset)
         assert response.status_code == 200, asset
         assert response.content == (STATIC_DIR / asset.removeprefix("/static/")).read_bytes()
+
+
+def test_the_page_has_no_inline_script_or_style() -> None:
+    """The CSP forbids inline code: everything the page runs must come from /static."""
+    page = (STATIC_DIR / "index.html").read_text(encoding="utf-8")
+    assert "<script>" not in page and "<style" not in page and " style=" not in page
+    assert not re.search(r"\son[a-z]+=", page), "inline event handler"
+    for module in STATIC_DIR.glob("*.js"):
+        code = module.read_text(encoding="utf-8")
+        assert not re.search(r"\.(inner|outer)HTML\s*=|insertAdjacentHTML|document\.write", code), (
+            f"{module.name} inserts HTML"
+        )
 
 
 def test_javascript_modules_are_served_as_javascript() -> None:

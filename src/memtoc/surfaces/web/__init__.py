@@ -26,14 +26,22 @@ from starlette.types import Scope
 
 from memtoc.errors import ConfigError
 
-__all__ = ["STATIC_DIR", "mount_web"]
+__all__ = ["CSP", "STATIC_DIR", "mount_web"]
 
 STATIC_DIR = Path(str(resources.files(__name__).joinpath("static")))
 """Where the page's files live (package data, shipped in the wheel)."""
 
 # The page is small and changes with each release; a browser must not keep a stale copy of the
 # JavaScript after an upgrade, so every static response says so.
-_NO_CACHE = {"Cache-Control": "no-cache"}
+_NO_CACHE = {"Cache-Control": "no-cache", "X-Content-Type-Options": "nosniff"}
+
+# The page shows recorded conversations, i.e. text anyone could have written. It only ever inserts
+# text (never HTML), and this policy is the second line: scripts, styles and requests come from
+# this server alone, nothing inline runs, and no other site can frame the page.
+CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+)
 
 
 def mount_web(app: FastAPI) -> None:
@@ -48,7 +56,8 @@ def mount_web(app: FastAPI) -> None:
 
     async def page() -> FileResponse:
         """The single page of the TOC browser."""
-        return FileResponse(index, media_type="text/html", headers=_NO_CACHE)
+        headers = {**_NO_CACHE, "Content-Security-Policy": CSP, "Referrer-Policy": "no-referrer"}
+        return FileResponse(index, media_type="text/html", headers=headers)
 
     app.add_api_route("/", page, methods=["GET"], include_in_schema=False)
     app.mount("/static", _NoCacheStatic(directory=STATIC_DIR), name="static")
