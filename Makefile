@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 export HF_HUB_OFFLINE := 1
 
-.PHONY: setup demo test lint typecheck pg browser bench-ingest clean
+.PHONY: setup demo test lint typecheck pg browser bench-ingest soak clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -59,6 +59,14 @@ browser:
 
 test: setup lint typecheck pg browser
 	MEMTOC_TEST_PG_URL=$(MEMTOC_TEST_PG_URL) $(BIN)/pytest -q
+
+# Reliability soak (docs/reliability.md): the crash loop with 200 landed SIGKILLs, then the fuzz
+# tests at >= 100k cases (2,000 per store-backed test, 30,000 per pure parser) and the bounds at the
+# issue's sizes (100 MB transcript, 50 MB tool result, 100k-event session).
+soak: setup
+	$(BIN)/memtoc bench soak --kills 200
+	MEMTOC_FUZZ_EXAMPLES=2000 $(BIN)/pytest -q -p no:cacheprovider --hypothesis-show-statistics tests/test_fuzz.py
+	MEMTOC_BOUNDS_FULL=1 $(BIN)/pytest -q -s -p no:cacheprovider tests/test_bounds.py
 
 bench-ingest: setup
 	$(BIN)/memtoc bench ingest --events 100000 --events 1000000
