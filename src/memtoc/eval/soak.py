@@ -3,8 +3,9 @@
 One store, one live transcript that keeps growing. The driver repeatedly picks a step — ingest
 (after appending new lines to the transcript), process, forced rollup, FTS rebuild or backup —
 runs it in a child process (``memtoc.eval.soak_child``), and SIGKILLs the child after a random
-delay drawn from 0 to 1.3 x that step's last measured duration, so kills land anywhere in the work
-(a kill only counts when the child was still running). After **every** child, killed or not:
+delay drawn from 0 to 1.3 x that step's estimated duration, so kills land anywhere in the work (a
+kill only counts when the child was still running; a kill grows the estimate by 25 %, a completion
+moves it halfway to the measured time). After **every** child, killed or not:
 
 - ``verify`` passes (SQLite integrity and memtoc's invariants: outbox ranges tile the log, every
   filed event in exactly one segment, grips and nodes consistent);
@@ -282,6 +283,10 @@ def run_soak(
         if run.killed:
             kills[step] += 1
             report.kills += 1
+            # Killed before finishing: the step takes longer than thought, so later kills of it
+            # spread further into the work (a step that never finished would otherwise only ever
+            # be killed in its first moments).
+            typical[step] = min(typical[step] * 1.25, 60.0)
         if run.finished:
             done[step] += 1
             typical[step] = 0.5 * typical[step] + 0.5 * run.seconds
