@@ -107,7 +107,9 @@ TABLE: list[tuple[str, str, int, int, set[str]]] = [
 def test_time_expressions_filter_search(
     memory: Memory, expr: str, rest: str, start: int, end: int, expected: set[str]
 ) -> None:
-    result = memory.search(f"parrot {expr}", project="p", kinds=["event"], mode="bm25")
+    result = memory.search(
+        f"parrot {expr}", project="p", kinds=["event"], mode="bm25", time_mode="filter"
+    )
     assert result.time_range is not None
     assert result.time_range["expression"] == expr
     assert (result.time_range["start_ms"], result.time_range["end_ms"]) == (start, end)
@@ -115,7 +117,9 @@ def test_time_expressions_filter_search(
     assert markers(result) == expected
     assert len(result.items) == 2 * len(expected)  # both turns of each day, nothing else
     # every kind (nodes, grips too) stays inside the window
-    everything = memory.search(f"parrot {expr}", project="p", mode="bm25", limit=50)
+    everything = memory.search(
+        f"parrot {expr}", project="p", mode="bm25", limit=50, time_mode="filter"
+    )
     assert everything.items
     for item in everything.items:
         assert item.start_ms < end and item.end_ms >= start, (item.kind, item.id)
@@ -135,30 +139,34 @@ def test_anchor_is_reported(memory: Memory) -> None:
 
 def test_other_filters_still_apply(memory: Memory) -> None:
     # role and project filters combine with the window
-    result = memory.search("parrot yesterday", project="p", role="assistant", mode="bm25")
+    result = memory.search(
+        "parrot yesterday", project="p", role="assistant", mode="bm25", time_mode="filter"
+    )
     assert [i.text for i in result.items] == ["the parrot eats seeds, noted for alpha"]
-    both = memory.search("parrot yesterday", kinds=["event"], mode="bm25")
+    both = memory.search("parrot yesterday", kinds=["event"], mode="bm25", time_mode="filter")
     assert markers(both) == {"alpha", "zulu"}
     # an explicit range narrows the window further; one that misses it leaves nothing
     narrowed = memory.search(
-        "parrot 2024", project="p", kinds=["event"], since_ms=ms(2024, 5, 1, 0), mode="bm25"
+        "parrot 2024", project="p", kinds=["event"], since_ms=ms(2024, 5, 1, 0), time_mode="filter"
     )
     assert markers(narrowed) == {"alpha", "bravo", "charlie"}
-    missed = memory.search("parrot last week", project="p", until_ms=ms(2024, 5, 1, 0), mode="bm25")
+    missed = memory.search(
+        "parrot last week", project="p", until_ms=ms(2024, 5, 1, 0), time_mode="filter"
+    )
     assert missed.items == () and missed.time_range is not None
 
 
 def test_reference_time_and_modes(memory: Memory) -> None:
     # "yesterday" as of 9 May is 8 May
-    earlier = memory.search("parrot yesterday", project="p", kinds=["event"], at_ms=ms(2024, 5, 9))
+    earlier = memory.search(
+        "parrot yesterday", project="p", kinds=["event"], at_ms=ms(2024, 5, 9), time_mode="filter"
+    )
     assert markers(earlier) == {"bravo"}
     # off: the words are searched as written and nothing is filtered
     off = memory.search("parrot in March", project="p", kinds=["event"], time_mode="off")
     assert off.time_range is None and markers(off) == set(DAYS)
-    # boost: every match comes back, the window's first
-    boosted = memory.search(
-        "parrot in March", project="p", kinds=["event"], time_mode="boost", mode="bm25", limit=20
-    )
+    # boost (the default): every match comes back, the window's first
+    boosted = memory.search("parrot in March", project="p", kinds=["event"], limit=20)
     assert boosted.time_range is not None and boosted.time_range["applied"] == "boost"
     assert markers(boosted) == set(DAYS)
     inside = [ms(2024, 3, 1, 0) <= i.start_ms < ms(2024, 4, 1, 0) for i in boosted.items]
@@ -168,13 +176,14 @@ def test_reference_time_and_modes(memory: Memory) -> None:
 def test_cli_at_and_time_range(memory: Memory, tmp_path: Path) -> None:
     db = str(memory.sqlite_store("test").path)
     runner = CliRunner()
-    args = ["--db", db, "search", "parrot yesterday", "--at", "2024-05-09T12:00Z", "--kind"]
-    out = runner.invoke(app, [*args, "event", "-p", "p", "--json"])
+    args = ["--db", db, "search", "parrot yesterday", "--at", "2024-05-09T12:00Z", "--time"]
+    args += ["filter", "--kind", "event", "-p", "p"]
+    out = runner.invoke(app, [*args, "--json"])
     assert out.exit_code == 0, out.output
     data = json.loads(out.stdout)
     assert data["time_range"]["start_time"] == "2024-05-08T00:00:00.000Z"
     assert {i["text"].split()[-1] for i in data["items"]} == {"bravo"}
-    out = runner.invoke(app, [*args, "event", "-p", "p"])
+    out = runner.invoke(app, args)
     assert out.exit_code == 0, out.output
     assert "'yesterday'" in out.stdout and "2024-05-08T00:00:00.000Z" in out.stdout
     bad = runner.invoke(app, ["--db", db, "search", "parrot", "--time", "sometimes"])

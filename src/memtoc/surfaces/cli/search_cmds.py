@@ -16,7 +16,7 @@ from rich.table import Table
 from memtoc.clock import SystemClock
 from memtoc.retrieval.drill import DEFAULT_BEAM, DrillResult
 from memtoc.retrieval.hybrid import SearchResult
-from memtoc.retrieval.time_search import TIME_MODES
+from memtoc.retrieval.time_search import DEFAULT_TIME_MODE, TIME_MODES
 from memtoc.surfaces.cli.app import JsonOpt, app, console, emit_json, fail, open_memory
 from memtoc.surfaces.cli.timeparse import parse_instant
 
@@ -121,8 +121,8 @@ def search(
     ] = None,
     time_mode: Annotated[
         str,
-        typer.Option("--time", help="A time expression in the query: filter, boost or off."),
-    ] = "filter",
+        typer.Option("--time", help="A time expression in the query: boost, filter or off."),
+    ] = DEFAULT_TIME_MODE,
     drill: Annotated[
         bool,
         typer.Option("--drill", help="Drill down year → … → segment, then the best events there."),
@@ -135,14 +135,16 @@ def search(
     """Teleport: search nodes, grips, bookmarks and events (BM25 + vectors, fused).
 
     A time expression in the query ("last week", "in March", "before the migration") is resolved
-    against --at (default now) and filters the results (--time boost: ranks them first instead).
+    against --at (default now) and ranks the results inside it first (--time filter: only them).
     --drill navigates the table of contents instead, each level inside the periods chosen above it.
     """
     if (query is None) == (queries is None):
         raise fail("give a QUERY or --queries FILE (not both)")
     if time_mode not in TIME_MODES:
         raise fail(f"--time must be one of {', '.join(TIME_MODES)} (got {time_mode!r})")
-    if drill and (level or kind or session or role or mode != "auto" or time_mode != "filter"):
+    if drill and (
+        level or kind or session or role or mode != "auto" or time_mode != DEFAULT_TIME_MODE
+    ):
         raise fail("--drill takes no --level, --kind, --session, --role, --mode or --time")
     now = SystemClock().now_ms()
     since_ms = parse_instant(since, now_ms=now, option="--since")
