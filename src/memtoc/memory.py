@@ -47,7 +47,7 @@ from memtoc.retrieval.navigate import ExpandView, NodeView
 from memtoc.retrieval.recall import DEFAULT_TIME_LIMIT_MS, RecallResult
 from memtoc.retrieval.recall import recall as assemble_recall
 from memtoc.retrieval.teleport import SearchFilters, rebuild_fts
-from memtoc.retrieval.time_search import time_search
+from memtoc.retrieval.time_search import DEFAULT_TIME_MODE, time_search
 from memtoc.services import ROLLUP_LEVELS, build_summarizer, store_timezone
 from memtoc.store import maintenance
 from memtoc.store.maintenance import VerifyReport
@@ -435,14 +435,15 @@ class Memory:
         depth: str = "L0",
         mode: str = "auto",
         at_ms: int | None = None,
-        time_mode: str = "filter",
+        time_mode: str = DEFAULT_TIME_MODE,
     ) -> SearchResult:
         """Teleport: BM25 and vectors fused (BM25-only, marked ``degraded``, without an embedder)
         over nodes, grips, bookmarks and events; items at ``depth`` (L0, L1 or L2).
 
         A time expression in the query ("last week", "before the migration") is resolved at
-        ``at_ms`` (default: now) in the store's time zone and applied as ``time_mode`` (``filter``,
-        ``boost`` or ``off``; ``memtoc.retrieval.time_search``); ``time_range`` reports it."""
+        ``at_ms`` (default: now) in the store's time zone and applied as ``time_mode`` (``boost``:
+        the window's items first; ``filter``: only them; ``off``; see
+        ``memtoc.retrieval.time_search``); ``time_range`` reports it."""
         scope = [*([project] if project is not None else []), *(projects or ())]
         filters = SearchFilters(
             projects=tuple(dict.fromkeys(scope)) or None,
