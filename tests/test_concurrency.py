@@ -1,12 +1,13 @@
 """Concurrency on one SQLite store: 4 ingesting processes and 2 processing processes, with MCP
-readers in this process reading the TOC and searching while they run.
+and HTTP readers in this process reading the TOC and searching while they run.
 
 - every event is stored exactly once (the ingesters overlap: each file is imported by two of
   them at the same time), and each process's acknowledged events are all there;
 - no child prints "database is locked" (or any error) and all exit 0;
 - readers never see partial state: in every read snapshot the outbox ranges tile the event log
   exactly (an event batch and its outbox entry commit together) and every child a latest node
-  names exists; MCP tool calls never fail;
+  names exists; MCP tool calls never fail and HTTP requests answer 200 (the TOC 404 until the project
+  exists);
 - after the run, ``verify`` passes and the TOC equals a build of the same events in one process.
 """
 
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+from fastapi.testclient import TestClient
 from mcp import Client
 
 import memtoc
@@ -30,10 +32,11 @@ from memtoc.eval.soak import toc_snapshot, write_lines
 from memtoc.eval.soak_child import open_memory
 from memtoc.store.maintenance import verify
 from memtoc.store.sqlite import SqliteStore
+from memtoc.surfaces.http.app import create_app
 from memtoc.surfaces.mcp_server import build_server
 
 FILES = 4
-LINES = 1_500
+LINES = 1_000
 
 INGESTER = """
 import json, sys
@@ -147,8 +150,22 @@ def test_four_ingesters_two_processors_and_readers(tmp_path: Path) -> None:
             snapshots += 1
             time.sleep(0.02)
 
+    http_seen: list[tuple[str, int]] = []
+
+    def http_reader() -> None:
+        """The HTTP API (FastAPI app, its Memory pool) read while the writers run."""
+        app = create_app(lambda: open_memory(str(db)), token="t", pool_size=2, web=False)
+        with TestClient(app) as client:
+            while not stop.is_set():
+                for url in ("/v1/toc?project=webapp", "/v1/search?q=auth+token", "/v1/status"):
+                    response = client.get(url, headers={"Authorization": "Bearer t"})
+                    http_seen.append((url, response.status_code))
+                time.sleep(0.05)
+
     reader = threading.Thread(target=snapshot_reader)
     reader.start()
+    http_thread = threading.Thread(target=http_reader)
+    http_thread.start()
     mcp_thread = threading.Thread(target=lambda: anyio.run(_mcp_reads, db, stop, mcp_seen))
     mcp_thread.start()
     try:
@@ -159,6 +176,7 @@ def test_four_ingesters_two_processors_and_readers(tmp_path: Path) -> None:
         stop.set()
         reader.join()
         mcp_thread.join()
+        http_thread.join()
 
     for proc, (_, err) in zip(ingesters + processors, outputs, strict=True):
         assert "locked" not in err and proc.returncode == 0, err[-2000:]
@@ -168,6 +186,8 @@ def test_four_ingesters_two_processors_and_readers(tmp_path: Path) -> None:
     assert snapshot_problems == []
     assert snapshots >= 5
     assert mcp_seen and not [s for s in mcp_seen if s[1]], mcp_seen[:3]
+    # toc answers 404 until the project's first event is filed; nothing may be a 5xx
+    assert http_seen and all(c == 200 or (c == 404 and "toc" in u) for u, c in http_seen)
 
     with SqliteStore(db) as store:
         assert verify(store).ok, verify(store).problems
