@@ -26,6 +26,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from memtoc.store.postgres_base import PgBase, pg_text
@@ -35,6 +36,7 @@ SCAN_CAP = 5_000
 """Most matching rows one pass scores (the newest), as SQLite's ``DEFAULT_SCAN_CAP``: keeps
 queries made of very common words fast however large the store."""
 STATS_TTL_S = 60.0
+DF_CAP = 50_000
 K1, B = 1.2, 0.75
 _BM25 = (
     f"SELECT COALESCE(SUM(w.idf * cardinality(u.positions) * (1 + {K1}) / "
@@ -92,21 +94,28 @@ class PgSearch(PgBase):
         out: list[ScoredRow] = []
         doc_kinds = [k for k in kinds if k in DOC_KINDS]
         if doc_kinds:
+            w = self._weights("docs", lexemes)
             out += self._and_then_or(
-                lexemes, candidates, lambda q, n: self._docs(q, n, doc_kinds, scope, lexemes)
+                w, candidates, lambda q, n: self._docs(q, n, doc_kinds, scope, w)
             )
         if "event" in kinds:
-            out += self._and_then_or(
-                lexemes, candidates, lambda q, n: self._events(q, n, scope, lexemes)
-            )
+            w = self._weights("event_search", lexemes)
+            out += self._and_then_or(w, candidates, lambda q, n: self._events(q, n, scope, w))
         return out
 
-    def _and_then_or(self, lexemes: list[str], cap: int, ranked: Any) -> list[ScoredRow]:
+    def _and_then_or(self, w: _Weights, cap: int, ranked: Any) -> list[ScoredRow]:
+        """The AND pass, then (when it found fewer than ``cap``) the OR pass — over the rarer
+        lexemes only (those matching at most ``SCAN_CAP`` rows) when there are any, as SQLite's
+        teleport does, so a rare term's rows are all ranked, not just the newest matches of a
+        common one."""
         rows: list[tuple[Any, ...]] = []
         seen: set[tuple[str, str]] = set()
-        passes = [("&", 1.0)] + ([("|", OR_ONLY_FACTOR)] if len(lexemes) > 1 else [])
-        for op, factor in passes:
-            for r in ranked(tsquery_text(lexemes, op), cap):
+        rare = [lex for lex, df in zip(w.lexemes, w.dfs, strict=True) if df <= SCAN_CAP]
+        passes = [(tsquery_text(w.lexemes, "&"), 1.0)]
+        if len(w.lexemes) > 1:
+            passes.append((tsquery_text(rare or w.lexemes, "|"), OR_ONLY_FACTOR))
+        for tsq, factor in passes:
+            for r in ranked(tsq, cap):
                 if (r[1], r[2]) in seen:
                     continue
                 seen.add((r[1], r[2]))
@@ -122,7 +131,7 @@ class PgSearch(PgBase):
         ]  # fmt: skip
 
     def _docs(
-        self, tsq: str, limit: int, kinds: Sequence[str], s: _Scope, lexemes: list[str]
+        self, tsq: str, limit: int, kinds: Sequence[str], s: _Scope, w: _Weights
     ) -> list[tuple[Any, ...]]:
         params: list[Any] = [tsq, list(kinds)]
         where = "d.kind = ANY(%s)"
@@ -151,16 +160,15 @@ class PgSearch(PgBase):
                 "sg.session_id = %s) ELSE FALSE END)"
             )
             params += [s.session_id, s.session_id]
-        lex, idf, avgdl = self._weights("docs", lexemes)
         return self._query(
             "SELECT m.kind, m.project, m.doc_id, m.ts_ms, r FROM (SELECT d.kind, d.project, "
             "d.doc_id, d.ts_ms, d.doc_seq, d.tsv FROM docs d, CAST(%s AS tsquery) q "
             f"WHERE d.tsv @@ q AND {where} ORDER BY d.doc_seq DESC LIMIT {SCAN_CAP}) m, "
             f"LATERAL ({_BM25}) s ORDER BY r DESC, m.doc_seq LIMIT %s",
-            [*params, avgdl, lex, idf, limit],
+            [*params, w.avgdl, w.lexemes, w.idf, limit],
         )
 
-    def _events(self, tsq: str, limit: int, s: _Scope, lexemes: list[str]) -> list[tuple[Any, ...]]:
+    def _events(self, tsq: str, limit: int, s: _Scope, w: _Weights) -> list[tuple[Any, ...]]:
         params: list[Any] = [tsq]
         where = "TRUE"
         for cond, value in (
@@ -173,21 +181,20 @@ class PgSearch(PgBase):
             if value is not None:
                 where += f" AND {cond}"
                 params.append(value)
-        lex, idf, avgdl = self._weights("event_search", lexemes)
         return self._query(
             "SELECT 'event', m.project, m.event_id, m.ts_ms, r FROM (SELECT e.project, "
             "e.event_id, e.ts_ms, x.seq, x.tsv FROM event_search x JOIN events e ON e.seq = x.seq, "
             f"CAST(%s AS tsquery) q WHERE x.tsv @@ q AND {where} ORDER BY x.seq DESC "
             f"LIMIT {SCAN_CAP}) m, LATERAL ({_BM25}) s ORDER BY r DESC, m.seq LIMIT %s",
-            [*params, avgdl, lex, idf, limit],
+            [*params, w.avgdl, w.lexemes, w.idf, limit],
         )
 
-    def _weights(self, table: str, lexemes: list[str]) -> tuple[list[str], list[float], float]:
-        """``(lexemes, idf per lexeme, average document length)`` over ``table`` for BM25.
+    def _weights(self, table: str, lexemes: list[str]) -> _Weights:
+        """The query's BM25 weights over ``table``.
 
         IDF is FTS5's ``ln((N - df + 0.5) / (df + 0.5) + 1)``; N and the average length (distinct
-        lexemes per document) are cached for ``STATS_TTL_S``, document frequencies are counted
-        per query (GIN lookups)."""
+        lexemes per document) are cached for ``STATS_TTL_S``; document frequencies are counted per
+        query (GIN lookups), up to ``DF_CAP`` (beyond it a term is common and its IDF small)."""
         now = time.monotonic()
         cached = self._bm25_stats.get(table)
         if cached is None or now - cached[0] > STATS_TTL_S:
@@ -195,13 +202,14 @@ class PgSearch(PgBase):
             cached = (now, int(row[0]), max(1.0, float(row[1])))
             self._bm25_stats[table] = cached
         _, n, avgdl = cached
-        dfs = self._query(
-            f"SELECT (SELECT COUNT(*) FROM {table} WHERE tsv @@ CAST(t AS tsquery)) "
-            "FROM unnest(%s::text[]) WITH ORDINALITY AS u(t, i) ORDER BY i",
+        rows = self._query(
+            f"SELECT (SELECT COUNT(*) FROM (SELECT 1 FROM {table} WHERE tsv @@ CAST(t AS tsquery) "
+            f"LIMIT {DF_CAP}) c) FROM unnest(%s::text[]) WITH ORDINALITY AS u(t, i) ORDER BY i",
             ([tsquery_text([lex], "&") for lex in lexemes],),
         )
-        idf = [math.log((n - int(r[0]) + 0.5) / (int(r[0]) + 0.5) + 1.0) for r in dfs]
-        return lexemes, idf, avgdl
+        dfs = [int(r[0]) for r in rows]
+        idf = [math.log((max(n, df) - df + 0.5) / (df + 0.5) + 1.0) for df in dfs]
+        return _Weights(lexemes, dfs, idf, avgdl)
 
     def keep_keys(
         self,
@@ -281,6 +289,17 @@ class PgSearch(PgBase):
                 return bool(self._query(sql, (project, item_id, s.session_id)))
             return False
         return True
+
+
+@dataclass(frozen=True, slots=True)
+class _Weights:
+    """A query's lexemes with their document frequency and IDF in one index, and the index's
+    average document length."""
+
+    lexemes: list[str]
+    dfs: list[int]
+    idf: list[float]
+    avgdl: float
 
 
 class _Scope:
