@@ -1,6 +1,6 @@
 """Bounds: big inputs and extreme arguments stay within memory and time limits.
 
-Each scenario runs in a fresh child process that reports its own peak RSS (``ru_maxrss``) and
+Each scenario runs in a fresh child process that reports its own peak RSS (``VmHWM``) and
 wall time, so the figures are the scenario's alone; the baseline is a child that only imports
 memtoc and opens a store. Sizes are scaled down in the normal suite; ``MEMTOC_BOUNDS_FULL=1`` runs
 the issue's sizes (a 100 MB transcript, a 50 MB tool result, a 100k-event session) — the figures
@@ -75,7 +75,14 @@ elif scenario == "queries":
 elif scenario != "baseline":
     raise SystemExit(f"unknown scenario {scenario}")
 out["seconds"] = round(time.perf_counter() - started, 1)
-out["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+# VmHWM is this process image's own high-water mark; ru_maxrss would also count the forked
+# parent's pages (Linux carries the pre-exec peak over into ru_maxrss).
+try:
+    with open("/proc/self/status") as fh:
+        hwm_kb = next(int(l.split()[1]) for l in fh if l.startswith("VmHWM:"))
+except (OSError, StopIteration):
+    hwm_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+out["peak_rss_mb"] = round(hwm_kb / 1024, 1)
 print(json.dumps(out))
 """
 
