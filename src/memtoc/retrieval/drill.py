@@ -40,22 +40,32 @@ from dataclasses import dataclass, field
 from datetime import tzinfo
 
 from memtoc.errors import QueryError
-from memtoc.model import Event, JsonValue, TocNode
+from memtoc.model import Event, TocNode
+from memtoc.retrieval.drill_result import (
+    DEPTH_BOOST,
+    LEVEL_ORDER,
+    DrillResult,
+    DrillStep,
+    Scored,
+)
 from memtoc.retrieval.embedding_index import SemanticIndex
 from memtoc.retrieval.teleport import Hit, SearchFilters, bm25_search
-from memtoc.retrieval.tiers import TIERS, SearchItem, TierRenderer
+from memtoc.retrieval.tiers import TIERS, TierRenderer
 from memtoc.retrieval.time_search import ResolvedTime, anchor_searcher, resolve_time
 from memtoc.store.sqlite import SqliteStore
 from memtoc.text.tokens import TokenCounter
 
-LEVEL_ORDER: tuple[str, ...] = ("year", "month", "week", "day", "segment")
-DEPTH_BOOST: dict[str, float] = {
-    "year": 0.6,
-    "month": 0.7,
-    "week": 0.8,
-    "day": 0.9,
-    "segment": 1.0,
-}
+__all__ = [
+    "DEFAULT_BEAM",
+    "DEFAULT_SEGMENTS",
+    "DEPTH_BOOST",
+    "LEVEL_ORDER",
+    "DrillResult",
+    "DrillStep",
+    "Scored",
+    "drill",
+]
+
 DEFAULT_BEAM = 3
 DEFAULT_SEGMENTS = 5
 MIN_SIMILARITY = 0.2
@@ -71,87 +81,6 @@ _ALL_TIME = (0, 2**62)
 
 Key = tuple[str, str]
 """(project, id)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Scored:
-    """A candidate node, the window it was searched in and its similarities."""
-
-    node: TocNode
-    window: tuple[int, int]
-    own: float
-    evidence: float
-
-    @property
-    def similarity(self) -> float:
-        return max(self.own, self.evidence)
-
-    @property
-    def score(self) -> float:
-        return self.similarity * DEPTH_BOOST[self.node.level]
-
-
-@dataclass(frozen=True, slots=True)
-class DrillStep:
-    """One level of the drill: how many candidates were scored and which were kept."""
-
-    level: str
-    candidates: int
-    chosen: tuple[Scored, ...]
-
-    def to_dict(self) -> dict[str, JsonValue]:
-        return {
-            "level": self.level,
-            "candidates": self.candidates,
-            "chosen": [
-                {
-                    "node_id": s.node.node_id,
-                    "project": s.node.project,
-                    "title": s.node.title,
-                    "score": round(s.score, 6),
-                    "own": round(s.own, 6),
-                    "evidence": round(s.evidence, 6),
-                }
-                for s in self.chosen
-            ],
-        }
-
-
-@dataclass(frozen=True, slots=True)
-class DrillResult:
-    """What ``drill`` returns: the path taken, the items, and whether it fell back."""
-
-    query: str
-    depth: str
-    path: tuple[DrillStep, ...]
-    items: tuple[SearchItem, ...]
-    fallback: tuple[str, ...] = ()
-    """Cascade stages that contributed items (``range``, ``flat``); empty: the drill alone."""
-    reason: str | None = None
-    """Why the drill's own items were dropped, else None."""
-    time_range: dict[str, JsonValue] | None = None
-    degraded: str | None = None
-
-    @property
-    def tokens(self) -> int:
-        return sum(item.tokens for item in self.items)
-
-    @property
-    def chosen_segments(self) -> tuple[Scored, ...]:
-        return next((s.chosen for s in self.path if s.level == "segment"), ())
-
-    def to_dict(self) -> dict[str, JsonValue]:
-        return {
-            "query": self.query,
-            "depth": self.depth,
-            "path": [step.to_dict() for step in self.path],
-            "fallback": list(self.fallback),
-            "reason": self.reason,
-            "time_range": self.time_range,
-            "degraded": self.degraded,
-            "tokens": self.tokens,
-            "items": [item.to_dict() for item in self.items],
-        }
 
 
 @dataclass
