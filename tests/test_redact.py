@@ -13,14 +13,21 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memtoc.errors import ConfigError
-from memtoc.ingest import redact as redact_module
+from memtoc.ingest import redact_assign
 from memtoc.ingest.redact import DEFAULT_KINDS, Redactor, marker, secret_name_strength
 
-FIXTURES = Path(__file__).parent / "fixtures" / "secrets"
+FIXTURES = Path(__file__).parent / "fixtures" / "redaction"
 CORPUS: list[dict[str, str]] = [
-    json.loads(line) for line in (FIXTURES / "corpus.jsonl").read_text().splitlines() if line
+    json.loads(line)
+    for name in ("corpus.jsonl", "services.jsonl")
+    for line in (FIXTURES / name).read_text().splitlines()
+    if line
 ]
-CLEAN: list[str] = (FIXTURES / "clean.txt").read_text().splitlines()
+CLEAN: list[str] = (FIXTURES / "clean.txt").read_text().splitlines() + [
+    json.loads(line)["text"]
+    for line in (FIXTURES / "clean_generated.jsonl").read_text().splitlines()
+    if line
+]
 MAX_FALSE_POSITIVE_RATE = 0.01
 
 
@@ -30,8 +37,9 @@ def redactor() -> Redactor:
 
 
 def test_corpus_is_big_and_covers_every_kind() -> None:
-    assert len(CORPUS) >= 40
-    assert len(CLEAN) >= 200
+    assert len(CORPUS) >= 100
+    assert len(CLEAN) >= 500
+    assert len(DEFAULT_KINDS) >= 30
     assert {row["kind"] for row in CORPUS} == set(DEFAULT_KINDS)
     for row in CORPUS:
         assert row["secret"] in row["text"], row
@@ -340,7 +348,7 @@ def ungated(r: Redactor, text: str) -> tuple[str, dict[str, int]]:
             text, n = kind.apply(text)
             if n:
                 counts[kind.name] = n
-    text, n = redact_module._redact_assignments(text, None)
+    text, n = redact_assign.redact_assignments(text, None)
     if n:
         counts["env_assignment"] = n
     return text, counts
@@ -405,3 +413,71 @@ def test_pathological_input_finishes_quickly(redactor: Redactor, text: str) -> N
     elapsed = time.process_time() - start
     assert elapsed < 2.0, f"{elapsed:.2f} s"
     assert redactor.redact(out)[0] == out
+
+
+# --- the batch prefilter ----------------------------------------------------------------------
+
+
+def per_kind_detection(redactor: Redactor) -> dict[str, tuple[int, int]]:
+    """kind -> (samples detected, samples) over the corpus."""
+    rates: dict[str, tuple[int, int]] = {}
+    for row in CORPUS:
+        out = redactor.redact(row["text"])[0]
+        hit = row["secret"] not in out and marker(row["kind"]) in out
+        done, total = rates.get(row["kind"], (0, 0))
+        rates[row["kind"]] = (done + hit, total + 1)
+    return rates
+
+
+def test_every_kind_detects_all_its_samples(
+    redactor: Redactor, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rates = per_kind_detection(redactor)
+    with capsys.disabled():
+        print("\n" + ", ".join(f"{k} {d}/{n}" for k, (d, n) in sorted(rates.items())))
+    assert len(rates) >= 30
+    assert {k for k, (d, n) in rates.items() if d < n} == set()
+
+
+def test_batch_suspects_cover_every_text_the_gate_opens_for(redactor: Redactor) -> None:
+    texts = [row["text"] for row in CORPUS] + CLEAN + ["", "x", "\x00token=1\x00", "İ"]
+    found = redactor.suspects(texts)
+    for i, text in enumerate(texts):
+        if i not in found:  # a non-suspect is a text no kind's regex changes, run ungated
+            assert ungated(redactor, text) == (text, {}), text
+    assert {i for i, row in enumerate(CORPUS)} <= found
+    # ids and hashes alone (a qualifying run without a kind's anchor) do not make a suspect
+    assert len(found) < len(texts) * 0.6
+    assert 0 < len(found) < len(texts)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.text() | secretish, max_size=6))
+def test_batch_suspects_never_miss(texts: list[str]) -> None:
+    r = Redactor()
+    found = r.suspects(texts)
+    for i, text in enumerate(texts):
+        if i not in found:
+            assert ungated(r, text) == (text, {}), (i, text)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.dictionaries(
+        st.sampled_from(["password", "token", "cwd", "k", "DB_PASS", "apiKey"]) | st.text(),
+        st.text() | secretish | st.lists(secretish, max_size=3) | st.integers(),
+        max_size=5,
+    )
+)
+def test_metadata_probe_opens_whenever_redact_json_changes(value: dict[str, Any]) -> None:
+    r = Redactor()
+    probe = r.metadata_probe(value)
+    changed = r.redact_json(value)[1]
+    if changed:
+        assert probe is not None and 0 in r.suspects([probe])
+
+
+def test_kelvin_sign_key_is_a_suspect() -> None:
+    r = Redactor()
+    text = "api_\u212aey=abcdef123456"  # matches (?i:key) in the assignment regex
+    assert r.suspects(["plain words", text]) >= {1} or not r.redact(text)[1]

@@ -16,7 +16,7 @@ from __future__ import annotations
 import gc
 import hashlib
 import os
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -75,9 +75,27 @@ class IngestOptions:
     """Ignore watermarks and re-read every file (what is already stored counts as duplicates)."""
 
 
+_Pending = tuple[
+    str,
+    str,
+    str,
+    str,
+    int,
+    str,
+    str,
+    str,
+    Mapping[str, JsonValue],
+    "str | None",
+    "str | None",
+    "int | None",
+]
+"""A validated event awaiting redaction: ``Event``'s fields in order, then the original text size
+when the text was already cut (:func:`_prefix_bytes`)."""
+
+
 @dataclass(slots=True)
 class _Batch:
-    events: list[Event] = field(default_factory=list)
+    pending: list[_Pending] = field(default_factory=list)
     watermark: int | None = None
 
 
@@ -192,6 +210,7 @@ class Importer:
         self.options = options or IngestOptions()
         self.clock = clock or SystemClock()
         self.on_commit = on_commit
+        self._slack_bytes = self.options.max_event_bytes + 4096
 
     # -- files ------------------------------------------------------------------------------------
     def ingest_paths(
@@ -241,17 +260,17 @@ class Importer:
                 else:
                     report.skipped += record.skipped
                     for draft in record.drafts:
-                        event = self._event_from(
+                        pending = self._event_from(
                             draft, identity, record, where, report, source.agent
                         )
-                        if event is not None:
-                            batch.events.append(event)
+                        if pending is not None:
+                            batch.pending.append(pending)
                 report.read += 1
                 batch.watermark = record.end_offset
                 if progress:
                     progress(record.end_offset - consumed)
                 consumed = record.end_offset
-                if len(batch.events) >= self.options.batch_size:
+                if len(batch.pending) >= self.options.batch_size:
                     self._flush(batch, job, where, source, report)
         except (OSError, IngestError) as exc:
             reason = exc.reason if isinstance(exc, IngestError) else f"read failed: {exc}"
@@ -282,25 +301,26 @@ class Importer:
     def _flush(
         self, batch: _Batch, job: str, where: str, source: Source, report: IngestReport
     ) -> None:
-        if batch.watermark is None and not batch.events:
+        if batch.watermark is None and not batch.pending:
             return
         checkpoints: dict[str, JsonValue] = {}
         if batch.watermark is not None:
             checkpoints[job] = {"offset": batch.watermark, "path": where, "format": source.name}
-        result = self.store.append_events(batch.events, checkpoints)
+        events = self._finish(batch.pending, report)
+        result = self.store.append_events(events, checkpoints)
         report.ingested += result.inserted
         report.duplicates += result.duplicates
-        if self.on_commit is not None and (batch.events or batch.watermark is not None):
+        if self.on_commit is not None and (events or batch.watermark is not None):
             self.on_commit(
                 CommitInfo(
                     where,
-                    tuple(e.event_id for e in batch.events),
+                    tuple(e.event_id for e in events),
                     result.inserted,
                     result.duplicates,
                     batch.watermark or 0,
                 )
             )
-        batch.events = []
+        batch.pending = []
         batch.watermark = None
 
     # -- records ----------------------------------------------------------------------------------
@@ -312,15 +332,13 @@ class Importer:
         where: str,
         report: IngestReport,
         agent: str,
-    ) -> Event | None:
+    ) -> _Pending | None:
         position = f"line:{record.line}@{record.offset}" + (f"#{draft.part}" if draft.part else "")
         try:
             event_id = draft.event_id or derived_ulid(
                 draft.ts_ms, f"{identity}:{record.offset}:{draft.part}"
             )
-            return self.make_event(
-                draft, event_id, report, source=where, source_pos=position, agent=agent
-            )
+            return self._validate(draft, event_id, where, position, agent)
         except IngestError as exc:
             report.rejections.append(Rejection(where, record.line, exc.reason))
             return None
@@ -336,6 +354,17 @@ class Importer:
         agent: str = "unknown",
     ) -> Event:
         """Validate, cap and redact one draft into an ``Event`` (counting into ``report``)."""
+        return self._finish([self._validate(draft, event_id, source, source_pos, agent)], report)[0]
+
+    def _validate(
+        self,
+        draft: EventDraft,
+        event_id: str,
+        source: str | None,
+        source_pos: str | None,
+        agent: str,
+    ) -> _Pending:
+        """Check one draft and resolve its defaults; redaction and capping wait for the batch."""
         role = draft.role or DEFAULT_ROLE_FOR_TYPE.get(draft.event_type, "")
         event_type = draft.event_type or DEFAULT_TYPE_FOR_ROLE.get(role, "")
         if role not in ROLES:
@@ -344,40 +373,83 @@ class Importer:
             raise IngestError(f"invalid event_type {event_type!r}", event_id=event_id)
         if not draft.session_id:
             raise IngestError("missing session_id", event_id=event_id)
-        metadata = draft.metadata  # copied below only when something in it changes
         # Cut with slack first (so a huge text is not redacted in full), redact, then cut to the
         # cap: a secret straddling the cap is still seen whole by the redactor.
-        text, original = _prefix_bytes(draft.text, self.options.max_event_bytes + 4096)
-        if self.redactor is not None:
-            text, counts = self.redactor.redact(text)
-            if metadata:
-                redacted_meta, meta_counts = self.redactor.redact_json(metadata)
-                if meta_counts:
-                    metadata = dict(redacted_meta)
-                    for kind, n in meta_counts.items():
-                        counts[kind] = counts.get(kind, 0) + n
-            if counts:
-                report.redacted += sum(counts.values())
-                for kind, n in counts.items():
-                    report.redactions_by_kind[kind] = report.redactions_by_kind.get(kind, 0) + n
-        text, cut_from = cap_text(text, self.options.max_event_bytes, original_size=original)
-        if cut_from is not None:
-            metadata = {**metadata, "truncated_from_bytes": cut_from}
-            report.truncated += 1
-        project = self.options.project or draft.project or self.options.default_project
-        return Event(
-            event_id=event_id,
-            session_id=draft.session_id,
-            project=project,
-            agent=draft.agent or agent,
-            ts_ms=draft.ts_ms,
-            event_type=event_type,
-            role=role,
-            text=text,
-            metadata=metadata,
-            source=source,
-            source_pos=source_pos,
+        text, original = _prefix_bytes(draft.text, self._slack_bytes)
+        return (
+            event_id,
+            draft.session_id,
+            self.options.project or draft.project or self.options.default_project,
+            draft.agent or agent,
+            draft.ts_ms,
+            event_type,
+            role,
+            text,
+            draft.metadata,
+            source,
+            source_pos,
+            original,
         )
+
+    def _finish(self, pending: list[_Pending], report: IngestReport) -> list[Event]:
+        """Redact a batch of validated events, cap their texts and build the ``Event`` objects.
+
+        The redactor's batch prefilter (:meth:`Redactor.suspects`) reads every text and every
+        metadata value's JSON once; only the suspects are redacted one by one, so a batch of
+        clean events costs a few C-level passes rather than a gate per event.
+        """
+        texts: list[str] = [p[7] for p in pending]
+        metas: list[Mapping[str, JsonValue]] = [p[8] for p in pending]
+        redactor = self.redactor
+        if redactor is not None and pending:
+            self._redact_batch(redactor, texts, metas, report)
+        cap = self.options.max_event_bytes
+        quick = cap // 4
+        events: list[Event] = []
+        append = events.append
+        for i, p in enumerate(pending):
+            text, metadata, original = texts[i], metas[i], p[11]
+            if original is not None or len(text) > quick:
+                text, cut_from = cap_text(text, cap, original_size=original)
+                if cut_from is not None:
+                    metadata = {**metadata, "truncated_from_bytes": cut_from}
+                    report.truncated += 1
+            append(Event(p[0], p[1], p[2], p[3], p[4], p[5], p[6], text, metadata, p[9], p[10]))
+        return events
+
+    @staticmethod
+    def _redact_batch(
+        redactor: Redactor,
+        texts: list[str],
+        metas: list[Mapping[str, JsonValue]],
+        report: IngestReport,
+    ) -> None:
+        """Redact ``texts`` and ``metas`` in place (only the prefilter's suspects are touched)."""
+        n = len(texts)
+        probes = list(texts)
+        opaque: list[int] = []  # metadata the prefilter cannot read: always redacted
+        for i, meta in enumerate(metas):
+            if meta:
+                probe = redactor.metadata_probe(meta)
+                if probe is None:
+                    opaque.append(n + i)
+                probes.append(probe or "")
+            else:
+                probes.append("")
+        counts: dict[str, int] = {}
+        for k in sorted(redactor.suspects(probes).union(opaque)):
+            if k < n:
+                texts[k], found = redactor.redact(texts[k])
+            else:
+                value, found = redactor.redact_json(dict(metas[k - n]))
+                if found and isinstance(value, dict):
+                    metas[k - n] = value
+            for kind, c in found.items():
+                counts[kind] = counts.get(kind, 0) + c
+        if counts:
+            report.redacted += sum(counts.values())
+            for kind, c in counts.items():
+                report.redactions_by_kind[kind] = report.redactions_by_kind.get(kind, 0) + c
 
     # -- records given directly (API, MCP remember, hooks) -----------------------------------------
     def ingest_drafts(
@@ -390,28 +462,29 @@ class Importer:
             for n, (draft, event_id) in enumerate(drafts, start=1):
                 report.read += 1
                 try:
-                    batch.events.append(self.make_event(draft, event_id, report))
+                    batch.pending.append(self._validate(draft, event_id, None, None, "unknown"))
                 except IngestError as exc:
                     report.rejections.append(Rejection(source, n, exc.reason))
-                if len(batch.events) >= self.options.batch_size:
+                if len(batch.pending) >= self.options.batch_size:
                     self._flush_api(batch, report, source)
             self._flush_api(batch, report, source)
         return report
 
     def _flush_api(self, batch: _Batch, report: IngestReport, source: str) -> None:
-        if not batch.events:
+        if not batch.pending:
             return
-        result = self.store.append_events(batch.events)
+        events = self._finish(batch.pending, report)
+        result = self.store.append_events(events)
         report.ingested += result.inserted
         report.duplicates += result.duplicates
         if self.on_commit is not None:
             self.on_commit(
                 CommitInfo(
                     source,
-                    tuple(e.event_id for e in batch.events),
+                    tuple(e.event_id for e in events),
                     result.inserted,
                     result.duplicates,
                     0,
                 )
             )
-        batch.events = []
+        batch.pending = []

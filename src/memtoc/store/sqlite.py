@@ -17,6 +17,7 @@ import sqlite3
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from operator import attrgetter
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -43,8 +44,21 @@ _EVENT_COLS = (
 )
 _INSERT_EVENT = (
     "INSERT OR IGNORE INTO events(event_id, ts_ms, project, session_id, agent, event_type, role, "
-    "text, metadata, source, source_pos) VALUES (?,?,?,?,?,?,?,?,?,?,?)"
+    "text, source, source_pos, metadata) VALUES (?,?,?,?,?,?,?,?,?,?,?)"
 )
+_EVENT_FIELDS = attrgetter(
+    "event_id",
+    "ts_ms",
+    "project",
+    "session_id",
+    "agent",
+    "event_type",
+    "role",
+    "text",
+    "source",
+    "source_pos",
+)
+"""An event's columns in ``_INSERT_EVENT`` order, but its metadata (serialised separately)."""
 _LIVE = "forgotten_ms IS NULL"
 """Readers skip tombstones (events forgotten by ``memtoc forget``: their row stays, purged)."""
 _COUNT_ALL = "SELECT COUNT(*) FROM events"
@@ -302,22 +316,11 @@ class SqliteStore:
         events: Sequence[Event],
         checkpoints: Mapping[str, JsonValue] | None = None,
     ) -> AppendResult:
+        # Rows built in C: one attrgetter call per event, then its metadata's JSON appended.
+        fields = _EVENT_FIELDS
+        dumps = _dumps
         rows = [
-            (
-                e.event_id,
-                e.ts_ms,
-                e.project,
-                e.session_id,
-                e.agent,
-                e.event_type,
-                e.role,
-                e.text,
-                _dumps(e.metadata if type(e.metadata) is dict else dict(e.metadata))
-                if e.metadata
-                else "{}",
-                e.source,
-                e.source_pos,
-            )
+            (*fields(e), dumps(m if type(m) is dict else dict(m)) if (m := e.metadata) else "{}")
             for e in events
         ]
         result = AppendResult()

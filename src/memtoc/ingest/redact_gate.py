@@ -1,0 +1,202 @@
+"""The redaction prefilter: a few C-level passes that decide whether any kind can match a text.
+
+Two gates (see :mod:`memtoc.ingest.redact`, *Speed*, for why each is exact):
+
+* the **token gate**: a run of 16 or more ``[A-Za-z0-9_-]`` holding an uppercase letter or a
+  digit (every token format is such a run, or holds one);
+* the **keyword gate**: a secret word followed by a character that can continue an assignment
+  (``key=``, ``"token":``, ``password:``), or one of the fixed needles of the keyword-gated kinds
+  (``://``, ``bearer``, ``authorization``, ``-----begin``, ``sig=``).
+
+:func:`text_gates` evaluates them for one text (and returns what the kinds need next).
+:func:`batch_suspects` evaluates them for a whole batch at once over one joined, lower-cased
+UTF-8 blob: each needle is searched once in C, and Python runs only per *hit*, not per text, so
+a batch of clean events costs a few C passes. It is conservative: every text for which
+:func:`text_gates` opens a gate is a suspect (a test checks it on random batches).
+"""
+
+from __future__ import annotations
+
+import re
+from bisect import bisect_right
+from collections.abc import Sequence
+from itertools import accumulate
+
+from memtoc.ingest.redact_assign import ENV_WORD_FOLLOWERS, ENV_WORDS, assignment_possible
+from memtoc.ingest.redact_catalogue import BUILTIN
+from memtoc.ingest.redact_kinds import LOWER_RUN_BYTES, RUN_ALPHABET
+
+RUN = b"a" * 16
+RUN_TABLE = bytes(0x61 if chr(i) in RUN_ALPHABET else 0x20 for i in range(256))
+"""Maps ``[A-Za-z0-9_-]`` to ``a`` and every other byte (UTF-8 continuations too) to a space."""
+
+RUN_PREFIXES = tuple(a.encode() for k in BUILTIN for a in k.run_anchors)
+"""How a token kind's match begins: the start of its run."""
+_RUN_STARTS = frozenset(p[:2] for p in RUN_PREFIXES)
+"""The first two bytes of every run prefix: one set lookup rejects most runs."""
+
+
+def _minimal(needles: set[str]) -> tuple[str, ...]:
+    """The needles no other needle (or assignment word) already finds inside them."""
+    return tuple(
+        sorted(
+            n
+            for n in needles
+            if not any(o != n and o in n for o in needles)
+            and not any(rx.search(n) for _, rx in ENV_WORDS)
+        )
+    )
+
+
+KEYWORD_NEEDLES = _minimal(
+    {"://", "bearer", "authorization", "-----begin"}
+    | {a.lower() for k in BUILTIN if k.gate == "keyword" for a in (*k.anchors, *k.lower_anchors)}
+    - {w for w, _ in ENV_WORD_FOLLOWERS}
+)
+"""Lower-case needles that open the keyword gate besides the assignment words: the anchors of
+every keyword-gated kind (a kind anchored on a secret word is covered by the assignment words)."""
+
+_TOKEN_KINDS = [k for k in BUILTIN if k.gate == "token"]
+_TOKEN_LOWER_ANCHORS_STR = _minimal({a.lower() for k in _TOKEN_KINDS for a in k.lower_anchors})
+_TOKEN_TEXT_ANCHORS = tuple(
+    a.encode()
+    for a in _minimal(
+        {a[:3] if a.startswith("dp.") else a for k in _TOKEN_KINDS for a in k.text_anchors}
+    )
+    if not any(low in a.lower() for low in _TOKEN_LOWER_ANCHORS_STR)
+)
+_TOKEN_LOWER_ANCHORS = tuple(a.encode() for a in _TOKEN_LOWER_ANCHORS_STR)
+_ANCHORLESS_TOKEN_KIND = any(not k.anchors and not k.lower_anchors for k in _TOKEN_KINDS)
+"""A token kind is tried only when one of its anchors occurs: at the start of a qualifying run
+(run anchors), anywhere in the text (the others; the batch gate looks for the shortest form,
+``dp.`` for Doppler's five). So a batch text whose only qualifying runs are ids and hashes
+(``toolu_01…``, git SHAs) is not a suspect."""
+_BYTE_WORDS: tuple[tuple[bytes, re.Pattern[bytes]], ...] = tuple(
+    (word.encode(), re.compile(re.escape(word.encode()) + b"[" + re.escape(after.encode()) + b"]"))
+    for word, after in ENV_WORD_FOLLOWERS
+)
+_BYTE_NEEDLES = tuple(n.encode() for n in KEYWORD_NEEDLES)
+_FOLDING = ("\u0130", "\u0131", "\u017f", "\u212a")
+"""Characters that lower-case or case-fold to ASCII (capital I with dot, dotless i, long s, Kelvin
+sign): a text holding one
+may match a case-insensitive secret word that its ASCII-lowered bytes do not show."""
+_SEP = "\x00"
+"""Joins a batch's texts: in no gate's alphabet, so no run or needle spans two texts."""
+
+Gates = tuple[str, bool, bool, str]
+"""(lower-cased text, keyword gate open, token gate open, token-like runs joined)."""
+
+
+def encode(text: str) -> bytes:
+    try:
+        return text.encode()
+    except UnicodeEncodeError:  # lone surrogates
+        return text.encode("utf-8", "surrogatepass")
+
+
+def long_runs(data: bytes, classes: bytes) -> tuple[bool, str]:
+    """Whether the text holds a *qualifying* run, and those that start like a token, joined.
+
+    A qualifying run is 16+ ``[A-Za-z0-9_-]`` holding an uppercase letter or a digit. Every
+    token format is such a run from its first character on, or holds one: each token kind's regex
+    refuses a preceding ``[A-Za-z0-9_-]`` and its ``check`` insists on the uppercase letter or
+    digit. So all-lowercase runs (``snake_case_identifiers``, ``--kebab-flags``) close no gate,
+    and ids and hashes (``toolu_01…``, git SHAs) open the token gate but bring no anchor.
+    """
+    qualified = False
+    parts: list[str] = []
+    i = classes.find(RUN)
+    while i >= 0:
+        j = classes.find(b" ", i)
+        if j < 0:
+            j = len(classes)
+        run = data[i:j]
+        if run.translate(None, LOWER_RUN_BYTES):
+            qualified = True
+            if run.startswith(RUN_PREFIXES):
+                parts.append(run.decode("ascii"))
+        i = classes.find(RUN, j)
+    return qualified, " ".join(parts)
+
+
+def text_gates(text: str, always: bool) -> Gates | None:
+    """What the prefilter found in one text, or None when no kind can match it."""
+    low = text.lower()
+    keyword = assignment_possible(low) or any(n in low for n in KEYWORD_NEEDLES)
+    if not keyword and len(low) != len(text):  # positions shifted: the words alone decide
+        keyword = any(word in low for word, _ in ENV_WORDS)
+    data = encode(text)
+    classes = data.translate(RUN_TABLE)
+    qualified, runs = long_runs(data, classes) if RUN in classes else (False, "")
+    if keyword or qualified or always:
+        return low, keyword, qualified, runs
+    return None
+
+
+def batch_suspects(texts: Sequence[str]) -> set[int]:
+    """Indices of the texts that may hold a secret; every other text is left unchanged by
+    redaction (a superset of the texts :func:`text_gates` opens a gate for)."""
+    if not texts:
+        return set()
+    blob = _SEP.join(texts)
+    data = encode(blob)
+    suspects: set[int] = set()
+    if len(data) != len(blob):  # non-ASCII somewhere: byte offsets differ from text offsets
+        char_ends = list(accumulate(len(t) + 1 for t in texts))
+        for ch in _FOLDING:
+            at = blob.find(ch)
+            while at >= 0:
+                k = bisect_right(char_ends, at)
+                suspects.add(k)
+                at = blob.find(ch, char_ends[k]) if k + 1 < len(texts) else -1
+        parts = data.split(_SEP.encode())
+        if len(parts) == len(texts):  # byte lengths in C (a text holding NUL would shift them)
+            ends = list(accumulate(len(part) + 1 for part in parts))
+        else:
+            ends = list(accumulate(len(encode(t)) + 1 for t in texts))
+    else:
+        ends = list(accumulate(len(t) + 1 for t in texts))
+    low = data.lower()
+    last = len(texts) - 1
+
+    def mark(at: int) -> int:
+        """Mark the text holding byte ``at``; return where the next text starts (or -1)."""
+        k = bisect_right(ends, at)
+        suspects.add(k)
+        return ends[k] if k < last else -1
+
+    for word, rx in _BYTE_WORDS:
+        if word not in low:
+            continue
+        m = rx.search(low)
+        while m is not None:
+            nxt = mark(m.start())
+            m = rx.search(low, nxt) if nxt >= 0 else None
+    for needle in _BYTE_NEEDLES:
+        at = low.find(needle)
+        while at >= 0:
+            nxt = mark(at)
+            at = low.find(needle, nxt) if nxt >= 0 else -1
+    for needle, where in (
+        *((a, data) for a in _TOKEN_TEXT_ANCHORS),
+        *((a, low) for a in _TOKEN_LOWER_ANCHORS),
+    ):
+        at = where.find(needle)
+        while at >= 0:  # conservative: the anchor alone, whether or not a run qualifies
+            nxt = mark(at)
+            at = where.find(needle, nxt) if nxt >= 0 else -1
+    classes = data.translate(RUN_TABLE)
+    i = classes.find(RUN)
+    while i >= 0:
+        j = classes.find(b" ", i)
+        if j < 0:
+            j = len(classes)
+        run = data[i : i + 2]
+        if (
+            _ANCHORLESS_TOKEN_KIND or (run in _RUN_STARTS and data.startswith(RUN_PREFIXES, i, j))
+        ) and data[i:j].translate(None, LOWER_RUN_BYTES):
+            j = mark(i)
+            if j < 0:
+                break
+        i = classes.find(RUN, j)
+    return suspects
