@@ -2,8 +2,9 @@
 
 Both sides get the same synthetic rows in the same batch size, with the same durability setting:
 
-- **baseline**: plain ``INSERT``s into one table with the same columns: no outbox, no indexes, no
-  redaction, no id checks;
+- **baseline**: what a user would write to "insert the JSON lines into SQLite": one table with the
+  same columns and ``event_id`` as its primary key, plain ``INSERT``s; no outbox, no secondary
+  indexes, no redaction, no validation, rows built before the clock starts;
 - **memtoc**: the real ingest path (``Importer``: validation, redaction, size caps) into the real
   store (unique ids, time and session indexes, outbox entry and checkpoint in the same transaction).
 
@@ -29,9 +30,9 @@ from memtoc.model import Event, JsonValue
 from memtoc.store.sqlite import _SYNCHRONOUS, SqliteStore
 
 _BASELINE_SCHEMA = (
-    "CREATE TABLE events (event_id TEXT, ts_ms INTEGER, project TEXT, session_id TEXT, "
-    "agent TEXT, event_type TEXT, role TEXT, text TEXT, metadata TEXT, source TEXT, "
-    "source_pos TEXT)"
+    "CREATE TABLE events (event_id TEXT PRIMARY KEY, ts_ms INTEGER, project TEXT, "
+    "session_id TEXT, agent TEXT, event_type TEXT, role TEXT, text TEXT, metadata TEXT, "
+    "source TEXT, source_pos TEXT)"
 )
 _BASELINE_INSERT = "INSERT INTO events VALUES (?,?,?,?,?,?,?,?,?,?,?)"
 
