@@ -302,13 +302,9 @@ class Memory:
                 self.pipeline,
                 self.clock,
                 self.tz,
-                # embeddings and bookmarks are not on PostgreSQL yet
-                index_hook=self._embed_new if isinstance(self.store, SqliteStore) else None,
-                event_hooks=(
-                    (self.bookmark_step.after_events,)
-                    if isinstance(self.store, SqliteStore)
-                    else ()
-                ),
+                # embeddings (pgvector on PostgreSQL) and bookmarks, on both stores
+                index_hook=self._embed_new,
+                event_hooks=(self.bookmark_step.after_events,),
                 # forget: a re-derivation cut short by a crash is finished by the next run
                 handlers={forgetting.OUTBOX_KIND: self._finish_forget},
             )
