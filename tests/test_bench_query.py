@@ -64,11 +64,14 @@ def test_bench_query_cli_json_and_chart(tmp_path: Path, monkeypatch: pytest.Monk
     assert r["events"] == 2000 and r["queries"] == 20 and r["facts"] > 0
     assert r["db_bytes"] > 0 and r["peak_rss_mb"] > 0 and r["setup_s"] > 0
     assert r["embedder"] is None and "teleport-hybrid" in r["skipped"]
-    assert set(r["modes"]) == {"teleport-bm25", "nav-context", "nav-year", "scan-baseline"}
+    assert set(r["modes"]) == {
+        "teleport-bm25", "nav-context", "nav-year", "recall", "scan-baseline"
+    }  # fmt: skip
     for mode, m in r["modes"].items():
         assert 0 < m["p50_ms"] <= m["p95_ms"], mode
         assert m["qps"] > 0, mode
     assert r["modes"]["teleport-bm25"]["hit_rate_at_10"] > 0.5
+    assert r["modes"]["recall"]["hit_rate_at_10"] > 0.5  # the fact's event inside the context
     assert 0 <= r["modes"]["scan-baseline"]["hit_rate_at_10"] <= 1
     assert r["modes"]["nav-context"]["hit_rate_at_10"] is None
     chart = Path(data["chart"])

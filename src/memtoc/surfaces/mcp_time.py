@@ -19,6 +19,7 @@ from memtoc.retrieval.timeparse import parse_time
 # stays inside SQLite's 64-bit integers.
 _AGE = re.compile(r"[0-9]{1,9}")
 _EPOCH_MS = re.compile(r"[0-9]{1,15}")
+_DIGITS = re.compile(r"[0-9]+")
 _UNITS = {"m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 604_800_000}
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -32,6 +33,8 @@ def parse_when(
         return now_ms - int(text[:-1]) * _UNITS[text[-1]]
     if _EPOCH_MS.fullmatch(text):
         return int(text)
+    if _DIGITS.fullmatch(text):
+        raise QueryError(f"{name}={value!r}: epoch ms out of range (at most 15 digits)")
     try:
         dt = datetime.fromisoformat(text.replace("Z", "+00:00") if text.endswith("Z") else text)
     except ValueError:
