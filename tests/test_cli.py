@@ -9,7 +9,8 @@ from typer.testing import CliRunner
 
 from memtoc.surfaces.cli import app
 
-runner = CliRunner()
+# Wide enough that rich never wraps a rejection line: where it wraps depends on the tmp path length.
+runner = CliRunner(env={"COLUMNS": "240"})
 
 
 def run(*args: str) -> tuple[int, str]:
