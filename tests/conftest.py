@@ -27,6 +27,9 @@ def hermetic_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     home = tmp_path / "memtoc-home"
     monkeypatch.setenv("MEMTOC_HOME", str(home))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    # Rich wraps human output at the terminal width; where a long tmp path makes it wrap must not
+    # decide whether a test finds its words (test_cli failed in CI on a shorter tmp path).
+    monkeypatch.setenv("COLUMNS", "240")
     return home
 
 

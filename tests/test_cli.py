@@ -9,8 +9,7 @@ from typer.testing import CliRunner
 
 from memtoc.surfaces.cli import app
 
-# Wide enough that rich never wraps a rejection line: where it wraps depends on the tmp path length.
-runner = CliRunner(env={"COLUMNS": "240"})
+runner = CliRunner()
 
 
 def run(*args: str) -> tuple[int, str]:
