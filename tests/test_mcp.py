@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,11 +17,27 @@ from mcp import Client, StdioServerParameters
 
 from memtoc.config import load_settings
 from memtoc.memory import Memory
+from memtoc.retrieval.recall_pack import SEPARATOR
 from memtoc.surfaces.mcp_server import build_server
+from memtoc.surfaces.serve_lock import lock_holder, lock_path
 
 ROOT = Path(__file__).resolve().parent.parent
+STATIC_MODEL = ROOT.parent / "shared" / "models" / "minilm-static-256"
 FIXTURE = ROOT / "tests" / "fixtures" / "claude-code"
 NOTE = "Decision: keep the session cookie TTL at 15 minutes for the staging login."
+RECALL_QUERY = "what did we decide about the session cookie TTL for staging?"
+TOOLS = {
+    "memory_context",
+    "memory_search",
+    "memory_recall",
+    "memory_bookmarks",
+    "memory_toc",
+    "memory_expand",
+    "memory_timeline",
+    "memory_remember",
+    "memory_forget",
+    "memory_status",
+}
 
 
 @pytest.fixture
@@ -26,6 +45,25 @@ def memory(hermetic_env: Path) -> Iterator[Memory]:
     with Memory.open(load_settings({"home": str(hermetic_env)})) as mem:
         mem.ingest([FIXTURE])
         yield mem
+
+
+def assert_recall(recall: dict[str, Any], budget: int, memory: Memory) -> None:
+    """A recall result keeps its contract: every item's `tokens` is its text's count; the total
+    `tokens` counts the assembled context (the items joined by newlines: the separators cost a few
+    tokens more than the items' sum) and stays within budget; items in time order; every event an
+    item includes or cites is stored."""
+    items = recall["items"]
+    assert items and recall["budget"] == budget
+    for item in items:
+        assert item["tokens"] == memory.counter.count(item["text"]), item["id"]
+    context = SEPARATOR.join(i["text"] for i in items)
+    assert recall["tokens"] == memory.counter.count(context)
+    assert sum(i["tokens"] for i in items) <= recall["tokens"] <= budget
+    starts = [i["start_time"] for i in items]
+    assert starts == sorted(starts)
+    for item in items:
+        for event_id in [e["event_id"] for e in item["events"]] + item["cites"]:
+            memory.store.get_event(event_id)  # NotFoundError if a citation is dangling
 
 
 async def _scenario(memory: Memory) -> dict[str, Any]:
@@ -57,6 +95,13 @@ async def _scenario(memory: Memory) -> dict[str, Any]:
         out["search_note"] = await client.call_tool(
             "memory_search", {"query": "session cookie TTL staging", "depth": "L2", "limit": 3}
         )
+        out["recall"] = await client.call_tool(
+            "memory_recall", {"query": RECALL_QUERY, "budget": 400, "project": "webapp"}
+        )
+        out["recall_tiny"] = await client.call_tool(
+            "memory_recall", {"query": "flaky login test timeout", "budget": 60}
+        )
+        out["instructions"] = client.instructions
         out["bookmarks"] = await client.call_tool("memory_bookmarks", {"project": "webapp"})
         out["context"] = await client.call_tool("memory_context", {"budget": 300})
         out["status"] = await client.call_tool("memory_status", {})
@@ -72,16 +117,11 @@ async def _scenario(memory: Memory) -> dict[str, Any]:
 def test_in_process_session(memory: Memory) -> None:
     out = anyio.run(_scenario, memory)
     tools = out["tools"]
-    assert {
-        "memory_context",
-        "memory_search",
-        "memory_bookmarks",
-        "memory_toc",
-        "memory_expand",
-        "memory_timeline",
-        "memory_remember",
-        "memory_status",
-    } <= set(tools)
+    assert set(tools) == TOOLS
+    for name in TOOLS:  # the instructions point an agent at every tool
+        assert name in out["instructions"], name
+    assert "dry_run" in out["instructions"] and "never by query" in out["instructions"]
+    assert "within N tokens" in tools["memory_recall"].description
     for name, tool in tools.items():
         ann = tool.annotations
         writes = name in ("memory_remember", "memory_forget")
@@ -117,6 +157,11 @@ def test_in_process_session(memory: Memory) -> None:
     assert all(i["tier"] == "L0" and i["id"] for i in search["items"])
     note = out["search_note"].structured_content
     assert any(NOTE in i["text"] for i in note["items"])  # the remembered note is findable
+    recall = out["recall"].structured_content
+    assert_recall(recall, 400, memory)
+    assert any(NOTE in i["text"] for i in recall["items"])  # the remembered note is recalled
+    tiny = out["recall_tiny"].structured_content
+    assert_recall(tiny, 60, memory)
     marks = out["bookmarks"].structured_content
     assert out["bookmarks"].is_error is False
     assert marks["tokens"] == sum(memory.counter.count(b["content"]) for b in marks["bookmarks"])
@@ -126,6 +171,9 @@ def test_in_process_session(memory: Memory) -> None:
     status = out["status"].structured_content
     assert status["events"] == memory.store.count_events() and status["token_counter"]
     assert status["outbox"]["pending"] == 0 and status["tokens"] > 0
+    # built without a worker and no daemon holds the lock: nobody processes, and status says so
+    assert status["processing"]["by"] == "nobody" and status["processing"]["pid"] is None
+    assert "nothing processes new events" in status["processing"]["degraded"]
 
     for key, needle in [
         ("bad_grip", "grip not found: grip:0:nope"),
@@ -143,33 +191,143 @@ def test_in_process_session(memory: Memory) -> None:
     assert "memtoc remembers" in prompt and "project webapp" in prompt
 
 
+def server_env() -> dict[str, str]:
+    """The environment an agent would give `memtoc mcp`: no MEMTOC_* leaking in, offline, and the
+    product's default embedder (the static model) when the shared models are there."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMTOC_")}
+    env.update(PYTHONPATH=str(ROOT / "src"), HF_HUB_OFFLINE="1")
+    if STATIC_MODEL.is_dir():
+        env["MEMTOC_EMBED_MODEL"] = str(STATIC_MODEL)
+    else:
+        env["MEMTOC_EMBEDDER"] = "none"
+    return env
+
+
+async def wait_processed(client: Client, timeout_s: float = 240.0) -> dict[str, Any]:
+    """Poll memory_status until the server's own worker has drained the outbox and gone idle."""
+    deadline = anyio.current_time() + timeout_s
+    while True:
+        status = (await client.call_tool("memory_status", {})).structured_content
+        worker = status["processing"]["worker"] or {}
+        if status["outbox"]["pending"] == 0 and worker.get("state") == "idle":
+            return status
+        if anyio.current_time() > deadline:
+            raise AssertionError(f"not processed within {timeout_s} s: {status}")
+        await anyio.sleep(0.5)
+
+
 async def _stdio(home: Path) -> dict[str, Any]:
-    env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith("MEMTOC_")},
-        "PYTHONPATH": str(ROOT / "src"),
-        "HF_HUB_OFFLINE": "1",
-    }
+    """remember → (the server's worker processes) → toc → search → expand → recall, over stdio."""
     params = StdioServerParameters(
-        command=sys.executable, args=["-m", "memtoc", "--home", str(home), "mcp"], env=env
+        command=sys.executable, args=["-m", "memtoc", "--home", str(home), "mcp"], env=server_env()
     )
     out: dict[str, Any] = {}
-    async with Client(params) as client:
+    async with Client(params, read_timeout_seconds=120) as client:
+        out["status_before"] = (await client.call_tool("memory_status", {})).structured_content
         out["remember"] = await client.call_tool(
-            "memory_remember", {"text": NOTE, "project": "webapp"}
+            "memory_remember", {"text": NOTE, "kind": "decision", "project": "webapp"}
         )
+        out["status"] = await wait_processed(client)
         out["roots"] = await client.call_tool("memory_toc", {"project": "webapp"})
+        node_id = "toc:year:2025"
+        out["path"] = []
+        while True:  # drill down: year → month → week → day, the first child each time
+            view = (await client.call_tool("memory_toc", {"node_id": node_id})).structured_content
+            out["path"].append(view)
+            if view["node"]["level"] == "day":
+                break
+            node_id = view["node"]["child_node_ids"][0]
+        out["search"] = await client.call_tool(
+            "memory_search", {"query": "session cookie TTL staging", "depth": "L2", "limit": 5}
+        )
+        grip = next(g for b in out["path"][-1]["node"]["bullets"] for g in b["grip_ids"])
+        out["expand"] = await client.call_tool("memory_expand", {"grip_id": grip, "after": 2})
+        out["recall"] = await client.call_tool(
+            "memory_recall", {"query": RECALL_QUERY, "budget": 500, "project": "webapp"}
+        )
         out["bad"] = await client.call_tool("memory_toc", {"node_id": "toc:week:1999-W01"})
     return out
 
 
-def test_stdio_subprocess_session(memory: Memory, hermetic_env: Path) -> None:
-    memory.process()
-    memory.rollup(force=True)
+def test_stdio_session_processed_by_the_servers_own_worker(
+    memory: Memory, hermetic_env: Path
+) -> None:
+    """Nothing is processed before the session (no daemon, no `memtoc process`): the MCP server's
+    worker files the transcript and the remembered note into the TOC on its own."""
+    events = memory.store.count_events()
     memory.close()
     out = anyio.run(_stdio, hermetic_env)
+
+    before = out["status_before"]["processing"]
+    assert before["by"] == "this-server" and before["role"] == "mcp"
+    assert before["degraded"] is None and before["worker"]["running"] in (True, False)
     assert out["remember"].is_error is False
     event_id = out["remember"].structured_content["event"]["event_id"]
-    assert out["roots"].structured_content["tokens"] > 0
-    assert out["bad"].is_error is True and "node not found" in out["bad"].content[0].text
+    status = out["status"]
+    assert status["events"] == events + 1 and status["outbox"]["failed"] == 0
+    worker = status["processing"]["worker"]
+    assert worker["events_filed"] == events + 1 and worker["segments_built"] > 0
+    assert worker["rollup_runs"] >= 1 and worker["last_error"] is None
+
+    roots = out["roots"].structured_content
+    assert "toc:year:2025" in {r["node"]["node_id"] for r in roots["roots"]}
+    assert roots["tokens"] == sum(r["tokens"] for r in roots["roots"]) > 0
+    levels = [v["node"]["level"] for v in out["path"]]
+    assert levels == ["year", "month", "week", "day"]
+    assert all(v["tokens"] > 0 and v["node"]["title"] for v in out["path"])
+
     with Memory.open(load_settings({"home": str(hermetic_env)})) as again:
         assert again.store.get_event(event_id).text == NOTE
+        search = out["search"].structured_content
+        assert search["tokens"] == sum(i["tokens"] for i in search["items"]) > 0
+        assert any(NOTE in i["text"] for i in search["items"])  # filed by the worker: findable
+        expand = out["expand"].structured_content
+        assert expand["tokens"] == sum(again.counter.count(e["text"]) for e in expand["events"])
+        assert any(e["in_grip"] for e in expand["events"])
+        for e in expand["events"]:
+            assert again.store.get_event(e["event_id"]).text == e["text"]
+        recall = out["recall"].structured_content
+        assert_recall(recall, 500, again)
+        assert any(NOTE in i["text"] for i in recall["items"])
+    assert out["bad"].is_error is True and "node not found" in out["bad"].content[0].text
+
+
+def spawn_mcp(home: Path, *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "memtoc", "--home", str(home), "mcp", *args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=server_env(),
+    )
+
+
+def wait_for_lock(path: Path, pid: int, timeout_s: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while lock_holder(path) != pid:
+        assert time.monotonic() < deadline, f"pid {pid} never took {path}"
+        time.sleep(0.1)
+
+
+def test_mcp_process_stops_cleanly_on_sigterm_and_on_stdin_close(memory: Memory) -> None:
+    """The worker's lock is released and the exit code is 0 whether the client closes stdin or
+    sends SIGTERM (what the MCP client does after its 2 s grace)."""
+    assert memory.settings is not None
+    path = lock_path(memory.settings)
+    memory.close()
+    home = memory.settings.home
+    first = spawn_mcp(home)
+    wait_for_lock(path, first.pid)
+    first.send_signal(signal.SIGTERM)
+    _, err = first.communicate(timeout=120)
+    assert first.returncode == 0, err
+    assert "SIGTERM: finishing the work in hand" in err
+    assert lock_holder(path) is None
+
+    second = spawn_mcp(home)
+    wait_for_lock(path, second.pid)
+    _, err = second.communicate(input="", timeout=120)  # EOF on stdin: the client went away
+    assert second.returncode == 0, err
+    assert "processing: this server's worker" in err and "stopped" in err
+    assert lock_holder(path) is None

@@ -1,8 +1,10 @@
 """memtoc's MCP server: the ``Memory`` facade as tools, a context resource and a prompt.
 
-``build_server(memory)`` returns an ``MCPServer`` (the official ``mcp`` SDK, 2.x) over one
-``Memory``: one SQLite store opened once per server process, read by every tool, written only by
-``memory_remember``. ``memtoc mcp`` runs it over stdio (what agents spawn) or streamable HTTP.
+``build_server(memory, processing)`` returns an ``MCPServer`` (the official ``mcp`` SDK, 2.x) over
+one ``Memory``: one store connection opened once per server process, read by every tool, written
+by ``memory_remember`` and ``memory_forget``. ``memtoc mcp`` runs it over stdio (what agents
+spawn) or streamable HTTP, beside a background worker on a connection of its own that files new
+events into the table of contents (``mcp_processing``; ``memory_status`` says who processes).
 
 Every tool result is a JSON object that carries ``tokens`` — what its content costs an agent, as
 counted by the store's one token counter — so an agent can budget its reads. Failures (an unknown
@@ -26,6 +28,7 @@ from memtoc.errors import MemtocError, QueryError
 from memtoc.memory import Memory
 from memtoc.model import JsonValue, TocNode, iso_ms
 from memtoc.retrieval.context import DEFAULT_BUDGET
+from memtoc.surfaces.mcp_processing import Processing
 from memtoc.surfaces.mcp_time import parse_when
 
 P = ParamSpec("P")
@@ -34,12 +37,20 @@ R = TypeVar("R")
 INSTRUCTIONS = """\
 memtoc is this user's long-term memory of past agent sessions, filed as a table of contents over
 time (year > month > week > day > segment). Each summary bullet cites grip ids (grip:...) that
-expand to the exact conversation events behind it.
-Start with memory_context (what happened recently, where work left off), find things with
-memory_search (any text), browse with memory_toc
-(node ids look like toc:year:2024, toc:week:2024-W03, toc:day:2024-01-18), open evidence with
-memory_expand(grip_id), list a period with memory_timeline. Record a decision or a note worth
-keeping with memory_remember. Every result states its token cost in `tokens`."""
+expand to the exact conversation events behind it. Every result states its token cost in `tokens`.
+- memory_context: call first in a session (where work left off, recent days, top bookmarks).
+- memory_recall(query, budget): "what do we know about X, within N tokens" - the best context for
+  a question, packed into the budget, in time order, with the events it cites. Prefer it when you
+  need an answer's context rather than pointers.
+- memory_search(query): find things by any text (teleport); returns ids to open.
+- memory_toc / memory_timeline: browse (node ids look like toc:year:2024, toc:week:2024-W03,
+  toc:day:2024-01-18); memory_expand(grip_id): the exact events behind a bullet.
+- memory_bookmarks: the salient moments kept (conclusions, resolutions, validated facts).
+- memory_remember(text, kind): record a decision or note a future session must know; it is filed
+  into the table of contents in the background (memory_status says who processes).
+- memory_forget: DESTRUCTIVE, only when the user asks to delete something, and only by explicit
+  event ids or a since+until range (never by query); run it with dry_run first.
+- memory_status: health, the processing queue, and who processes new events."""
 
 READ = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True)
 WRITE = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False)
@@ -80,9 +91,14 @@ def node_brief(node: TocNode) -> dict[str, JsonValue]:
     }
 
 
-def build_server(memory: Memory) -> MCPServer[Any]:
-    """An MCP server whose tools, resource and prompt all call ``memory``."""
+def build_server(memory: Memory, processing: Processing | None = None) -> MCPServer[Any]:
+    """An MCP server whose tools, resource and prompt all call ``memory``.
+
+    ``processing``: who processes new events (``memtoc mcp`` passes its started worker); without
+    one, ``memory_status`` reports the daemon holding the store's lock, or nobody.
+    """
     app: MCPServer[Any] = MCPServer(name="memtoc", instructions=INSTRUCTIONS)
+    processing = processing or Processing(memory.settings, worker=False)
 
     def project_or_default(project: str | None) -> str:
         if project:
@@ -234,12 +250,12 @@ def build_server(memory: Memory) -> MCPServer[Any]:
         ] = 1_000,
         project: Project = None,
     ) -> dict[str, Any]:
-        """Recall: the best context for a question packed into `budget` tokens — matching
-        bookmarks, then the best events, grips and segments (an item that does not fit steps
-        down to its summary), in time order, each with the events it includes and cites.
-        "last week" / "in March" in the question favour that time. `tokens` (never above
-        `budget`) is what the context costs; use it before memory_search when you need context
-        rather than pointers."""
+        """Recall — "what do we know about X, within N tokens": the best context for a question
+        packed into `budget` tokens — matching bookmarks, then the best events, grips and
+        segments (an item that does not fit steps down to its summary), in time order, each with
+        the events it includes and cites. "last week" / "in March" in the question favour that
+        time. `tokens` (never above `budget`) is what the context costs; use it before
+        memory_search when you need context rather than pointers."""
         return memory.recall(query, budget=budget, project=project).to_dict()
 
     @app.tool(name="memory_bookmarks", annotations=READ)
@@ -267,9 +283,10 @@ def build_server(memory: Memory) -> MCPServer[Any]:
             str | None, Field(description="Session to file it under; default 'memtoc-notes'.")
         ] = None,
     ) -> dict[str, Any]:
-        """Record a decision, fact, todo or note now, as an event in the memory (it is filed into
-        the table of contents by the next processing run). Use it for things a future session
-        must know. Returns the stored event (its event_id) and the text's token count."""
+        """Record a decision, fact, todo or note now, as an event in the memory. It is searchable
+        and recallable once processed — within seconds when this server's worker or a `memtoc
+        serve` daemon runs (memory_status → processing says which). Use it for things a future
+        session must know. Returns the stored event (its event_id) and the text's token count."""
         settings_project = memory.settings.project if memory.settings else None
         name = project or settings_project or memory.latest_project() or "default"
         event = memory.remember(
@@ -333,9 +350,12 @@ def build_server(memory: Memory) -> MCPServer[Any]:
     @tool_errors
     def memory_status() -> dict[str, Any]:
         """Health of the memory: events, projects, sessions, the processing queue (outbox
-        pending/failed), recent failures, and which backends run (token counter, summariser;
-        degraded modes are named). ~150 tokens."""
+        pending/failed), recent failures, which backends run (token counter, summariser; degraded
+        modes are named) and `processing`: who files new events into the table of contents —
+        `by` this-server (its worker), other-process (a `memtoc serve` or another MCP server,
+        with its pid) or nobody (`degraded` says why; events wait in the queue). ~250 tokens."""
         status = memory.status()
+        status["processing"] = processing.info()
         status["tokens"] = memory.counter.count(str(status))
         return status
 

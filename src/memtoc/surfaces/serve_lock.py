@@ -1,10 +1,11 @@
-"""The daemon lock: one ``memtoc serve`` per store.
+"""The daemon lock: one process processes a store (``memtoc serve``, or ``memtoc mcp``'s worker).
 
 An exclusive ``flock`` on a file beside the store (``memtoc.db.serve.lock``; for a PostgreSQL
 store, ``<home>/serve.lock``, which guards this machine only) held for the daemon's lifetime. The
-holder writes its pid into the file so a second daemon — and ``memtoc status`` — can name it. The
-kernel drops the lock when the process dies, however it dies, so a stale file never blocks a new
-daemon; the file itself is left in place (deleting lock files invites races).
+holder writes its pid and role (``serve``, or ``mcp`` for the worker of ``memtoc mcp``) into the
+file so a second daemon — and ``memtoc status`` — can name it. The kernel drops the lock when the
+process dies, however it dies, so a stale file never blocks a new daemon; the file itself is left
+in place (deleting lock files invites races).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import fcntl
 import os
 from pathlib import Path
+from typing import NamedTuple
 
 from memtoc.config import Settings
 from memtoc.errors import StoreError
@@ -26,14 +28,22 @@ def lock_path(settings: Settings) -> Path:
     return path.with_name(path.name + ".serve.lock")
 
 
-def _read_pid(fd: int) -> int | None:
+class LockOwner(NamedTuple):
+    """Who holds a daemon lock: a pid (-1 while not written yet) and a role (None if unknown)."""
+
+    pid: int
+    role: str | None
+
+
+def _read_owner(fd: int) -> tuple[int | None, str | None]:
     os.lseek(fd, 0, os.SEEK_SET)
-    raw = os.read(fd, 64).decode("ascii", "replace").strip()
-    return int(raw) if raw.isdigit() else None
+    words = os.read(fd, 64).decode("ascii", "replace").split()
+    pid = int(words[0]) if words and words[0].isdigit() else None
+    return pid, (words[1] if pid is not None and len(words) > 1 else None)
 
 
-def lock_holder(path: Path) -> int | None:
-    """The pid of the daemon holding the lock at ``path`` (None when no daemon holds it)."""
+def lock_owner(path: Path) -> LockOwner | None:
+    """Who holds the lock at ``path`` (None when no daemon holds it)."""
     try:
         fd = os.open(path, os.O_RDONLY)
     except FileNotFoundError:
@@ -44,18 +54,29 @@ def lock_holder(path: Path) -> int | None:
         try:
             fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except BlockingIOError:
-            return _read_pid(fd) or -1  # held, but the pid is not written yet
+            pid, role = _read_owner(fd)
+            return LockOwner(pid or -1, role)  # held, but the pid may not be written yet
         fcntl.flock(fd, fcntl.LOCK_UN)
         return None
     finally:
         os.close(fd)
 
 
-class ServeLock:
-    """Exclusive, non-blocking lock on ``path``; ``acquire`` fails naming the holder's pid."""
+def lock_holder(path: Path) -> int | None:
+    """The pid of the daemon holding the lock at ``path`` (None when no daemon holds it)."""
+    owner = lock_owner(path)
+    return owner.pid if owner is not None else None
 
-    def __init__(self, path: Path) -> None:
+
+class ServeLock:
+    """Exclusive, non-blocking lock on ``path``; ``acquire`` fails naming the holder's pid.
+
+    ``role`` is written beside the pid: ``serve`` (the daemon) or ``mcp`` (``memtoc mcp``'s worker).
+    """
+
+    def __init__(self, path: Path, *, role: str = "serve") -> None:
         self.path = path
+        self.role = role
         self._fd: int | None = None
 
     @property
@@ -69,18 +90,21 @@ class ServeLock:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            pid = _read_pid(fd)
+            pid, role = _read_owner(fd)
             os.close(fd)
             who = f"pid {pid}" if pid else "another process"
+            hint = "stop it first"
+            if role == "mcp":  # an agent's MCP server: it can leave processing to a daemon
+                hint += " (or run that MCP server with `memtoc mcp --no-worker`)"
             raise StoreError(
-                f"another memtoc serve ({who}) is already processing this store "
-                f"(lock {self.path}); stop it first"
+                f"another memtoc {role or 'process'} ({who}) is already processing this store "
+                f"(lock {self.path}); {hint}"
             ) from None
         except OSError as exc:
             os.close(fd)
             raise StoreError(f"cannot lock {self.path}: {exc}") from exc
         os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode("ascii"))
+        os.write(fd, f"{os.getpid()} {self.role}\n".encode("ascii"))
         os.fsync(fd)
         self._fd = fd
 

@@ -12,15 +12,19 @@ from starlette.types import ASGIApp
 
 from memtoc.memory import Memory
 from memtoc.surfaces.http.auth import BearerAuthMiddleware, check_bind
+from memtoc.surfaces.mcp_processing import Processing
 from memtoc.surfaces.mcp_server import build_server
 
 MCP_PATH = "/mcp"
 
 
-def mcp_http_app(memory: Memory, *, host: str, token: str | None) -> ASGIApp:
-    """The MCP server over ``memory`` as an ASGI app guarded by ``token`` (None: no auth)."""
+def mcp_http_app(
+    memory: Memory, *, host: str, token: str | None, processing: Processing | None = None
+) -> ASGIApp:
+    """The MCP server over ``memory`` as an ASGI app guarded by ``token`` (None: no auth);
+    ``processing``: who processes new events, for ``memory_status`` (``build_server``)."""
     check_bind(host, token)
-    app: ASGIApp = build_server(memory).streamable_http_app(
+    app: ASGIApp = build_server(memory, processing).streamable_http_app(
         streamable_http_path=MCP_PATH, host=host
     )
     if token is not None:
