@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,10 +18,12 @@ import pytest
 from mcp import Client, StdioServerParameters
 
 from memtoc.config import load_settings
+from memtoc.errors import StoreError
 from memtoc.memory import Memory
 from memtoc.retrieval.recall_pack import SEPARATOR
+from memtoc.surfaces.mcp_processing import Processing
 from memtoc.surfaces.mcp_server import build_server
-from memtoc.surfaces.serve_lock import lock_holder, lock_path
+from memtoc.surfaces.serve_lock import ServeLock, lock_holder, lock_owner, lock_path
 
 ROOT = Path(__file__).resolve().parent.parent
 STATIC_MODEL = ROOT.parent / "shared" / "models" / "minilm-static-256"
@@ -331,3 +335,95 @@ def test_mcp_process_stops_cleanly_on_sigterm_and_on_stdin_close(memory: Memory)
     assert second.returncode == 0, err
     assert "processing: this server's worker" in err and "stopped" in err
     assert lock_holder(path) is None
+
+
+def wait_until(check: Any, timeout_s: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+def test_processing_is_left_to_the_lock_holder_and_taken_over_when_it_ends(
+    memory: Memory,
+) -> None:
+    """The real daemon lock and worker: a `memtoc serve` (here: this test holding the lock as
+    one) processes; the MCP server says so, then takes over once the lock is free."""
+    settings = memory.settings
+    assert settings is not None
+    daemon = ServeLock(lock_path(settings), role="serve")
+    daemon.acquire()
+    processing = Processing(settings, poll_s=0.05, takeover_s=0.1).start()
+    try:
+        info = processing.info()
+        assert info["by"] == "other-process" and info["pid"] == os.getpid()
+        assert info["role"] == "serve" and info["worker"] is None and info["degraded"] is None
+        assert f"memtoc serve (pid {os.getpid()}) processes this store" in str(info["note"])
+        daemon.release()
+        wait_until(lambda: processing.info()["by"] == "this-server")
+        assert lock_owner(lock_path(settings)) == (os.getpid(), "mcp")
+        with pytest.raises(StoreError, match=r"another memtoc mcp \(pid \d+\).*--no-worker"):
+            ServeLock(lock_path(settings)).acquire()  # a serve started now names the MCP holder
+        wait_until(lambda: processing.info()["worker"]["state"] == "idle")  # type: ignore[index]
+        assert memory.store.outbox_counts()["pending"] == 0  # it processed the ingested fixture
+    finally:
+        processing.stop()
+        daemon.release()
+    assert lock_owner(lock_path(settings)) is None
+    gone = processing.info()
+    assert gone["by"] == "nobody" and "stopped processing" in str(gone["degraded"])
+
+
+def test_no_worker_leaves_events_queued_and_says_so(memory: Memory) -> None:
+    processing = Processing(memory.settings, worker=False).start()
+    try:
+        info = processing.info()
+        assert info["by"] == "nobody" and info["worker"] is None
+        assert "(--no-worker)" in str(info["degraded"])
+        assert lock_owner(lock_path(memory.settings)) is None  # type: ignore[arg-type]
+    finally:
+        processing.stop()
+    assert memory.store.outbox_counts()["pending"] > 0
+
+
+async def _busy(memory: Memory, db: Path) -> dict[str, Any]:
+    """Tool calls while another process's connection holds the store's write lock for 1.5 s."""
+    locked, release = threading.Event(), threading.Event()
+
+    def writer() -> None:  # what a long ingest or processing batch does to the file
+        conn = sqlite3.connect(db, isolation_level=None)
+        conn.execute("BEGIN IMMEDIATE")
+        locked.set()
+        release.wait(10)
+        conn.execute("COMMIT")
+        conn.close()
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    locked.wait(10)
+    out: dict[str, Any] = {}
+    async with Client(build_server(memory)) as client:
+        # readers do not wait for the writer (WAL): these return while the lock is still held
+        out["toc"] = await client.call_tool("memory_toc", {"project": "webapp"})
+        out["status"] = await client.call_tool("memory_status", {})
+        out["held_during_reads"] = not release.is_set()
+        started = time.monotonic()
+        threading.Timer(1.5, release.set).start()
+        out["remember"] = await client.call_tool(
+            "memory_remember", {"text": NOTE, "project": "webapp"}
+        )
+        out["write_s"] = time.monotonic() - started
+    thread.join()
+    return out
+
+
+def test_a_busy_store_does_not_fail_tool_calls(memory: Memory) -> None:
+    memory.process()
+    memory.rollup(force=True)
+    out = anyio.run(_busy, memory, memory.store.path)  # type: ignore[union-attr]
+    assert out["toc"].is_error is False and out["status"].is_error is False
+    assert out["held_during_reads"]
+    assert out["remember"].is_error is False, out["remember"].content
+    assert out["write_s"] >= 1.4  # the write queued behind the lock, then went through
+    stored = memory.store.get_event(out["remember"].structured_content["event"]["event_id"])
+    assert stored.text == NOTE
