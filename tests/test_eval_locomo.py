@@ -137,3 +137,47 @@ def test_one_conversation_end_to_end_through_the_cli(tmp_path: Path) -> None:
     assert json.loads((out / "results.json").read_text())["summary"]["bm25"]["overall"] == bm25
     lines = (out / "questions.jsonl").read_text().splitlines()
     assert len(lines) == 2 * 197
+
+
+def test_workers_give_the_serial_run_s_scores_in_its_order(tmp_path: Path) -> None:
+    """Two conversations in two worker processes: the same scores, in the same order, and the
+    modes' tallies (notes) summed over the workers."""
+    from memtoc.eval.harness import RunConfig
+    from memtoc.eval.locomo_run import run_locomo
+    from memtoc.eval.modes import ModeContext, build_modes
+
+    _require(LOCOMO)
+
+    def run(workers: int) -> tuple[list[dict[str, object]], list[str]]:
+        ctx = ModeContext.load("none", None)
+        modes, _ = build_modes(["bm25", "teleport-time-boost"], ctx)
+        cfg = RunConfig(ks=(5, 10), budgets=(1_000,), depth=50)
+        report = run_locomo(LOCOMO, modes, ctx, cfg, conversations=2, workers=workers)
+        rows = [s.to_dict() for s in report.results.scores]
+        for row in rows:
+            row.pop("latency_ms")
+        return rows, report.notes
+
+    serial, serial_notes = run(1)
+    pooled, pooled_notes = run(2)
+    assert len(serial) == 2 * 302  # conv-26 and conv-30: 302 questions with evidence, 2 modes
+    assert pooled == serial
+    tally = [n for n in serial_notes if n.startswith("teleport-time-boost:")]
+    assert tally and tally == [n for n in pooled_notes if n.startswith("teleport-time-boost:")]
+    assert "of 302 questions" in tally[0]
+    assert any("2 worker processes" in n for n in pooled_notes)
+
+
+def test_a_context_built_by_hand_runs_serially_and_says_why(tmp_path: Path) -> None:
+    from memtoc.eval.harness import RunConfig
+    from memtoc.eval.locomo_run import run_locomo
+    from memtoc.eval.modes import ModeContext, build_modes
+    from memtoc.text.tokens import default_counter
+
+    _require(LOCOMO)
+    ctx = ModeContext(counter=default_counter())
+    modes, _ = build_modes(["bm25"], ctx)
+    cfg = RunConfig(ks=(10,), budgets=(1_000,), depth=20)
+    report = run_locomo(LOCOMO, modes, ctx, cfg, conversations=2, workers=2)
+    assert len(report.results.scores) == 302
+    assert any(n.startswith("evaluated serially: the mode context") for n in report.notes)

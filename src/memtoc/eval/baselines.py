@@ -229,6 +229,13 @@ class BookmarkFirstMode(_TurnMode):
         self.seen_bookmarks += count
         self.projects_without += count == 0
 
+    def tally(self) -> dict[str, int]:
+        return {"seen": self.seen_bookmarks, "without": self.projects_without}
+
+    def absorb(self, tally: dict[str, int]) -> None:
+        self.seen_bookmarks += tally["seen"]
+        self.projects_without += tally["without"]
+
     def notes(self) -> list[str]:
         return [
             f"{self.name}: {self.seen_bookmarks} bookmarks in the stores; "

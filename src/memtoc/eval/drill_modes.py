@@ -23,25 +23,13 @@ from memtoc.eval.modes import (
     note_unregistered,
     register_mode,
 )
+from memtoc.eval.teleport_modes import covering
 from memtoc.memory import Memory
 from memtoc.retrieval.drill import drill
 from memtoc.retrieval.embedding_index import SemanticIndex
-from memtoc.retrieval.hybrid import SearchResult
 from memtoc.retrieval.teleport import SearchFilters
-from memtoc.retrieval.tiers import SearchItem
-from memtoc.retrieval.time_search import time_search
-
-
-def _items(found: tuple[SearchItem, ...], k: int) -> list[RetrievedItem]:
-    out: list[RetrievedItem] = []
-    covered = 0
-    for item in found:
-        if covered >= k:
-            break
-        ids = tuple(e.event_id for e in item.events)
-        out.append(RetrievedItem(item.text, ids, item.tokens))
-        covered += len(ids)
-    return out
+from memtoc.retrieval.tiers import TierRenderer
+from memtoc.retrieval.time_search import time_rank
 
 
 class DrillMode:
@@ -86,7 +74,14 @@ class DrillMode:
         )
         self._asked += 1
         self._fell_back += result.reason is not None
-        return _items(result.items, k)
+        return covering(result.items, k)
+
+    def tally(self) -> dict[str, int]:
+        return {"fell_back": self._fell_back, "asked": self._asked}
+
+    def absorb(self, tally: dict[str, int]) -> None:
+        self._fell_back += tally["fell_back"]
+        self._asked += tally["asked"]
 
     def notes(self) -> list[str]:
         return [
@@ -113,22 +108,27 @@ class TimeTeleportMode:
         memory = self._memory
         if memory is None:
             raise QueryError(f"mode {self.name}: project {project!r} was not prepared")
-        result: SearchResult = time_search(
-            memory.sqlite_store("eval"),
-            self.ctx.counter,
+        store = memory.sqlite_store("eval")
+        found, report = time_rank(
+            store,
             query,
             SearchFilters(projects=(project,), kinds=("event",)),
             reference_ms=ref_ms,
             tz=memory.tz,
             time_mode=self.time_mode,
             limit=k,
-            depth="L2",
             mode="bm25",
         )
         self._asked += 1
-        tr = result.time_range
-        self._resolved += tr is not None and tr.get("start_ms") is not None
-        return _items(result.items, k)
+        self._resolved += report is not None and report.get("start_ms") is not None
+        return covering(TierRenderer(store, self.ctx.counter).render_many(found.ranked, "L2"), k)
+
+    def tally(self) -> dict[str, int]:
+        return {"resolved": self._resolved, "asked": self._asked}
+
+    def absorb(self, tally: dict[str, int]) -> None:
+        self._resolved += tally["resolved"]
+        self._asked += tally["asked"]
 
     def notes(self) -> list[str]:
         return [

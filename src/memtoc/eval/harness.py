@@ -11,6 +11,7 @@ the scores go into an ``EvalResults`` that aggregates per mode and category. A `
 
 from __future__ import annotations
 
+import os
 import re
 import tempfile
 import time
@@ -99,6 +100,8 @@ class EvalResults:
     """Every question's scores, and their aggregation per mode and category."""
 
     scores: list[QuestionScore] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    """How the run went (worker processes, or why it ran serially), for the report."""
 
     def add(self, score: QuestionScore) -> None:
         self.scores.append(score)
@@ -265,6 +268,11 @@ def evaluate_project(
             progress("questions", n, total)
 
 
+def default_workers() -> int:
+    """Worker processes for an evaluation: one per CPU, at most 4."""
+    return max(1, min(os.cpu_count() or 1, 4))
+
+
 def run_projects(
     builders: Sequence[Callable[[Path], EvalProject]],
     modes: Sequence[Mode],
@@ -274,17 +282,37 @@ def run_projects(
     *,
     workdir: Path | None = None,
     progress: ProgressFn | None = None,
+    workers: int = 1,
 ) -> tuple[EvalResults, dict[str, float]]:
     """Build each project (a builder gets the store folder), evaluate it, close it.
 
-    Stores go to ``workdir`` (kept, for inspection) or a temporary folder (removed). Returns the
-    results and the seconds spent per stage (``ingest_process``, ``questions``).
+    Stores go to ``workdir`` (kept, for inspection) or a temporary folder (removed). With
+    ``workers`` > 1 the projects are evaluated in that many worker processes
+    (``memtoc.eval.harness_pool``; same scores in the same order), unless something cannot be
+    sent to a worker — then serially, and ``results.notes`` says why. Returns the results and the
+    seconds spent per stage (``ingest_process``, ``questions``; summed over workers).
     """
     results = EvalResults()
-    stages = {"ingest_process": 0.0, "questions": 0.0}
+    workers = min(workers, len(builders))
     with tempfile.TemporaryDirectory(prefix="memtoc-eval-") as tmp:
         root = workdir or Path(tmp)
         root.mkdir(parents=True, exist_ok=True)
+        if workers > 1:
+            from memtoc.eval.harness_pool import pool_blocker, run_pooled
+
+            blocker = pool_blocker(builders, modes, ctx)
+            if blocker is None:
+                stages, notes = run_pooled(
+                    builders, modes, ctx, scorer, cfg, root, workers, results, progress=progress
+                )
+                results.notes += [
+                    f"{len(builders)} projects evaluated in {workers} worker processes "
+                    "(latencies measured while the workers share the machine)",
+                    *notes,
+                ]
+                return results, stages
+            results.notes.append(f"evaluated serially: {blocker}")
+        stages = {"ingest_process": 0.0, "questions": 0.0}
         for n, build in enumerate(builders, start=1):
             t0 = time.perf_counter()
             project = build(root)

@@ -72,16 +72,19 @@ def run_locomo(
     command: str = "",
     progress: ProgressFn | None = None,
     pg_url: str | None = None,
+    workers: int = 1,
 ) -> EvalReport:
     """Evaluate ``modes`` on the LoCoMo file at ``path`` (the first ``conversations`` only, if
     given). Stores go to ``workdir`` (kept) or a temporary directory (removed); with ``pg_url``,
-    to one PostgreSQL database per conversation on that server (dropped after)."""
+    to one PostgreSQL database per conversation on that server (dropped after). ``workers`` > 1
+    evaluates that many conversations at a time in worker processes (same scores)."""
     started = time.perf_counter()
     convs = load_locomo(path)[:conversations]
     builders = [partial(locomo_project, conv, ctx=ctx, pg_url=pg_url) for conv in convs]
     results, stages = run_projects(
-        builders, modes, ctx, score_locomo, cfg, workdir=workdir, progress=progress
-    )
+        builders, modes, ctx, score_locomo, cfg, workdir=workdir, progress=progress,
+        workers=workers,
+    )  # fmt: skip
     return EvalReport(
         benchmark="locomo",
         dataset=str(path),
@@ -92,7 +95,7 @@ def run_locomo(
         categories=list(CATEGORIES.values()),
         results=results,
         skipped_modes=dict(skipped_modes or {}),
-        notes=[*mode_notes(modes), *dataset_notes(convs)],
+        notes=[*results.notes, *mode_notes(modes), *dataset_notes(convs)],
         wall_seconds=time.perf_counter() - started,
         stage_seconds=stages,
         projects=len(convs),

@@ -88,6 +88,16 @@ class NotedMode(Protocol):
     def notes(self) -> list[str]: ...
 
 
+@runtime_checkable
+class TalliedMode(Protocol):
+    """Notes built from counts, which projects evaluated in worker processes add up: a worker's
+    copy hands its ``tally()`` back and the run's mode ``absorb``s it before ``notes()``."""
+
+    def tally(self) -> dict[str, int]: ...
+
+    def absorb(self, tally: dict[str, int]) -> None: ...
+
+
 def mode_notes(modes: Sequence[Mode]) -> list[str]:
     """Every note of the modes that have some."""
     return [n for m in modes if isinstance(m, NotedMode) for n in m.notes()]
@@ -109,7 +119,28 @@ class ModeContext:
     counter: TokenCounter
     embedder: Embedder | None = None
     embedder_label: str = "none"
+    spec: tuple[str, str | None] | None = None
+    """``(embedder kind, model)`` it was loaded from (``load``): lets a worker process load the
+    same context (``__reduce__``); ``None`` for a context built by hand (not sent to workers)."""
     _text_cache: dict[tuple[str, str], FloatMatrix] = field(default_factory=dict)
+
+    @classmethod
+    def load(cls, kind: str, model: str | None) -> ModeContext:
+        """The default token counter and the ``kind`` embedder (``none``: no embedder) loaded
+        from ``model``; raises ``EmbedderError`` when it cannot load."""
+        from memtoc.text.embed import load_embedder
+        from memtoc.text.tokens import default_counter
+
+        kind = kind.strip().lower()
+        emb = load_embedder(kind, model)
+        label = "none" if emb is None else f"{emb.name} ({model or 'default model'})"
+        return cls(default_counter(), emb, label, (kind, model))
+
+    def __reduce__(self) -> tuple[Callable[..., ModeContext], tuple[str, str | None]]:
+        """Pickled as its spec; unpickling loads it again (once per process, ``_loaded``)."""
+        if self.spec is None:
+            raise TypeError("a ModeContext built without ModeContext.load cannot be pickled")
+        return _loaded, self.spec
 
     def require_embedder(self) -> Embedder:
         if self.embedder is None:
@@ -133,6 +164,17 @@ class ModeContext:
         """Forget a finished project's cached embeddings."""
         for key in [k for k in self._text_cache if k[0] == project]:
             del self._text_cache[key]
+
+
+_LOADED: dict[tuple[str, str | None], ModeContext] = {}
+
+
+def _loaded(kind: str, model: str | None) -> ModeContext:
+    """``ModeContext.load`` memoised per process (a worker loads its embedder once)."""
+    ctx = _LOADED.get((kind, model))
+    if ctx is None:
+        ctx = _LOADED[(kind, model)] = ModeContext.load(kind, model)
+    return ctx
 
 
 ModeFactory = Callable[[ModeContext], Mode]

@@ -5,19 +5,23 @@
 - ``teleport-hybrid``: BM25 and vectors fused by RRF, events only.
 - ``teleport-hybrid-all``: the same over every kind (``memtoc search``'s default).
 
-Items come at L2 (the full events each item includes), best first, until they cover ``k`` turns.
+Items come at L2 (the full events each item includes), best first, until they cover ``k`` turns
+(ranked first, then rendered lazily: only the items used are read and counted).
 Hybrid modes embed the project's events and docs once (``prepare``, the pipeline's embedding step
 with the run's embedder) and are unavailable without an embedder.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from memtoc.errors import QueryError
 from memtoc.eval.modes import ModeContext, ModeFactory, RetrievedItem, register_mode
 from memtoc.memory import Memory
 from memtoc.retrieval.embedding_index import SemanticIndex
-from memtoc.retrieval.hybrid import search
+from memtoc.retrieval.hybrid import rank
 from memtoc.retrieval.teleport import KINDS, SearchFilters
+from memtoc.retrieval.tiers import SearchItem, TierRenderer
 
 
 class TeleportMode:
@@ -46,25 +50,30 @@ class TeleportMode:
     def retrieve(self, query: str, project: str, ref_ms: int, k: int) -> list[RetrievedItem]:
         if self._memory is None:
             raise QueryError(f"mode {self.name}: project {project!r} was not prepared")
-        result = search(
-            self._memory.store,
-            self.ctx.counter,
+        store = self._memory.store
+        found = rank(
+            store,
             query,
             SearchFilters(projects=(project,), kinds=self.kinds),
             semantic=self._semantic,
             limit=k,
-            depth="L2",
             mode=self.method,
         )
-        out: list[RetrievedItem] = []
-        covered = 0
-        for item in result.items:
-            if covered >= k:
-                break
-            ids = tuple(e.event_id for e in item.events)
-            out.append(RetrievedItem(item.text, ids, item.tokens))
-            covered += len(ids)
-        return out
+        return covering(TierRenderer(store, self.ctx.counter).render_many(found.ranked, "L2"), k)
+
+
+def covering(items: Iterable[SearchItem], k: int) -> list[RetrievedItem]:
+    """Items in order until they include ``k`` turns; the rest is not rendered (``items`` is
+    consumed lazily, so a whole segment at L2 ends the list early)."""
+    out: list[RetrievedItem] = []
+    covered = 0
+    for item in items:
+        if covered >= k:
+            break
+        ids = tuple(e.event_id for e in item.events)
+        out.append(RetrievedItem(item.text, ids, item.tokens))
+        covered += len(ids)
+    return out
 
 
 def _factory(name: str, method: str, kinds: tuple[str, ...]) -> ModeFactory:

@@ -354,12 +354,12 @@ def drill(
         found = d.inside_segments(chosen_segments)
         top = max((sim for sim, _ in found), default=0.0)
         ranked_events = [(sim, ev) for sim, ev in found if sim >= keep_ratio * top]
-    chosen_items: list[tuple[str, str, float]] = []
+    chosen_items: list[tuple[Event, float]] = []
     have: set[str] = set()
     for sim, ev in ranked_events:
         if len(chosen_items) < limit and ev.event_id not in have:
             have.add(ev.event_id)
-            chosen_items.append((ev.project, ev.event_id, sim))
+            chosen_items.append((ev, sim))
     fallback: list[str] = []
     stages: list[tuple[str, tuple[int, int]]] = []
     if scope != _ALL_TIME and scope[0] < scope[1]:
@@ -372,14 +372,14 @@ def drill(
         more = d.pool() if window == scope else d.events(scope_projects, window, max(limit, 10))
         extra = list(more.found.values())
         extra.sort(key=lambda p: (-p[0], p[1].ts_ms, p[1].event_id))
-        added = [(ev.project, ev.event_id, sim) for sim, ev in extra if ev.event_id not in have]
+        added = [(ev, sim) for sim, ev in extra if ev.event_id not in have]
         if added:
             fallback.append(stage)
             for item in added[: limit - len(chosen_items)]:
-                have.add(item[1])
+                have.add(item[0].event_id)
                 chosen_items.append(item)
-    renderer = TierRenderer(store, counter)
-    items = tuple(renderer.render("event", p, eid, depth, s) for p, eid, s in chosen_items)
+    renderer = TierRenderer(store, counter)  # the events are in hand: rendered without a read
+    items = tuple(renderer.render_event(ev, depth, sim) for ev, sim in chosen_items)
     return DrillResult(
         query=text,
         depth=depth,

@@ -148,26 +148,41 @@ def _vector_hits(
     ]
 
 
-def search(
-    store: SearchStore,
-    counter: TokenCounter,
-    query: str,
-    filters: SearchFilters | None = None,
-    *,
-    semantic: SemanticIndex | None = None,
-    limit: int = 10,
-    depth: str = "L0",
-    mode: str = "auto",
-    fusion: Fusion | None = None,
-) -> SearchResult:
-    """Search ``query``: BM25, vectors or both fused (``auto``: hybrid when an embedder loads,
-    else BM25 with ``degraded`` saying why), then render the best ``limit`` items at ``depth``."""
+@dataclass(frozen=True, slots=True)
+class Ranking:
+    """What ``rank`` found, before rendering: item keys ``(kind, project, item_id)`` with their
+    0..1 scores, best first, and how they were ranked (see ``SearchResult``)."""
+
+    query: str
+    mode: str
+    fusion: str | None
+    degraded: str | None
+    ranked: tuple[tuple[tuple[str, str, str], float], ...]
+
+
+def _check(mode: str, depth: str, limit: int) -> None:
     if mode not in MODES:
         raise QueryError(f"unknown search mode {mode!r} (expected one of {', '.join(MODES)})")
     if depth not in TIERS:
         raise QueryError(f"unknown depth {depth!r} (expected L0, L1 or L2)")
     if limit < 0:
         raise QueryError(f"--limit must be ≥ 0 (got {limit})")
+
+
+def rank(
+    store: SearchStore,
+    query: str,
+    filters: SearchFilters | None = None,
+    *,
+    semantic: SemanticIndex | None = None,
+    limit: int = 10,
+    mode: str = "auto",
+    fusion: Fusion | None = None,
+) -> Ranking:
+    """The best ``limit`` item keys for ``query``: BM25, vectors or both fused (``auto``: hybrid
+    when an embedder loads, else BM25 with ``degraded`` saying why). Nothing is rendered, so a
+    caller can render lazily (``TierRenderer.render_many``) and stop when it has enough."""
+    _check(mode, "L0", limit)
     f = filters or SearchFilters()
     fusion = fusion or Fusion()
     degraded = None
@@ -193,6 +208,23 @@ def search(
             lexical = bm25_search(store, query, f, limit=pool)
             fused = fusion.fuse([h.key for h in lexical], [h.key for h in vec])
             ranked = fused[:limit]
-    renderer = TierRenderer(store, counter)
-    items = tuple(renderer.render(k[0], k[1], k[2], depth, score) for k, score in ranked)
-    return SearchResult(query, actual, formula, degraded, depth, items)
+    return Ranking(query, actual, formula, degraded, tuple(ranked))
+
+
+def search(
+    store: SearchStore,
+    counter: TokenCounter,
+    query: str,
+    filters: SearchFilters | None = None,
+    *,
+    semantic: SemanticIndex | None = None,
+    limit: int = 10,
+    depth: str = "L0",
+    mode: str = "auto",
+    fusion: Fusion | None = None,
+) -> SearchResult:
+    """Search ``query`` (``rank``), then render the best ``limit`` items at ``depth``."""
+    _check(mode, depth, limit)
+    found = rank(store, query, filters, semantic=semantic, limit=limit, mode=mode, fusion=fusion)
+    items = tuple(TierRenderer(store, counter).render_many(found.ranked, depth))
+    return SearchResult(query, found.mode, found.fusion, found.degraded, depth, items)

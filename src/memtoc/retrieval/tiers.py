@@ -17,7 +17,8 @@ counts the item's ``text`` with the one ``TokenCounter``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import re
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from memtoc.errors import NotFoundError, QueryError
@@ -95,11 +96,52 @@ def _grip_cites(grips: Sequence[Grip]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(i for g in grips for i in (g.event_id_start, g.event_id_end)))
 
 
+_BOOKMARK_MS = re.compile(r"bm:(\d{13}):")
+
+
 def _bookmark(store: PipelineStore, project: str, bookmark_id: str) -> Bookmark:
+    """One bookmark by id: an indexed lookup of its creation instant when the id carries it
+    (``bm:{created_ms:013}:…``, see ``memtoc.retrieval.bookmarks``), else a scan of the project's
+    bookmarks (ids made elsewhere)."""
+    stamp = _BOOKMARK_MS.match(bookmark_id)
+    if stamp is not None:
+        ms = int(stamp.group(1))
+        for bookmark in store.find_bookmarks(project, since_ms=ms, until_ms=ms):
+            if bookmark.bookmark_id == bookmark_id:
+                return bookmark
     for bookmark in store.list_bookmarks(project):
         if bookmark.bookmark_id == bookmark_id:
             return bookmark
     raise NotFoundError("bookmark", bookmark_id)
+
+
+def item_spans(
+    store: PipelineStore, keys: Sequence[tuple[str, str, str]]
+) -> dict[tuple[str, str, str], tuple[int, int]]:
+    """``(start_ms, end_ms)`` of each item (kind, project, item id) as ``render`` would report
+    it, without rendering: events in one query, the other kinds one lookup each."""
+    spans: dict[tuple[str, str, str], tuple[int, int]] = {}
+    events = {e.event_id: e for e in store.get_events([k[2] for k in keys if k[0] == "event"])}
+    for key in keys:
+        kind, project, item_id = key
+        try:
+            if kind == "event":
+                if item_id in events:
+                    ts = events[item_id].ts_ms
+                    spans[key] = (ts, ts)
+            elif kind == "node":
+                node = store.get_node(project, item_id)
+                spans[key] = (node.start_ms, node.end_ms)
+            elif kind == "grip":
+                grip = store.get_grip(item_id)
+                ends = store.get_events([grip.event_id_start, grip.event_id_end])
+                spans[key] = (ends[0].ts_ms, ends[-1].ts_ms) if ends else (grip.ts_ms, grip.ts_ms)
+            elif kind == "bookmark":
+                created = _bookmark(store, project, item_id).created_ms
+                spans[key] = (created, created)
+        except NotFoundError:  # gone since it was ranked: no span, the caller decides
+            continue
+    return spans
 
 
 class TierRenderer:
@@ -113,7 +155,7 @@ class TierRenderer:
         if tier not in TIERS:
             raise QueryError(f"unknown tier {tier!r} (expected L0, L1 or L2)")
         if kind == "event":
-            return self._event(item_id, tier, score)
+            return self.render_event(self.store.get_event(item_id), tier, score)
         if kind == "grip":
             return self._grip(item_id, tier, score)
         if kind == "node":
@@ -151,8 +193,28 @@ class TierRenderer:
             title=title,
         )
 
-    def _event(self, event_id: str, tier: str, score: float) -> SearchItem:
-        ev = self.store.get_event(event_id)
+    def render_many(
+        self, ranked: Iterable[tuple[tuple[str, str, str], float]], tier: str, *, batch: int = 50
+    ) -> Iterator[SearchItem]:
+        """``render`` for ``((kind, project, item_id), score)`` pairs, in order, lazily: events
+        are read ``batch`` at a time in one query each, so a caller that stops early (enough
+        turns, a full budget) reads and counts no more than it uses."""
+        pending = list(ranked)
+        for start in range(0, len(pending), batch):
+            chunk = pending[start : start + batch]
+            ids = [key[2] for key, _ in chunk if key[0] == "event"]
+            events = {e.event_id: e for e in self.store.get_events(ids)} if ids else {}
+            for (kind, project, item_id), score in chunk:
+                ev = events.get(item_id) if kind == "event" else None
+                if ev is not None:
+                    yield self.render_event(ev, tier, score)
+                else:  # other kinds, or an event forgotten since it was ranked (raises)
+                    yield self.render(kind, project, item_id, tier, score)
+
+    def render_event(self, ev: Event, tier: str, score: float) -> SearchItem:
+        """An event already read from the store, at ``tier``."""
+        if tier not in TIERS:
+            raise QueryError(f"unknown tier {tier!r} (expected L0, L1 or L2)")
         text = ev.text if tier == "L2" else _head(self.counter, ev.text, EVENT_HEAD_TOKENS[tier])
         title = f"{ev.role} in {ev.session_id}"
         return self._item(

@@ -37,8 +37,9 @@ from typing import Any
 from memtoc.errors import QueryError
 from memtoc.model import JsonValue, iso_ms
 from memtoc.retrieval.embedding_index import SemanticIndex
-from memtoc.retrieval.hybrid import Fusion, SearchResult, search
+from memtoc.retrieval.hybrid import Fusion, Ranking, SearchResult, rank
 from memtoc.retrieval.teleport import SearchFilters, SearchStore, bm25_search
+from memtoc.retrieval.tiers import TIERS, TierRenderer, item_spans
 from memtoc.retrieval.timeparse import parse_time, resolve_anchor
 from memtoc.text.tokens import TokenCounter
 
@@ -143,6 +144,60 @@ def restrict(filters: SearchFilters, start_ms: int, end_ms: int) -> SearchFilter
     return dataclasses.replace(filters, since_ms=since, until_ms=until)
 
 
+def time_rank(
+    store: SearchStore,
+    query: str,
+    filters: SearchFilters | None = None,
+    *,
+    reference_ms: int,
+    tz: tzinfo,
+    time_mode: str = DEFAULT_TIME_MODE,
+    semantic: SemanticIndex | None = None,
+    limit: int = 10,
+    mode: str = "auto",
+    fusion: Fusion | None = None,
+) -> tuple[Ranking, dict[str, JsonValue] | None]:
+    """``hybrid.rank`` with the query's time expression resolved and applied (``time_mode``:
+    ``filter``, ``boost`` or ``off``), and the resolution's report (``None``: no expression).
+
+    Nothing is rendered: ``boost`` reads only the spans of its wider pool (``item_spans``)."""
+    if time_mode not in TIME_MODES:
+        raise QueryError(f"unknown time mode {time_mode!r} (expected {', '.join(TIME_MODES)})")
+    f = filters or SearchFilters()
+
+    def run(text: str, flt: SearchFilters, n: int) -> Ranking:
+        return rank(store, text, flt, semantic=semantic, limit=n, mode=mode, fusion=fusion)
+
+    resolved = None
+    if time_mode != "off":
+        resolved = resolve_time(
+            query, reference_ms, tz, anchor_searcher(store, f.projects, reference_ms)
+        )
+    if resolved is None or not resolved.resolved:
+        report = resolved.to_dict() if resolved is not None else None
+        return run(query, f, limit), report
+    assert resolved.start_ms is not None and resolved.end_ms is not None
+    text = resolved.query or query
+    if time_mode == "filter":
+        narrowed = restrict(f, resolved.start_ms, resolved.end_ms)
+        if narrowed is None:  # the window misses the caller's own range: nothing can match
+            empty = run("", f, 0)
+            return dataclasses.replace(empty, query=text), resolved.to_dict()
+        return run(text, narrowed, limit), resolved.to_dict()
+    boosted = dataclasses.replace(resolved, applied="boost")
+    wide = run(text, f, max(limit * BOOST_POOL, 30))
+    spans = item_spans(store, [key for key, _ in wide.ranked])
+    lo, hi = resolved.start_ms, resolved.end_ms
+
+    def inside(key: tuple[str, str, str]) -> bool:
+        span = spans.get(key)
+        return span is not None and span[0] < hi and span[1] >= lo
+
+    rescored = [(key, s if inside(key) else s * OUTSIDE_FACTOR) for key, s in wide.ranked]
+    rescored.sort(key=lambda pair: -pair[1])  # stable: ties keep the search's order
+    return dataclasses.replace(wide, ranked=tuple(rescored[:limit])), boosted.to_dict()
+
+
 def time_search(
     store: SearchStore,
     counter: TokenCounter,
@@ -160,51 +215,21 @@ def time_search(
 ) -> SearchResult:
     """``hybrid.search`` with the query's time expression resolved and applied (``time_mode``:
     ``filter``, ``boost`` or ``off``); the result's ``time_range`` reports the resolution."""
-    if time_mode not in TIME_MODES:
-        raise QueryError(f"unknown time mode {time_mode!r} (expected {', '.join(TIME_MODES)})")
-    f = filters or SearchFilters()
-
-    def run(text: str, flt: SearchFilters, n: int) -> SearchResult:
-        return search(
-            store,
-            counter,
-            text,
-            flt,
-            semantic=semantic,
-            limit=n,
-            depth=depth,
-            mode=mode,
-            fusion=fusion,
-        )
-
-    resolved = None
-    if time_mode != "off":
-        resolved = resolve_time(
-            query, reference_ms, tz, anchor_searcher(store, f.projects, reference_ms)
-        )
-    if resolved is None or not resolved.resolved:
-        result = run(query, f, limit)
-        report = resolved.to_dict() if resolved is not None else None
-        return dataclasses.replace(result, time_range=report)
-    assert resolved.start_ms is not None and resolved.end_ms is not None
-    text = resolved.query or query
-    if time_mode == "filter":
-        narrowed = restrict(f, resolved.start_ms, resolved.end_ms)
-        if narrowed is None:  # the window misses the caller's own range: nothing can match
-            empty = run("", f, 0)
-            return dataclasses.replace(empty, query=text, time_range=resolved.to_dict())
-        return dataclasses.replace(run(text, narrowed, limit), time_range=resolved.to_dict())
-    boosted = dataclasses.replace(resolved, applied="boost")
-    wide = run(text, f, max(limit * BOOST_POOL, 30))
-    lo, hi = resolved.start_ms, resolved.end_ms
-    rescored = [
-        dataclasses.replace(
-            item,
-            score=item.score
-            if item.start_ms < hi and item.end_ms >= lo
-            else item.score * OUTSIDE_FACTOR,
-        )
-        for item in wide.items
-    ]
-    rescored.sort(key=lambda item: -item.score)  # stable: ties keep the search's order
-    return dataclasses.replace(wide, items=tuple(rescored[:limit]), time_range=boosted.to_dict())
+    if depth not in TIERS:
+        raise QueryError(f"unknown depth {depth!r} (expected L0, L1 or L2)")
+    found, report = time_rank(
+        store,
+        query,
+        filters,
+        reference_ms=reference_ms,
+        tz=tz,
+        time_mode=time_mode,
+        semantic=semantic,
+        limit=limit,
+        mode=mode,
+        fusion=fusion,
+    )
+    items = tuple(TierRenderer(store, counter).render_many(found.ranked, depth))
+    return SearchResult(
+        found.query, found.mode, found.fusion, found.degraded, depth, items, time_range=report
+    )

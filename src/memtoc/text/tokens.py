@@ -73,8 +73,20 @@ def _load_encoding() -> Any:
     )
 
 
+MEMO_MAX_CHARS = 16_000_000
+"""Most characters of text whose counts ``TiktokenCounter`` remembers (then it starts afresh)."""
+MEMO_TEXT_CHARS = 8_192
+"""Longer texts are counted every time (rarely repeated, and they would crowd the memo out)."""
+
+
 class TiktokenCounter:
-    """Exact cl100k counts (tiktoken ``encode_ordinary``: special-token text counts as text)."""
+    """Exact cl100k counts (tiktoken ``encode_ordinary``: special-token text counts as text).
+
+    Counts are memoised by text: search and recall render the same events again and again (every
+    query that finds an event counts its text), and a dictionary lookup costs a fraction of
+    encoding it. The memo is bounded (``MEMO_MAX_CHARS`` characters of keys, then cleared; texts
+    over ``MEMO_TEXT_CHARS`` are not kept), so memory stays small however long a process runs.
+    """
 
     name = "cl100k"
 
@@ -83,6 +95,8 @@ class TiktokenCounter:
         self._encode = self._encoding.encode_ordinary
         core = getattr(self._encoding, "_core_bpe", None)
         self._core_encode = getattr(core, "encode_ordinary", None) or self._encode
+        self._memo: dict[str, int] = {}
+        self._memo_chars = 0
 
     @property
     def encoding(self) -> Any:
@@ -92,11 +106,23 @@ class TiktokenCounter:
     def count(self, text: str) -> int:
         if not text:
             return 0
+        memo = self._memo
+        n = memo.get(text)
+        if n is not None:
+            return n
         try:
             # The Rust core directly: the Python wrapper only adds surrogate repair (below).
-            return len(self._core_encode(text))
+            n = len(self._core_encode(text))
         except UnicodeEncodeError:
-            return len(self._encode(text))
+            n = len(self._encode(text))
+        size = len(text)
+        if size <= MEMO_TEXT_CHARS:
+            if self._memo_chars + size > MEMO_MAX_CHARS:
+                memo.clear()
+                self._memo_chars = 0
+            memo[text] = n
+            self._memo_chars += size
+        return n
 
 
 def _stdlib_pattern() -> re.Pattern[str]:

@@ -14,11 +14,10 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn
 
 from memtoc.errors import ConfigError
-from memtoc.eval.harness import RunConfig
+from memtoc.eval.harness import RunConfig, default_workers
 from memtoc.eval.modes import Mode, ModeContext, build_modes
 from memtoc.eval.report import EvalReport, rich_table, write_outputs
 from memtoc.surfaces.cli.app import JsonOpt, app, console, emit_json, err_console, fail, state
-from memtoc.text.tokens import default_counter
 
 eval_app = typer.Typer(help="Retrieval quality on public benchmarks (LoCoMo, LongMemEval).")
 app.add_typer(eval_app, name="eval")
@@ -60,14 +59,8 @@ def _ints(value: str, option: str) -> tuple[int, ...]:
 
 
 def _context(ctx: typer.Context, embedder: str | None, model: str | None) -> ModeContext:
-    from memtoc.text.embed import load_embedder
-
     settings = state(ctx).settings
-    kind = (embedder or settings.embedder).strip().lower()
-    model = model or settings.embed_model
-    emb = load_embedder(kind, model)
-    label = "none" if emb is None else f"{emb.name} ({model or 'default model'})"
-    return ModeContext(default_counter(), emb, label)
+    return ModeContext.load(embedder or settings.embedder, model or settings.embed_model)
 
 
 def _modes(names: str | None, mctx: ModeContext) -> tuple[list[Mode], dict[str, str]]:
@@ -135,6 +128,15 @@ def eval_locomo(
         str | None,
         typer.Option("--db", help="postgresql://… : one database per conversation (team mode)."),
     ] = None,
+    workers: Annotated[
+        int | None,
+        typer.Option(
+            "--workers",
+            min=1,
+            help="Conversations evaluated at a time, in worker processes (default: one per "
+            "CPU, at most 4).",
+        ),
+    ] = None,
 ) -> None:
     """Evidence recall@k, recall within token budgets, tokens and latency per mode on LoCoMo."""
     from memtoc.eval.locomo_run import run_locomo
@@ -152,7 +154,8 @@ def eval_locomo(
         report = run_locomo(path, chosen, mctx, cfg, skipped_modes=skipped,
                             conversations=conversations, workdir=workdir,
                             command=_command_line(), progress=progress,
-                            pg_url=pg_url or None)  # fmt: skip
+                            pg_url=pg_url or None,
+                            workers=workers or default_workers())  # fmt: skip
     _finish(report, out, json_out)
 
 
