@@ -69,6 +69,7 @@ def test_bench_query_cli_json_and_chart(tmp_path: Path, monkeypatch: pytest.Monk
     }  # fmt: skip
     for mode, m in r["modes"].items():
         assert 0 < m["p50_ms"] <= m["p95_ms"], mode
+        assert 0 <= m["cpu_p50_ms"] <= m["cpu_p95_ms"], mode
         assert m["qps"] > 0, mode
     assert r["modes"]["teleport-bm25"]["hit_rate_at_10"] > 0.5
     assert r["modes"]["recall"]["hit_rate_at_10"] > 0.5  # the fact's event inside the context

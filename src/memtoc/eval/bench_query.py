@@ -19,7 +19,9 @@ For each size N, in a fresh ``spawn`` child process (so peak RSS is that size's 
    - ``recall``: ``memory.recall(q, budget=1000)`` (no time limit, so the figure is its real
      cost); its hit is the fact's event among the context's included events.
 
-Per mode: p50 and p95 latency, throughput (queries per second of summed latency) and, for the
+Per mode: p50 and p95 latency (wall clock, and the CPU time of the process per query — on a
+shared machine the wall clock also counts waiting for a core), throughput (queries per second of
+summed latency) and, for the
 modes that retrieve events, the planted-fact hit rate@10: a hit when the fact's event is among the
 returned items' ``events`` or ``cites`` (for the scan, among the 10 returned events). Teleport is
 asked over *all* projects, the scan reads only the fact's project (about a third of the events),
@@ -89,6 +91,18 @@ def scan_top(events: Iterator[Event], terms: list[str], k: int = LIMIT) -> list[
                 best = sorted(best, key=lambda r: (r[0], r[1]), reverse=True)[:k]
     best.sort(key=lambda r: (r[0], r[1]), reverse=True)
     return [e for _, _, e in best[:k]]
+
+
+def peak_rss_mb() -> float:
+    """This process's peak resident memory in MB: ``VmHWM`` (its own address space's high-water
+    mark; ``ru_maxrss`` can carry the spawning parent's peak across ``exec``), else ru_maxrss."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return round(int(line.split()[1]) / 1024, 1)
+    except OSError:
+        pass
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
 
 
 def _percentile(sorted_s: list[float], q: float) -> float:
@@ -233,19 +247,25 @@ def measure_query(
             for name, run in runners.items():
                 run(workload[0])  # warm-up (caches, first-use loads), not timed
                 latencies: list[float] = []
+                cpu: list[float] = []
                 hits = 0
                 for fact in workload:
+                    c = time.process_time()
                     t = time.perf_counter()
                     found = run(fact)
                     latencies.append(time.perf_counter() - t)
+                    cpu.append(time.process_time() - c)
                     hits += found is not None and fact.event_id in found
                     if progress:
                         progress("query", 1)
                 latencies.sort()
+                cpu.sort()
                 retrieves = name.startswith(("teleport", "scan", "recall"))
                 modes[name] = {
                     "p50_ms": round(_percentile(latencies, 50) * 1e3, 3),
                     "p95_ms": round(_percentile(latencies, 95) * 1e3, 3),
+                    "cpu_p50_ms": round(_percentile(cpu, 50) * 1e3, 3),
+                    "cpu_p95_ms": round(_percentile(cpu, 95) * 1e3, 3),
                     "qps": round(len(latencies) / sum(latencies), 1) if sum(latencies) else 0.0,
                     "hit_rate_at_10": round(hits / len(workload), 3) if retrieves else None,
                 }
@@ -261,7 +281,7 @@ def measure_query(
                 "store_reused": reused,
                 "embedder": embedder.name if embedder is not None else None,
                 "db_bytes": _size(db),
-                "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+                "peak_rss_mb": peak_rss_mb(),
                 "modes": modes,
                 "skipped": skipped,
             }

@@ -249,11 +249,14 @@ def _ranked(
     if match.any_terms != match.all_terms:
         rare = [t for t in match.terms if index.probe(store, quote(t), scan_cap) is None]
         expressions.append(" OR ".join(quote(t) for t in rare) if rare else match.any_terms)
-    inner = candidates * (8 if index.where else 1)
     for factor, expression in zip((1.0, OR_ONLY_FACTOR), expressions, strict=False):
         floor = index.probe(store, expression, scan_cap)
+        # the join applies the filters to the best `inner` matches: without filters, the best
+        # `candidates`; with filters, all matches when they are at most scan_cap (no floor), else
+        # 8x over, re-ranked in full below if the filters leave too few
+        inner = candidates if not index.where else None if floor is None else 8 * candidates
         found = index.ranked(store, expression, candidates, floor, inner)
-        if len(found) < candidates and index.where:
+        if len(found) < candidates and index.where and floor is not None:
             # the filters ate the bounded top: rank every match, so a selective filter (an old
             # session, a time window) still finds what it holds
             found = index.ranked(store, expression, candidates, None, None)
