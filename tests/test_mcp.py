@@ -28,8 +28,8 @@ from mcp_support import (
 from memtoc.config import load_settings
 from memtoc.errors import StoreError
 from memtoc.memory import Memory
-from memtoc.surfaces.mcp_processing import Processing
 from memtoc.surfaces.mcp_server import build_server
+from memtoc.surfaces.processing import Processing
 from memtoc.surfaces.serve_lock import ServeLock, lock_holder, lock_owner, lock_path
 
 TOOLS = {

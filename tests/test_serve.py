@@ -29,6 +29,7 @@ from memtoc.errors import StoreError
 from memtoc.memory import Memory
 from memtoc.surfaces.cli import app
 from memtoc.surfaces.http.auth import token_path
+from memtoc.surfaces.serve import refuse_second_daemon
 from memtoc.surfaces.serve_lock import ServeLock, lock_holder, lock_path
 from memtoc.surfaces.serve_worker import BackgroundWorker
 
@@ -156,6 +157,8 @@ def test_serve_processes_what_is_ingested_and_stops_cleanly(
         code, out = cli(env, "status", "--json")
         assert code == 0, out
         assert json.loads(out)["daemon"]["pid"] == proc.pid
+        assert json.loads(out)["daemon"]["role"] == "serve"
+        assert status["daemon"]["processing"]["by"] == "this-server"
 
         code, out = cli(env, "serve", "--port", "0")
         assert code == 1
@@ -226,7 +229,26 @@ def test_status_reports_queue_rollups_and_backends(env: dict[str, str]) -> None:
     assert data["embedder"] is None and "embedder=none" in data["embedder_degraded"]
     code, out = cli(env, "status")
     assert code == 0
-    assert "1 pending" in out and "not running" in out and "never" in out
+    assert "1 pending" in out and "nobody: new events wait" in out and "never" in out
+
+
+def test_serve_refuses_a_second_serve_but_not_an_mcp_worker(env: dict[str, str]) -> None:
+    settings = settings_of(env)
+    Memory.open(settings).close()  # a store to report on
+    path = lock_path(settings)
+    with ServeLock(path, role="mcp"):  # an agent's `memtoc mcp` processing the store
+        refuse_second_daemon(settings)  # serve starts beside it (and takes over later)
+        code, out = cli(env, "status", "--json")
+        assert code == 0, out
+        assert json.loads(out)["daemon"] == {"pid": os.getpid(), "role": "mcp", "lock": str(path)}
+        code, out = cli(env, "status")
+        assert code == 0 and f"memtoc mcp running (pid {os.getpid()})" in out
+    with ServeLock(path, role="serve"), pytest.raises(StoreError) as refused:
+        refuse_second_daemon(settings)
+    assert f"memtoc serve (pid {os.getpid()}) is already processing this store" in str(
+        refused.value
+    )
+    refuse_second_daemon(settings)  # released: nothing in the way
 
 
 # -- parts ------------------------------------------------------------------------------------------

@@ -4,7 +4,7 @@
 one ``Memory``: one store connection opened once per server process, read by every tool, written
 by ``memory_remember`` and ``memory_forget``. ``memtoc mcp`` runs it over stdio (what agents
 spawn) or streamable HTTP, beside a background worker on a connection of its own that files new
-events into the table of contents (``mcp_processing``; ``memory_status`` says who processes).
+events into the table of contents (``processing``; ``memory_status`` says who processes).
 
 Every tool result is a JSON object that carries ``tokens`` — what its content costs an agent, as
 counted by the store's one token counter — so an agent can budget its reads. Failures (an unknown
@@ -28,8 +28,8 @@ from memtoc.errors import MemtocError, QueryError
 from memtoc.memory import Memory
 from memtoc.model import JsonValue, TocNode, iso_ms
 from memtoc.retrieval.context import DEFAULT_BUDGET
-from memtoc.surfaces.mcp_processing import Processing
 from memtoc.surfaces.mcp_time import parse_when
+from memtoc.surfaces.processing import Processing
 
 P = ParamSpec("P")
 R = TypeVar("R")

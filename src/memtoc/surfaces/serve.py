@@ -3,11 +3,14 @@
 Start-up, in order:
 
 1. refuse a non-loopback ``host`` without a token (``check_bind``);
-2. take the store's daemon lock (``serve_lock``): a second daemon on the same store stops here
-   with an error naming the pid of the first;
+2. take the store's daemon lock (``serve_lock``, through ``processing``): a second ``memtoc serve``
+   on the same store stops here with an error naming the pid of the first; an agent's
+   ``memtoc mcp`` worker holding it is left to process, and this daemon takes processing over
+   when that server ends (``/v1/status`` says who processes);
 3. create the bearer token if missing (``<home>/http-token``, mode 0600);
 4. bind the socket (so "address in use" is a clear error, and ``port=0`` picks a free port);
-5. start the ``BackgroundWorker`` thread (outbox drain + rollups, back-filling at start);
+5. start the ``BackgroundWorker`` thread (outbox drain + rollups, back-filling at start) when the
+   lock is ours;
 6. print the web URL with ``#token=…`` and the MCP config snippet, and run uvicorn in the main
    thread.
 
@@ -32,13 +35,13 @@ from types import FrameType
 import uvicorn
 
 from memtoc.config import Settings
-from memtoc.errors import ConfigError
+from memtoc.errors import ConfigError, StoreError
 from memtoc.memory import Memory
 from memtoc.model import JsonValue
 from memtoc.surfaces.http.app import create_app
 from memtoc.surfaces.http.auth import check_bind, ensure_token
-from memtoc.surfaces.serve_lock import ServeLock, lock_path
-from memtoc.surfaces.serve_worker import BackgroundWorker
+from memtoc.surfaces.processing import Processing
+from memtoc.surfaces.serve_lock import lock_owner, lock_path
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
@@ -56,6 +59,8 @@ class ServeOptions:
     """Idle worker: seconds between looks at the outbox."""
     rollup_interval_s: float = 300.0
     """Seconds between scheduled rollup runs (also run when the queue drains)."""
+    takeover_s: float = 30.0
+    """While an MCP server's worker processes the store: seconds between tries to take over."""
     pool_size: int = 4
     """Store connections for concurrent HTTP requests."""
     log_level: str = "warning"
@@ -109,10 +114,15 @@ def serve(
     """Run the daemon until SIGTERM/SIGINT (see the module docstring)."""
     token = ensure_token(settings.home) if options.auth else None
     check_bind(options.host, token)
-    lock = ServeLock(lock_path(settings))
-    lock.acquire()
+    refuse_second_daemon(settings)
+    processing = Processing(
+        settings,
+        role="serve",
+        poll_s=options.poll_s,
+        rollup_interval_s=options.rollup_interval_s,
+        takeover_s=options.takeover_s,
+    )
     sock: socket.socket | None = None
-    worker: BackgroundWorker | None = None
     try:
         sock = bind_socket(options.host, options.port)
         port = int(sock.getsockname()[1])
@@ -120,13 +130,11 @@ def serve(
         def open_memory() -> Memory:
             return Memory.open(settings)
 
-        worker = BackgroundWorker(
-            open_memory, poll_s=options.poll_s, rollup_interval_s=options.rollup_interval_s
-        )
-        running = worker
-
         def daemon_info() -> dict[str, JsonValue]:
-            return {"pid": os.getpid(), "lock": str(lock.path), "worker": running.info()}
+            info = processing.info()
+            worker = info.get("worker") if info["by"] == "this-server" else None
+            lock = processing.lock.path if processing.lock is not None else lock_path(settings)
+            return {"pid": os.getpid(), "lock": str(lock), "worker": worker, "processing": info}
 
         app = create_app(open_memory, token=token, daemon=daemon_info, pool_size=options.pool_size)
         config = uvicorn.Config(
@@ -135,7 +143,10 @@ def serve(
         server = uvicorn.Server(config)
         previous = _absorb_signals(server)  # from here on, SIGTERM means a clean stop
         try:
-            worker.start()
+            processing.start()
+            who = processing.info()
+            if who["by"] != "this-server":
+                say(f"memtoc serve: processing: {who.get('note') or who.get('degraded')}")
             for line in banner(settings, base_url(options.host, port), token):
                 say(line)
             server.run(sockets=[sock])
@@ -144,11 +155,22 @@ def serve(
                 signal.signal(sig, handler)
         say("memtoc serve: stopping (finishing the unit of work in hand)…")
     finally:
-        if worker is not None:
-            worker.stop()
+        processing.stop()
         if sock is not None:
             sock.close()
-        lock.release()
+
+
+def refuse_second_daemon(settings: Settings) -> None:
+    """A ``memtoc serve`` already processing this store stops a second one (naming its pid); an
+    MCP server's worker does not (this daemon takes over when it ends)."""
+    path = lock_path(settings)
+    owner = lock_owner(path)
+    if owner is not None and owner.role != "mcp":
+        who = f"pid {owner.pid}" if owner.pid > 0 else "another process"
+        raise StoreError(
+            f"another memtoc {owner.role or 'process'} ({who}) is already processing this store "
+            f"(lock {path}); stop it first"
+        )
 
 
 def _absorb_signals(

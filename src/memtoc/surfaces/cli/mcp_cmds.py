@@ -1,6 +1,6 @@
 """``memtoc mcp``: serve the memory to agents over the Model Context Protocol.
 
-Beside the server runs the background worker of ``memtoc serve`` (``mcp_processing``), unless
+Beside the server runs the background worker of ``memtoc serve`` (``processing``), unless
 another process holds the store's processing lock or ``--no-worker`` is given. Shutdown: on stdio
 the client closing stdin ends the server; on SIGTERM/SIGINT the worker finishes the unit of work in
 hand, the lock is released and the process exits 0 right away — the stdio reader is a thread
@@ -21,7 +21,7 @@ import typer
 
 from memtoc.memory import Memory
 from memtoc.surfaces.cli.app import app, open_memory, state
-from memtoc.surfaces.mcp_processing import Processing
+from memtoc.surfaces.processing import Processing
 
 SIGNALS = (signal.SIGTERM, signal.SIGINT)
 

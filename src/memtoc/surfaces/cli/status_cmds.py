@@ -10,19 +10,22 @@ from rich.table import Table
 
 from memtoc.model import JsonValue, iso_ms
 from memtoc.surfaces.cli.app import JsonOpt, app, console, emit_json, open_memory, state
-from memtoc.surfaces.serve_lock import lock_holder, lock_path
+from memtoc.surfaces.serve_lock import lock_owner, lock_path
 
 
 @app.command("status")
 def status_cmd(ctx: typer.Context, json_out: JsonOpt = False) -> None:
     """Health: the processing queue, failures, last rollup per level, the embedder, token counter
-    and summariser in use (degraded modes named), and whether a `memtoc serve` daemon runs."""
+    and summariser in use (degraded modes named), and who processes the store (a `memtoc serve`
+    daemon or an agent's `memtoc mcp` server, named by pid)."""
     settings = state(ctx).settings
     path = lock_path(settings)
-    pid = lock_holder(path)
+    owner = lock_owner(path)
     with open_memory(ctx, read_only=True) as memory:
         data: dict[str, JsonValue] = dict(memory.status())
-    data["daemon"] = {"pid": pid, "lock": str(path)} if pid is not None else None
+    data["daemon"] = (
+        {"pid": owner.pid, "role": owner.role, "lock": str(path)} if owner is not None else None
+    )
     if json_out:
         emit_json(data)
         return
@@ -43,8 +46,11 @@ def _print_status(data: dict[str, Any]) -> None:
         f"{outbox.get('done', 0)} done",
     )
     table.add_row(
-        "daemon",
-        f"memtoc serve running (pid {daemon['pid']})" if daemon else "[dim]not running[/]",
+        "processing",
+        f"memtoc {daemon.get('role') or 'process'} running (pid {daemon['pid']})"
+        if daemon
+        else "[yellow]nobody: new events wait in the queue[/] (memtoc serve, memtoc mcp or "
+        "memtoc process)",
     )
     rollups = data.get("rollups") or {}
     for level in ("day", "week", "month", "year"):

@@ -12,8 +12,8 @@ from starlette.types import ASGIApp
 
 from memtoc.memory import Memory
 from memtoc.surfaces.http.auth import BearerAuthMiddleware, check_bind
-from memtoc.surfaces.mcp_processing import Processing
 from memtoc.surfaces.mcp_server import build_server
+from memtoc.surfaces.processing import Processing
 
 MCP_PATH = "/mcp"
 

@@ -49,12 +49,15 @@ export class Status {
     if (s.last_event_ms) rows.push(["Last event", stamp(new Date(s.last_event_ms).toISOString())]);
     const rolled = Object.values(s.rollups || {}).map((r) => r?.last_run_ms || 0);
     if (rolled.length && Math.max(...rolled)) rows.push(["Last rollup", stamp(new Date(Math.max(...rolled)).toISOString())]);
+    const processing = daemon && typeof daemon.processing === "object" ? daemon.processing : null;
     if (daemon) rows.push(["Daemon", "memtoc serve, pid " + show(daemon.pid)]);
     if (worker) {
       const when = worker.last_round_ms ? " · last round " + stamp(new Date(worker.last_round_ms).toISOString()) : "";
       rows.push(["Worker", show(worker.state) + " · " + num(worker.events_filed) + " events filed" + when]);
-    } else if (!daemon) {
-      rows.push(["Worker", "none (run memtoc serve or memtoc process)"]);
+    } else if (processing && processing.by === "other-process") {
+      rows.push(["Worker", "memtoc " + show(processing.role) + ", pid " + show(processing.pid) + " (this daemon takes over when it stops)"]);
+    } else {
+      rows.push(["Worker", "none (run memtoc serve, memtoc mcp or memtoc process)"]);
     }
     fill(this.root,
       h("dl", { class: "stats" }, rows.map(([k, v]) => [h("dt", {}, k), h("dd", {}, v)])),

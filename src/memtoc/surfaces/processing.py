@@ -1,20 +1,25 @@
-"""Who processes the store while ``memtoc mcp`` runs: this server's worker, a daemon, or nobody.
+"""Who processes a store while a server runs: this process's worker, another process, or nobody.
 
-An agent configured with only ``memtoc mcp`` (no ``memtoc serve``) still expects what it remembers
-— and what the hooks ingest — to be filed into the table of contents. So the MCP server runs the
-same ``BackgroundWorker`` as ``memtoc serve`` (outbox drain + rollup scheduler, on a thread with
-a ``Memory`` of its own, i.e. its own store connection) whenever it can take the store's daemon
-lock (``serve_lock``, role ``mcp``):
+Both servers that agents and people keep running process the store in the background:
+``memtoc serve`` (role ``serve``) and ``memtoc mcp`` (role ``mcp``) — an agent configured with only
+``memtoc mcp`` still expects what it remembers, and what the hooks ingest, to be filed into the
+table of contents. Each runs the same ``BackgroundWorker`` (outbox drain + rollup scheduler, on a
+thread with a ``Memory`` of its own, i.e. its own store connection) whenever it can take the
+store's daemon lock (``serve_lock``), written with its role:
 
-- lock taken: this server processes (``by: "this-server"``);
+- lock taken: this process processes (``by: "this-server"``);
 - lock held by another process (``memtoc serve``, or the MCP server of another agent session):
   processing is left to it (``by: "other-process"`` with its pid and role), and the lock is tried
   again every ``takeover_s`` seconds, so processing resumes here when that process ends;
 - ``--no-worker`` (or no settings to open a store with): nobody here processes; if no other
   process holds the lock either, ``by: "nobody"`` and ``degraded`` says new events stay queued.
 
-``info()`` is what ``memory_status`` reports under ``processing``. ``stop()`` asks the worker to
-finish the unit in hand (one outbox batch or one rollup run, committed), then releases the lock.
+``memtoc serve`` refuses to start beside another ``serve`` (two daemons on one store), but starts
+beside an MCP server's worker and takes processing over when that server ends.
+
+``info()`` is what ``memory_status`` and ``/v1/status`` report under ``processing``. ``stop()``
+asks the worker to finish the unit in hand (one outbox batch or one rollup run, committed), then
+releases the lock.
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ from memtoc.model import JsonValue
 from memtoc.surfaces.serve_lock import ServeLock, lock_owner, lock_path
 from memtoc.surfaces.serve_worker import BackgroundWorker
 
-log = logging.getLogger("memtoc.mcp")
+log = logging.getLogger("memtoc.processing")
 
 QUEUED = (
     "nothing processes new events ({why}): they wait in the outbox until `memtoc serve` runs, "
@@ -40,12 +45,13 @@ QUEUED = (
 
 
 class Processing:
-    """The MCP server's share of processing: a worker under the daemon lock, or a report why not."""
+    """A server's share of processing: a worker under the daemon lock, or a report why not."""
 
     def __init__(
         self,
         settings: Settings | None,
         *,
+        role: str = "mcp",
         worker: bool = True,
         poll_s: float = 2.0,
         rollup_interval_s: float = 300.0,
@@ -57,7 +63,8 @@ class Processing:
         self.poll_s = poll_s
         self.rollup_interval_s = rollup_interval_s
         self.takeover_s = takeover_s
-        self.lock = ServeLock(lock_path(settings), role="mcp") if settings is not None else None
+        self.role = role
+        self.lock = ServeLock(lock_path(settings), role=role) if settings is not None else None
         self._factory = memory_factory or (
             (lambda: Memory.open(settings)) if settings is not None else None
         )
@@ -74,7 +81,7 @@ class Processing:
         """Take the lock and start the worker, or (lock held elsewhere) watch for a takeover."""
         if self.enabled and not self._try_take():
             self._watcher = threading.Thread(
-                target=self._watch, name="memtoc-mcp-takeover", daemon=True
+                target=self._watch, name=f"memtoc-{self.role}-takeover", daemon=True
             )
             self._watcher.start()
         return self
@@ -123,10 +130,10 @@ class Processing:
             return {
                 "by": "this-server",
                 "pid": os.getpid(),
-                "role": "mcp",
+                "role": self.role,
                 "lock": lock,
                 "worker": state,
-                "degraded": f"this server's worker failed: {state.get('last_error')}"
+                "degraded": f"this {self.role} worker failed: {state.get('last_error')}"
                 if failed
                 else None,
             }
