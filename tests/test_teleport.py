@@ -153,3 +153,44 @@ def test_rebuild_fts_keeps_results(tmp_path: Path) -> None:
         assert not [p for p in mem.verify().problems if "fts" in p]
     finally:
         mem.close()
+
+
+def test_bounded_or_pass_sees_a_term_turn_common(tmp_path: Path) -> None:
+    """The OR pass leaves out terms matching more than scan_cap rows; which terms those are is
+    remembered per store only until the store changes."""
+    from zoneinfo import ZoneInfo
+
+    from memtoc.clock import ManualClock
+    from memtoc.store.sqlite import SqliteStore
+
+    clock = ManualClock(BASE + 10 * DAY)
+    mem = Memory(SqliteStore(tmp_path / "memtoc.db", clock=clock), clock=clock, tz=ZoneInfo("UTC"))
+
+    def add(texts: list[str], start: int) -> None:
+        records = [
+            {"session_id": f"s{start}", "timestamp": BASE + (start + i) * 60_000,
+             "role": "user", "text": t}
+            for i, t in enumerate(texts)
+        ]  # fmt: skip
+        assert mem.ingest_records(records, project="p").ingested == len(texts)
+        mem.process()
+
+    def found(cap: int) -> set[str]:
+        f = SearchFilters(kinds=("event",))
+        hits = bm25_search(mem.store, "kestrel osprey", f, limit=10, scan_cap=cap)
+        return {mem.store.get_event(h.item_id).text for h in hits}
+
+    try:
+        add(["a kestrel hovered", "the kestrel again", "kestrel at dusk", "one osprey"], 0)
+        assert found(3) == {
+            "a kestrel hovered",
+            "the kestrel again",
+            "kestrel at dusk",
+            "one osprey",
+        }
+        add(["kestrel number four", "kestrel number five"], 100)
+        # kestrel now matches 5 rows > 3: the OR pass keeps only the rare term
+        assert found(3) == {"one osprey"}
+        assert len(found(10)) == 6  # under a larger cap every match is ranked
+    finally:
+        mem.close()

@@ -37,6 +37,7 @@ every caller above (hybrid, time, drill, recall) works on both.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeAlias
@@ -232,6 +233,39 @@ class _Index:
         return store._query(sql, [*params, *self.params, limit])
 
 
+class _CommonTerms:
+    """Which terms match more than ``scan_cap`` rows of an index, remembered per store until its
+    data changes (``PRAGMA data_version`` for other connections' commits, ``total_changes`` for
+    this connection's): the OR pass asks it for every term of every query, and at a million
+    events each probe of a common term walks ``scan_cap`` postings."""
+
+    MAX_ENTRIES = 50_000
+
+    def __init__(self) -> None:
+        self.version: tuple[int, int] = (-1, -1)
+        self.known: dict[tuple[str, str, int], bool] = {}
+
+    def common(self, store: SqliteStore, index: _Index, term: str, scan_cap: int) -> bool:
+        version = (int(store._query("PRAGMA data_version")[0][0]), store.connection.total_changes)
+        if version != self.version or len(self.known) > self.MAX_ENTRIES:
+            self.version, self.known = version, {}
+        key = (index.fts, term, scan_cap)
+        found = self.known.get(key)
+        if found is None:
+            found = self.known[key] = index.probe(store, quote(term), scan_cap) is not None
+        return found
+
+
+_COMMON: weakref.WeakKeyDictionary[SqliteStore, _CommonTerms] = weakref.WeakKeyDictionary()
+
+
+def _common_terms(store: SqliteStore) -> _CommonTerms:
+    cache = _COMMON.get(store)
+    if cache is None:
+        cache = _COMMON[store] = _CommonTerms()
+    return cache
+
+
 def _ranked(
     store: SqliteStore, index: _Index, match: MatchQuery, candidates: int, scan_cap: int
 ) -> list[tuple[Any, ...]]:
@@ -247,7 +281,8 @@ def _ranked(
     seen: set[str] = set()
     expressions = [match.all_terms]
     if match.any_terms != match.all_terms:
-        rare = [t for t in match.terms if index.probe(store, quote(t), scan_cap) is None]
+        cache = _common_terms(store)
+        rare = [t for t in match.terms if not cache.common(store, index, t, scan_cap)]
         expressions.append(" OR ".join(quote(t) for t in rare) if rare else match.any_terms)
     for factor, expression in zip((1.0, OR_ONLY_FACTOR), expressions, strict=False):
         floor = index.probe(store, expression, scan_cap)
