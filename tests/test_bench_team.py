@@ -22,7 +22,7 @@ def test_team_bench_stores_everything_once_and_answers(pg_url: str) -> None:
     assert isinstance(nodes, dict) and {"segment", "day", "year"} <= set(nodes)
     with psycopg.connect(pg_url, autocommit=True) as conn:  # the bench database is gone
         left = conn.execute(
-            "SELECT COUNT(*) FROM pg_database WHERE datname LIKE %s", (DB_PREFIX + "%",)
+            "SELECT COUNT(*) FROM pg_database WHERE datname = %s", (f"{DB_PREFIX}400",)
         ).fetchone()
     assert left == (0,)
 

@@ -28,7 +28,7 @@ import numpy.typing as npt
 
 from memtoc.errors import NotFoundError, QueryError, StoreError
 from memtoc.model import AppendResult, Bookmark, Event, JsonValue, OutboxEntry, TocNode
-from memtoc.store.postgres_base import APPEND_LOCK, CLAIM_LOCK, dumps, pg_text
+from memtoc.store.postgres_base import APPEND_LOCK, CLAIM_LOCK, SESSION_LOCKERS, dumps, pg_text
 from memtoc.store.postgres_pipeline import EVENT_COLS, PgPipeline, row_to_event
 from memtoc.store.postgres_search import PgSearch
 from memtoc.store.postgres_vectors import PgVectors
@@ -117,8 +117,9 @@ class PostgresStore(PgPipeline, PgSearch, PgVectors):
         Events already stored are filtered out before the insert, so duplicates burn no seqs;
         ``ON CONFLICT`` covers a concurrent writer inserting the same event meanwhile.
         """
+        if self._tx.conn is not None:  # always, inside append_events' transaction
+            SESSION_LOCKERS.add(self._tx.conn)
         self._exec("SELECT pg_advisory_lock(%s)", (APPEND_LOCK,))
-        self._tx.unlock = True
         rows = self._query(
             "INSERT INTO events(event_id, ts_ms, project, session_id, agent, event_type, role, "
             "text, text_exact, metadata, source, source_pos) "
@@ -133,7 +134,8 @@ class PostgresStore(PgPipeline, PgSearch, PgVectors):
             cols,
         )
         self._exec("SELECT pg_advisory_unlock(%s)", (APPEND_LOCK,))
-        self._tx.unlock = False
+        if self._tx.conn is not None:
+            SESSION_LOCKERS.discard(self._tx.conn)
         return rows
 
     def get_event(self, event_id: str) -> Event:

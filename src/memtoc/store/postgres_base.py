@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import threading
+import weakref
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -60,10 +61,17 @@ def pg_text(text: str) -> str:
     return text.replace("\x00", "\ufffd") if "\x00" in text else text
 
 
+SESSION_LOCKERS: weakref.WeakSet[PgConn] = weakref.WeakSet()
+"""Connections that may hold a session-level advisory lock (``APPEND_LOCK``): added *before* the
+lock is asked for, removed once it is released; ``transaction()`` releases every advisory lock of
+a connection still in the set when it ends. (The pool has no reset callback: with one, psycopg_pool
+hands every returned connection to a worker thread, and each read outside a transaction paid the
+reset's round trip and a thread hand-off.)"""
+
+
 class _TxState(threading.local):
     conn: PgConn | None = None
     depth: int = 0
-    unlock: bool = False
 
 
 class PgBase:
@@ -102,7 +110,6 @@ class PgBase:
             max_size=max(1, pool_size),
             kwargs={"autocommit": True},
             configure=register_vector,
-            reset=_reset,
             open=False,
             name="memtoc",
         )
@@ -145,8 +152,8 @@ class PgBase:
                         yield
                 finally:
                     state.conn, state.depth = None, 0
-                    if state.unlock:  # a failed append could not release its seq lock
-                        state.unlock = False
+                    if conn in SESSION_LOCKERS:  # a failed append could not release its lock
+                        SESSION_LOCKERS.discard(conn)
                         conn.execute("SELECT pg_advisory_unlock_all()")
         except psycopg.Error as exc:
             raise StoreError(f"{self.location}: transaction failed: {exc}") from exc
@@ -165,6 +172,24 @@ class PgBase:
         try:
             with self._conn() as conn:
                 return conn.execute(text, params).fetchall()
+        except psycopg.Error as exc:
+            raise StoreError(f"{self.location}: {exc}") from exc
+
+    def _query_planned(
+        self, text: str, params: Sequence[Any], settings: Sequence[tuple[str, str]]
+    ) -> list[Row]:
+        """A read run with planner ``settings`` (name, value: constants, never user input) local
+        to it: ``BEGIN``, ``SET LOCAL`` …, the query and ``COMMIT`` pipelined, one round trip.
+        Inside a caller's transaction the settings would outlive the query, so it runs plain."""
+        if self._tx.conn is not None:
+            return self._query(text, params)
+        try:
+            with self._pool.connection() as conn:
+                with conn.pipeline(), conn.transaction():
+                    for name, value in settings:
+                        conn.execute(f"SET LOCAL {name} = {value}")
+                    cur = conn.execute(text, params)
+                return cur.fetchall()
         except psycopg.Error as exc:
             raise StoreError(f"{self.location}: {exc}") from exc
 
@@ -203,8 +228,3 @@ class PgBase:
                 "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
                 (key, value),
             )
-
-
-def _reset(conn: PgConn) -> None:
-    """Hand a connection back to the pool without session state (locks) left behind."""
-    conn.execute("SELECT pg_advisory_unlock_all()")

@@ -1,0 +1,98 @@
+"""BM25 statistics of the PostgreSQL store's text indexes: rows, average length, document
+frequencies — what ``postgres_search`` needs before it can rank, read cheaply at any size.
+
+- **Rows and average length** (``index_stats``) per index, cached ``STATS_TTL_S`` per store: exact
+  (``COUNT``, ``AVG(length(tsv))``) below ``SAMPLE_ABOVE`` rows; above, the row count is the
+  server's own estimate (``pg_class.reltuples`` / ``pg_stat_user_tables.n_live_tup``, whichever is
+  larger) and the average length comes from a sample of about ``SAMPLE_ROWS`` rows (``TABLESAMPLE
+  SYSTEM … REPEATABLE``). Exact at 1M events took 363 ms + 153 ms (both indexes) once a minute.
+- **Document frequencies** (``terms``, one statement with the query's lexemes): counted exactly
+  through the GIN index (up to ``DF_CAP``) unless ``ANALYZE``'s most-common-elements statistics
+  (``pg_stats.most_common_elems``, kept by autovacuum) put the lexeme above ``ESTIMATE_ABOVE``
+  rows — then ``frequency * rows``. Counting a common lexeme visits every row holding it (27,000
+  heap rows for "db" at 1M events): exact counts made the statistics statement 300 ms of a 400 ms
+  search there. The estimate's error (a 30,000-row sample: ±6% at 10,000 rows in 1M) moves a
+  common lexeme's IDF by about 0.06; rare lexemes, which decide the ranking and the OR pass
+  (``SCAN_CAP``), are always counted exactly. Before, every count stopped at ``DF_CAP``, so a
+  lexeme in 200,000 of 1M rows was weighted as if it were in 50,000.
+"""
+
+from __future__ import annotations
+
+import time
+
+from memtoc.store.postgres_base import PgBase, pg_text
+
+STATS_TTL_S = 60.0
+SAMPLE_ABOVE = 200_000
+SAMPLE_ROWS = 20_000
+DF_CAP = 50_000
+"""Most rows a document frequency is counted up to (a lexeme missing from stale statistics)."""
+ESTIMATE_ABOVE = 5_000
+"""Lexemes the statistics put above this many rows get the estimate instead of a count."""
+TABLES = ("docs", "event_search")
+
+_QUOTED = (
+    "CAST(chr(39) || replace(replace(w, chr(92), chr(92) || chr(92)), chr(39), chr(39) || chr(39)) "
+    "|| chr(39) AS tsquery)"
+)
+"""A lexeme ``w`` as a tsquery, quoted as ``postgres_search.tsquery_text`` quotes it."""
+_DF = (
+    "COALESCE((SELECT round(m.f * %s)::bigint FROM m WHERE m.t = '{t}' AND m.w = q.w AND "
+    "m.f * %s > %s), (SELECT COUNT(*) FROM (SELECT 1 FROM {t} WHERE tsv @@ q.t LIMIT %s) c))"
+)
+_TERMS = (
+    "WITH l AS (SELECT w, min(d.i * 1000 + x.j) AS i FROM ts_debug('english'::regconfig, %s) "
+    "WITH ORDINALITY AS d(a, b, c, e, f, lexemes, i), unnest(d.lexemes) WITH ORDINALITY x(w, j) "
+    "WHERE d.lexemes IS NOT NULL AND w <> '' GROUP BY w), "
+    "m AS (SELECT s.tablename::text AS t, e.w, e.f::float8 AS f FROM pg_stats s, "
+    "unnest(s.most_common_elems::text::text[], s.most_common_elem_freqs) AS e(w, f) "
+    "WHERE s.schemaname = current_schema() AND s.attname = 'tsv' AND s.tablename = ANY(%s)), "
+    f"q AS (SELECT w, i, {_QUOTED} AS t FROM l) "
+    "SELECT w, {docs}, {events} FROM q ORDER BY i"
+)
+"""The query's distinct lexemes in order, with their document frequency in ``docs`` and in
+``event_search`` (``-1`` for an index not asked)."""
+
+
+def index_stats(store: PgBase, table: str) -> tuple[int, float]:
+    """``(rows, average distinct lexemes per row)`` of ``table`` (see the module doc)."""
+    now = time.monotonic()
+    cached = store._bm25_stats.get(table)
+    if cached is not None and now - cached[0] <= STATS_TTL_S:
+        return cached[1], cached[2]
+    assert table in TABLES
+    est = store._query(
+        "SELECT GREATEST(c.reltuples, COALESCE(s.n_live_tup, 0), 0) FROM pg_class c "
+        "LEFT JOIN pg_stat_user_tables s ON s.relid = c.oid WHERE c.oid = %s::regclass",
+        (table,),
+    )
+    rows = int(est[0][0]) if est else 0
+    if rows < SAMPLE_ABOVE:
+        row = store._query(f"SELECT COUNT(*), COALESCE(AVG(length(tsv)), 1) FROM {table}")[0]
+        rows, avgdl = int(row[0]), float(row[1])
+    else:
+        pct = min(100.0, 100.0 * SAMPLE_ROWS / rows)
+        row = store._query(
+            f"SELECT AVG(length(tsv)) FROM {table} TABLESAMPLE SYSTEM (%s) REPEATABLE (0)",
+            (pct,),
+        )[0]
+        avgdl = float(row[0]) if row[0] is not None else 1.0
+    store._bm25_stats[table] = (now, rows, max(1.0, avgdl))
+    return rows, max(1.0, avgdl)
+
+
+def terms(store: PgBase, query: str, tables: tuple[str, ...]) -> list[tuple[str, int, int]]:
+    """``(lexeme, df in docs, df in event_search)`` of ``query``'s distinct lexemes under the
+    ``english`` configuration, in order; ``-1`` for a table not in ``tables``. One statement."""
+    params: list[object] = [pg_text(query), list(tables)]
+    parts: dict[str, str] = {}
+    for table in TABLES:
+        if table in tables:
+            rows, _ = index_stats(store, table)
+            parts[table] = _DF.format(t=table)
+            params += [rows, rows, ESTIMATE_ABOVE, DF_CAP]
+        else:
+            parts[table] = "-1"
+    sql = _TERMS.format(docs=parts["docs"], events=parts["event_search"])
+    return [(str(r[0]), int(r[1]), int(r[2])) for r in store._query(sql, params)]

@@ -1,0 +1,132 @@
+"""PostgreSQL full text at size: BM25 statistics read cheaply (estimates for common lexemes, exact
+counts for rare ones, sampled averages on big indexes), two round trips per search, both candidate
+plans ranking alike, and connections going back to the pool without advisory locks.
+
+The index is filled the way the pipeline fills it (``event_search`` rows from the events' text) so
+6,100 rows take a second instead of a pipeline run."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+
+from memtoc.errors import StoreError
+from memtoc.model import Event
+from memtoc.store import postgres_search, postgres_text_stats
+from memtoc.store.postgres import PostgresStore
+from memtoc.store.postgres_text_stats import ESTIMATE_ABOVE, index_stats, terms
+
+BASE = 1_705_312_800_000
+ALL = ("node", "grip", "bookmark", "event")
+
+
+def _event(i: int, text: str) -> Event:
+    return Event(f"e{i:06d}", f"s{i // 50}", "alpha", "a", BASE + i * 1_000, "user_message",
+                 "user", text)  # fmt: skip
+
+
+def _text(i: int) -> str:
+    words = ["deploy"] if i % 10 else []  # 90% of the rows
+    words += ["rollback"] if i % 100 == 0 else []
+    words += ["zanzibar"] if i == 4_321 else []
+    return " ".join([*words, f"ticket{i}", "window", "window" if i % 2 else "canary"])
+
+
+def _fill(store: PostgresStore, first: int, count: int, text: Any = _text) -> None:
+    store.append_events([_event(i, text(i)) for i in range(first, first + count)])
+    store._exec(
+        "INSERT INTO event_search(seq, project, tsv) SELECT seq, project, "
+        "to_tsvector('english'::regconfig, text) FROM events e WHERE NOT EXISTS "
+        "(SELECT 1 FROM event_search x WHERE x.seq = e.seq)"
+    )
+
+
+@pytest.fixture
+def store(pg_url: str) -> Iterator[PostgresStore]:
+    s = PostgresStore(pg_url, pool_size=2)
+    _fill(s, 0, 6_000)
+    s._exec("ANALYZE event_search")
+    yield s
+    s.close()
+
+
+def test_common_lexemes_are_estimated_rare_ones_counted(store: PostgresStore) -> None:
+    _fill(store, 6_000, 100, lambda i: f"ticket{i} late")  # the statistics still say 90% "deploy"
+    store._bm25_stats.clear()
+    got = {lex: df for lex, _, df in terms(store, "deploy rollback zanzibar", ("event_search",))}
+    exact = store._query("SELECT COUNT(*) FROM event_search WHERE tsv @@ 'deploy'::tsquery")[0][0]
+    assert exact == 5_400 > ESTIMATE_ABOVE
+    assert got["deploy"] == pytest.approx(0.9 * 6_100, rel=0.01)  # frequency x rows, not a count
+    assert got["rollback"] == 60 and got["zanzibar"] == 1  # rare: counted exactly
+    assert [t[1] for t in terms(store, "deploy", ("event_search",))] == [-1]  # docs not asked
+
+
+def test_big_indexes_are_measured_by_sample(
+    store: PostgresStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    exact = index_stats(store, "event_search")
+    assert exact[0] == 6_000
+    store._bm25_stats.clear()
+    monkeypatch.setattr(postgres_text_stats, "SAMPLE_ABOVE", 1_000)
+    monkeypatch.setattr(postgres_text_stats, "SAMPLE_ROWS", 2_000)
+    rows, avgdl = index_stats(store, "event_search")
+    assert rows == pytest.approx(6_000, rel=0.02)  # the server's estimate after ANALYZE
+    assert avgdl == pytest.approx(exact[1], rel=0.1)
+
+
+def test_search_is_two_statements_and_both_plans_rank_alike(
+    store: PostgresStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls: list[str] = []
+    for name in ("_query", "_query_planned"):
+        real = getattr(store, name)
+
+        def counted(*args: Any, _real: Any = real) -> Any:
+            calls.append(args[0])
+            return _real(*args)
+
+        monkeypatch.setattr(store, name, counted)
+    queries = ["deploy window", "rollback canary window ticket4321", "zanzibar deploy", "window"]
+    store.rank_text("warm the statistics", kinds=ALL)
+    found = []
+    for query in queries:
+        calls.clear()
+        rows = store.rank_text(query, kinds=ALL, candidates=20)
+        assert len(calls) == 2, calls  # lexemes + frequencies, then every pass of both indexes
+        assert rows and all(0.0 <= r[4] <= 1.0 for r in rows)
+        found.append(rows)
+    # "deploy window" matches 5,400 rows: only the newest SCAN_CAP are ranked, by either plan
+    monkeypatch.setattr(postgres_search, "BITMAP_ROWS", -1)  # always walk the newest rows
+    assert [store.rank_text(q, kinds=ALL, candidates=20) for q in queries] == found
+    monkeypatch.setattr(postgres_search, "BITMAP_ROWS", 10**9)  # always take the GIN bitmap
+    assert [store.rank_text(q, kinds=ALL, candidates=20) for q in queries] == found
+    rare = store.rank_text("zanzibar deploy", kinds=("event",))
+    assert rare[0][2] == "e004321" and rare[0][4] == 1.0
+
+
+def test_connections_return_to_the_pool_without_advisory_locks(pg_url: str) -> None:
+    store = PostgresStore(pg_url, pool_size=1)
+    try:
+        with psycopg.connect(pg_url, autocommit=True) as probe:
+
+            def advisory_locks() -> int:
+                row = probe.execute(
+                    "SELECT COUNT(*) FROM pg_locks WHERE locktype = 'advisory' "
+                    "AND database = (SELECT oid FROM pg_database WHERE datname = "
+                    "current_database())"
+                ).fetchone()
+                return int(row[0]) if row else -1
+
+            store.append_events([_event(1, "first")])
+            assert advisory_locks() == 0
+            with pytest.raises(StoreError):  # fails inside the INSERT, under the append lock
+                late = Event("e3", "s", "alpha", "a", 2**70, "user_message", "user", "too late")
+                store.append_events([_event(2, "second"), late])
+            assert advisory_locks() == 0
+            assert store.append_events([_event(4, "after")]).inserted == 1  # not blocked
+            assert advisory_locks() == 0
+    finally:
+        store.close()
