@@ -115,6 +115,51 @@ def test_filters_match_brute_force() -> None:
     assert index.search(c.queries[0], 10, allowed_ids={"i3", "missing"})[0][0] == "i3"
 
 
+def test_filters_on_grouped_rows_match_brute_force() -> None:
+    """Rows grouped by kind then project (the store's load order): kind and project filters
+    select a few contiguous runs, multiplied in place — same answers, also after more rows
+    arrive out of order and after a removal."""
+    c = clustered(2400)
+    order = sorted(range(2400), key=lambda i: (c.kinds[i], c.projects[i], i))
+    grouped = Corpus(
+        ids=[c.ids[i] for i in order],
+        vecs=c.vecs[order],
+        projects=[c.projects[i] for i in order],
+        kinds=[c.kinds[i] for i in order],
+        ts=c.ts[order],
+        queries=c.queries,
+    )
+    head = Corpus(grouped.ids[:2000], grouped.vecs[:2000], grouped.projects[:2000],
+                  grouped.kinds[:2000], grouped.ts[:2000], c.queries)  # fmt: skip
+    index = build(head)
+    cases = [
+        {"kinds": {"grip"}},
+        {"kinds": {"grip", "node"}},
+        {"projects": {"beta"}},
+        {"projects": {"beta"}, "kinds": {"event"}},
+    ]
+
+    def check(corpus: Corpus) -> None:
+        proj, kind = np.array(corpus.projects), np.array(corpus.kinds)
+        for kwargs in cases:
+            keep = np.ones(len(corpus.ids), dtype=bool)
+            if "kinds" in kwargs:
+                keep &= np.isin(kind, list(kwargs["kinds"]))
+            if "projects" in kwargs:
+                keep &= np.isin(proj, list(kwargs["projects"]))
+            for q in c.queries[:5]:
+                got = [h for h, _ in index.search(q, 10, **kwargs)]  # type: ignore[arg-type]
+                assert got == brute(corpus, q, 10, keep), kwargs
+
+    check(head)
+    rest = slice(2000, 2400)
+    index.add(grouped.ids[rest], grouped.vecs[rest], projects=grouped.projects[rest],
+              kinds=grouped.kinds[rest], ts_ms=grouped.ts[rest])  # fmt: skip
+    check(grouped)
+    index.remove([grouped.ids[0]])
+    assert grouped.ids[0] not in [h for h, _ in index.search(grouped.vecs[0], 5, kinds={"event"})]
+
+
 def test_remove_replace_and_compaction() -> None:
     c = clustered(5000)
     index = build(c)
