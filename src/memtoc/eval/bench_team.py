@@ -10,13 +10,18 @@ For each size N, in a fresh database ``memtoc_bench_team_<N>`` on the server (dr
 2. **Process**: ``workers`` processes drain the one outbox together (segments, extractive
    summaries, grips, full text; no embedder), then one ``rollup(force=True)``. Timed the same way.
 3. **Query**: the planted facts' questions, cycled to ``queries``, through
-   ``Memory.search(q, mode="bm25", limit=10)`` over all projects: p50/p95 latency and the hit rate
-   (the fact's event among the items' events or cites).
+   ``Memory.search(q, mode="bm25", limit=10)`` over all projects: p50/p95 latency (wall clock, and
+   this process's CPU time per query) and the hit rate (the fact's event among the items' events or
+   cites).
+
+The machine's 1-minute load average is recorded at the start of each phase (``load``): on a
+shared machine it says how much the wall-clock figures are worth.
 """
 
 from __future__ import annotations
 
 import multiprocessing
+import os
 import time
 from collections.abc import Callable
 from typing import Any
@@ -29,6 +34,8 @@ from memtoc.eval.synth import SynthConfig, generate_with_facts
 from memtoc.model import Event, JsonValue
 
 DB_PREFIX = "memtoc_bench_team_"
+BARRIER_S = 1_800
+"""How long processes wait for each other at the start line (writers first generate the history)."""
 Progress = Callable[[str, int, int], None]
 
 
@@ -59,7 +66,7 @@ def _writer(url: str, n: int, seed: int, index: int, writers: int, batch: int, s
     mine = [e for e in stream if _share(e, index, writers)]
     store = PostgresStore(url, pool_size=1)
     try:
-        start.wait(timeout=300)
+        start.wait(timeout=BARRIER_S)
         stored = 0
         for i in range(0, len(mine), batch):
             stored += store.append_events(mine[i : i + batch]).inserted
@@ -80,7 +87,7 @@ def _worker(url: str, worker_id: str, start: Any) -> int:
         counter = default_counter()
         proc = Processor(store, ExtractiveSummarizer(counter), counter, PipelineConfig(),
                          SystemClock(), ZoneInfo("UTC"), worker_id=worker_id)  # fmt: skip
-        start.wait(timeout=300)
+        start.wait(timeout=BARRIER_S)
         return proc.run(rollup=False).entries
     finally:
         store.close()
@@ -93,10 +100,14 @@ def _parallel(target: Callable[..., int], args: list[tuple[Any, ...]]) -> tuple[
     with ctx.Manager() as manager, ctx.Pool(len(args)) as pool:
         start = manager.Barrier(len(args) + 1)
         pending = pool.starmap_async(target, [(*a, start) for a in args])
-        start.wait(timeout=300)
+        start.wait(timeout=BARRIER_S)
         t0 = time.perf_counter()
         results = pending.get(timeout=7_200)
         return list(results), time.perf_counter() - t0
+
+
+def _load() -> float:
+    return round(os.getloadavg()[0], 2)
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -123,19 +134,23 @@ def measure_team(
     _admin(url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
     _admin(url, f'CREATE DATABASE "{name}"')
     db = _db_url(url, name)
+    load: dict[str, JsonValue] = {}
     try:
         PostgresStore(db, pool_size=1).close()  # schema first, not inside the timings
         if progress:
             progress(f"{n:,}: ingest", 0, 3)
+        load["ingest"] = _load()
         stored, ingest_s = _parallel(
             _writer, [(db, n, seed, i, writers, batch) for i in range(writers)]
         )
         if progress:
             progress(f"{n:,}: process", 1, 3)
+        load["process"] = _load()
         entries, process_s = _parallel(_worker, [(db, f"worker-{i}") for i in range(workers)])
         store = PostgresStore(db, pool_size=2)
         memory = Memory(store, tz=ZoneInfo("UTC"))
         try:
+            load["rollup"] = _load()
             t0 = time.perf_counter()
             rolled = memory.rollup(force=True)
             rollup_s = time.perf_counter() - t0
@@ -143,14 +158,17 @@ def measure_team(
                 progress(f"{n:,}: query", 2, 3)
             _, facts = generate_with_facts(SynthConfig(seed=seed, events=n))
             latencies: list[float] = []
+            cpu: list[float] = []
             hits = 0
             asked = [facts[i % len(facts)] for i in range(queries)] if facts else []
             if asked:  # warm-up, untimed
                 memory.search(asked[0].query, mode="bm25", limit=10)
+            load["query"] = _load()
             for fact in asked:
-                t = time.perf_counter()
+                t, c = time.perf_counter(), time.process_time()
                 result = memory.search(fact.query, mode="bm25", limit=10)
                 latencies.append((time.perf_counter() - t) * 1000)
+                cpu.append((time.process_time() - c) * 1000)
                 ids = {e.event_id for i in result.items for e in i.events} | {
                     c for i in result.items for c in i.cites
                 }
@@ -174,9 +192,12 @@ def measure_team(
             "queries": len(latencies),
             "query_p50_ms": round(_pct(latencies, 50), 2),
             "query_p95_ms": round(_pct(latencies, 95), 2),
+            "query_cpu_p50_ms": round(_pct(cpu, 50), 2),
+            "query_cpu_p95_ms": round(_pct(cpu, 95), 2),
             "hit_at_10": round(hits / len(latencies), 3) if latencies else None,
             "nodes": stats.get("nodes"),
             "bytes": stats.get("bytes"),
+            "load": load,
         }
     finally:
         _admin(url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

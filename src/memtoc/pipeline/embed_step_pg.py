@@ -5,6 +5,9 @@ events by a per-embedder checkpoint (``embed:<name>`` → last seq), docs by the
 their vector came from (``vectors.source_md5``), vectors of vanished docs deleted, a stale embedder
 (``embedder:<name>`` in meta differs) re-embedded from scratch, ``vectors_gen:<name>`` bumped after
 a change. Texts are the original text (``original_text``), truncated to ``max_chars``.
+
+Once the embedder has ``ann_min_rows`` vectors, a run that changed something builds its HNSW index
+(``PostgresStore.ensure_vector_index``: concurrently, once; searches use it from then on).
 """
 
 from __future__ import annotations
@@ -30,11 +33,15 @@ class PgEmbedStep:
         *,
         batch: int = DEFAULT_BATCH,
         max_chars: int = DEFAULT_MAX_CHARS,
+        ann_min_rows: int | None = None,
     ) -> None:
+        from memtoc.store.postgres_vectors import ANN_MIN_ROWS
+
         self.store = store
         self.embedder = embedder
         self.batch = batch
         self.max_chars = max_chars
+        self.ann_min_rows = ANN_MIN_ROWS if ann_min_rows is None else ann_min_rows
         self._job = f"embed:{embedder.name}"
 
     def __call__(self) -> EmbedReport:
@@ -49,6 +56,7 @@ class PgEmbedStep:
         self._docs(report)
         if report.changed:
             self._bump()
+            self._index()
         return report
 
     def rebuild(self) -> EmbedReport:
@@ -60,7 +68,14 @@ class PgEmbedStep:
         self._events(report)
         self._docs(report)
         self._bump()
+        self._index()
         return report
+
+    def _index(self) -> None:
+        """Build the embedder's HNSW index when it has enough vectors (no-op once built)."""
+        self.store.ensure_vector_index(
+            self.embedder.name, int(self.embedder.dim), min_rows=self.ann_min_rows
+        )
 
     def _texts(self, texts: list[str]) -> list[str]:
         return [t[: self.max_chars] for t in texts]
