@@ -1,4 +1,4 @@
-"""The HNSW index on PostgreSQL: built by the embed step once an embedder has enough vectors (a
+"""The approximate vector index (IVFFlat) on PostgreSQL: built by the embed step once an embedder has enough vectors (a
 threshold lowered here), used by ``nearest`` (the server's index statistics say so), answering as
 the exact scan does on a small store, and stepping aside for the exact scan when filters leave it
 short of k."""
@@ -14,8 +14,9 @@ from memtoc.clock import ManualClock
 from memtoc.memory import Memory
 from memtoc.pipeline.embed_step_pg import PgEmbedStep
 from memtoc.retrieval.embedding_index import SemanticIndex
+from memtoc.store import postgres_ann
 from memtoc.store.postgres import PostgresStore
-from memtoc.store.postgres_vectors import ann_index_name
+from memtoc.store.postgres_ann import ann_index_name
 from memtoc.text.embed import HashEmbedder
 from search_support import BASE, CORPUS, DAY
 
@@ -38,7 +39,9 @@ def memory(pg_url: str) -> Iterator[Memory]:
     m.close()
 
 
-def test_embed_step_builds_the_index_and_search_uses_it(memory: Memory) -> None:
+def test_embed_step_builds_the_index_and_search_uses_it(
+    memory: Memory, monkeypatch: pytest.MonkeyPatch
+) -> None:
     store = memory.store
     assert isinstance(store, PostgresStore)
     memory.process()  # the configured embed step: default threshold, far above this corpus
@@ -47,15 +50,20 @@ def test_embed_step_builds_the_index_and_search_uses_it(memory: Memory) -> None:
     total = int(store._query("SELECT COUNT(*) FROM vectors")[0][0])
     queries = [EMB.embed([q])[0] for q in ("vacuum", "refresh token", "pytest passed")]
     exact = [store.nearest(EMB.name, q, 5) for q in queries]
-    assert "hnsw" not in store.explain_nearest(EMB.name, queries[0], 5)
+    assert "vectors_ivf" not in store.explain_nearest(EMB.name, queries[0], 5)
     PgEmbedStep(store, EMB, ann_min_rows=total + 1).rebuild()
     assert store.vector_indexes() == []  # below the threshold: still exact
     PgEmbedStep(store, EMB, ann_min_rows=total).rebuild()  # at it: the step builds the index
     (info,) = store.vector_indexes()
-    assert info["index"] == index and info["valid"] is True
+    assert info == {"index": index, "valid": True, "lists": 10, "bytes": info["bytes"]}
     assert f"Index Scan using {index}" in store.explain_nearest(EMB.name, queries[0], 5)
     approx = [store.nearest(EMB.name, q, 5) for q in queries]
-    for a, e in zip(approx, exact, strict=True):  # a small graph is searched exhaustively
+    assert all(
+        len(a) == 5 and a[0][1] <= e[0][1] + 1e-6 for a, e in zip(approx, exact, strict=True)
+    )
+    monkeypatch.setattr(postgres_ann, "probes_for", lambda lists: lists)  # probe every list
+    approx = [store.nearest(EMB.name, q, 5) for q in queries]
+    for a, e in zip(approx, exact, strict=True):  # through the index, exhaustively: exact
         assert [c for _, c in a] == pytest.approx([c for _, c in e], abs=1e-6)
         last = e[-1][1]  # items tied with the k-th may differ; the ones above it may not
         assert [k for k, c in a if c > last + 1e-6] == [k for k, c in e if c > last + 1e-6]
@@ -82,3 +90,25 @@ def test_new_vectors_after_the_build_are_found(memory: Memory) -> None:
     hit = store.nearest(EMB.name, EMB.embed([text])[0], 1, kinds=["event"])
     assert store.get_event(hit[0][0].item_id).text == text
     assert hit[0][1] == pytest.approx(1.0, abs=1e-5)
+
+
+def test_an_outgrown_index_is_rebuilt_and_swapped_in(
+    memory: Memory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = memory.store
+    assert isinstance(store, PostgresStore)
+    memory.process()
+    assert store.ensure_vector_index(EMB.name, EMB.dim, min_rows=1) is True
+    index = ann_index_name(EMB.name, EMB.dim)
+    assert [(i["index"], i["lists"]) for i in store.vector_indexes()] == [(index, 10)]
+    monkeypatch.setattr(postgres_ann, "lists_for", lambda rows: 15)  # not twice: kept
+    assert store.ensure_vector_index(EMB.name, EMB.dim, min_rows=1) is True
+    assert [i["lists"] for i in store.vector_indexes()] == [10]
+    monkeypatch.setattr(postgres_ann, "lists_for", lambda rows: 20)  # the rows call for 2x
+    assert store.ensure_vector_index(EMB.name, EMB.dim, min_rows=1) is True
+    assert [(i["index"], i["lists"], i["valid"]) for i in store.vector_indexes()] == [
+        (index, 20, True)
+    ]
+    q = EMB.embed(["vacuum"])[0]
+    assert f"Index Scan using {index}" in store.explain_nearest(EMB.name, q, 5)
+    assert len(store.nearest(EMB.name, q, 5)) == 5

@@ -6,8 +6,9 @@ their vector came from (``vectors.source_md5``), vectors of vanished docs delete
 (``embedder:<name>`` in meta differs) re-embedded from scratch, ``vectors_gen:<name>`` bumped after
 a change. Texts are the original text (``original_text``), truncated to ``max_chars``.
 
-Once the embedder has ``ann_min_rows`` vectors, a run that changed something builds its HNSW index
-(``PostgresStore.ensure_vector_index``: concurrently, once; searches use it from then on).
+Once the embedder has ``ann_min_rows`` vectors, a run that changed something builds its IVFFlat
+index (``PostgresStore.ensure_vector_index``, ``store/postgres_ann.py``: concurrently; rebuilt when
+the rows have outgrown it; searches use it from then on).
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ class PgEmbedStep:
         max_chars: int = DEFAULT_MAX_CHARS,
         ann_min_rows: int | None = None,
     ) -> None:
-        from memtoc.store.postgres_vectors import ANN_MIN_ROWS
+        from memtoc.store.postgres_ann import ANN_MIN_ROWS
 
         self.store = store
         self.embedder = embedder
@@ -72,7 +73,7 @@ class PgEmbedStep:
         return report
 
     def _index(self) -> None:
-        """Build the embedder's HNSW index when it has enough vectors (no-op once built)."""
+        """Build (or, outgrown, rebuild) the embedder's approximate index when it has enough vectors."""
         self.store.ensure_vector_index(
             self.embedder.name, int(self.embedder.dim), min_rows=self.ann_min_rows
         )

@@ -99,8 +99,8 @@ class PgBase:
         self._tx = _TxState()
         self._bm25_stats: dict[str, tuple[float, int, float]] = {}
         """Per text index: (when read, rows, average length) — search statistics, briefly cached."""
-        self._ann_cache: dict[str, tuple[float, str]] = {}
-        """Per HNSW index name: (when read, state) — see ``postgres_vectors``."""
+        self._ann_cache: dict[str, tuple[float, bool, int]] = {}
+        """Per vector index name: (when read, usable, lists) — see ``postgres_ann``."""
         self._pgvector: tuple[int, ...] | None = None
         try:
             with psycopg.connect(url, autocommit=True, connect_timeout=int(connect_timeout_s)) as c:

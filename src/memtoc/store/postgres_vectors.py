@@ -8,61 +8,25 @@ version are recorded in ``meta`` under ``embedder:<name>`` exactly as on SQLite 
 ``memtoc migrate-store``), so a model swapped under the same name is detected (``stale_embedder``).
 
 Search (``nearest``) is exact — ``ORDER BY vec <=> q`` over one embedder's rows, filtered by
-project and kind (and by time for events) — until an embedder has ``ANN_MIN_ROWS`` vectors: then
-``ensure_vector_index`` (called by the embed step) builds an HNSW index for it, a partial
-expression index per (embedder, dimension) — ``(vec::vector(dim)) vector_cosine_ops WHERE embedder
-= … AND dim = …`` — since one column holds every embedder's vectors, and ``nearest`` asks it with
-the same expression (``hnsw.ef_search`` at least twice k; pgvector ≥ 0.8 scans on until the
-filters leave k rows, ``hnsw.iterative_scan = relaxed_order``, re-sorted after). A search the index
-answers with fewer than k rows (a selective filter) is run exactly. Where it pays (measured at 1M
-events, docs/benchmarks.md "Team mode"): exact p50 384 ms, HNSW … ms.
+project and kind (and by time for events) — or, once the embedder has its IVFFlat index
+(``postgres_ann``), approximate through it: the same filters, the index's order re-sorted by
+(distance, item id); a search the index answers with fewer than k rows (a selective filter) is run
+exactly. ``explain_nearest`` shows the server's plan.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
-import time
 from collections.abc import Collection, Sequence
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-import psycopg
 from psycopg import sql
 
 from memtoc.errors import StoreError
-from memtoc.model import JsonValue
-from memtoc.store.postgres_base import PgBase
+from memtoc.store.postgres_ann import PgAnn, ann_index_name
 from memtoc.store.sqlite_vectors import EmbedderIdentity, VectorKey
-
-ANN_MIN_ROWS = 100_000
-"""Vectors of one embedder from which the embed step builds its HNSW index."""
-ANN_BUILD_MB = (64, 4_096)
-"""Bounds of the ``maintenance_work_mem`` (MB) of the session building an index: the graph is
-built in memory when it fits (about 1,300 bytes per 256-d vector), many times slower when not."""
-ANN_CACHE_S = 60.0
-EF_SEARCH_MIN = 40
-
-
-_INDEX_STATE = (
-    "SELECT i.indisvalid FROM pg_class c JOIN pg_index i ON i.indexrelid = c.oid "
-    "WHERE c.relname = %s AND c.relnamespace = current_schema()::regnamespace"
-)
-
-
-def _build_mb(conn: Any, name: str, dim: int) -> int:
-    """Memory (MB) to build the index of ``name``'s vectors in memory, within ``ANN_BUILD_MB``."""
-    row = conn.execute(
-        "SELECT COUNT(*) FROM vectors WHERE embedder = %s AND dim = %s", (name, dim)
-    ).fetchone()
-    need = int(row[0] if row else 0) * (4 * dim + 256) * 1.25 / 2**20
-    return int(min(ANN_BUILD_MB[1], max(ANN_BUILD_MB[0], need)))
-
-
-def ann_index_name(name: str, dim: int) -> str:
-    """The HNSW index of embedder ``name`` at ``dim`` dimensions."""
-    return "vectors_hnsw_" + hashlib.md5(f"{name}\x1f{dim}".encode()).hexdigest()[:16]
 
 
 def _meta_key(name: str) -> str:
@@ -76,7 +40,7 @@ def _unit(matrix: npt.ArrayLike) -> npt.NDArray[np.float32]:
     return out
 
 
-class PgVectors(PgBase):
+class PgVectors(PgAnn):
     """The PostgreSQL store's vector rows."""
 
     # -- provenance ---------------------------------------------------------------------------------
@@ -169,87 +133,6 @@ class PgVectors(PgBase):
             (name,),
         )
 
-    # -- approximate index ------------------------------------------------------------------------
-    def ensure_vector_index(self, name: str, dim: int, *, min_rows: int = ANN_MIN_ROWS) -> bool:
-        """Build the HNSW index of ``name`` at ``dim`` once it has ``min_rows`` vectors (``CREATE
-        INDEX CONCURRENTLY``: writers go on; one builder at a time, under an advisory lock; an
-        index left invalid by a failed build is dropped and built again). True when it exists."""
-        index = ann_index_name(name, dim)
-        state = self._ann_state(index, fresh=True)
-        if state == "valid":
-            return True
-        total = self._query("SELECT reltuples FROM pg_class WHERE oid = 'vectors'::regclass")
-        if total and 0 <= float(total[0][0]) < min_rows:  # the server's estimate: no need to count
-            return False
-        many = self._query(
-            "SELECT 1 FROM vectors WHERE embedder = %s AND dim = %s OFFSET %s LIMIT 1",
-            (name, dim, max(0, min_rows - 1)),
-        )
-        if not many or self._tx.conn is not None:
-            return False
-        key = f"ann:{index}"
-        try:
-            with self._pool.connection() as conn:
-                locked = conn.execute(
-                    "SELECT pg_try_advisory_lock(hashtextextended(%s, 0))", (key,)
-                ).fetchone()
-                if not locked or not locked[0]:
-                    return False  # another process is building it
-                try:
-                    found = conn.execute(_INDEX_STATE, (index,)).fetchone()
-                    if found is not None and found[0]:
-                        return True  # built meanwhile by another process
-                    if found is not None:  # left invalid by a failed build
-                        conn.execute(
-                            sql.SQL("DROP INDEX CONCURRENTLY {}").format(sql.Identifier(index))
-                        )
-                    conn.execute(f"SET maintenance_work_mem = '{_build_mb(conn, name, dim)}MB'")
-                    conn.execute(
-                        sql.SQL(
-                            "CREATE INDEX CONCURRENTLY IF NOT EXISTS {} ON vectors USING hnsw "
-                            "((vec::vector({})) vector_cosine_ops) WHERE embedder = {} AND dim = {}"
-                        ).format(
-                            sql.Identifier(index),
-                            sql.SQL(str(int(dim))),
-                            sql.Literal(name),
-                            sql.SQL(str(int(dim))),
-                        )
-                    )
-                finally:
-                    conn.execute("RESET maintenance_work_mem")
-                    conn.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))", (key,))
-        except psycopg.Error as exc:
-            raise StoreError(f"{self.location}: building {index}: {exc}") from exc
-        return self._ann_state(index, fresh=True) == "valid"
-
-    def vector_indexes(self) -> list[dict[str, JsonValue]]:
-        """The HNSW indexes on ``vectors``: name, whether usable (valid), size in bytes."""
-        rows = self._query(
-            "SELECT c.relname, i.indisvalid, pg_relation_size(c.oid) FROM pg_index i "
-            "JOIN pg_class c ON c.oid = i.indexrelid WHERE i.indrelid = 'vectors'::regclass "
-            "AND c.relname LIKE 'vectors_hnsw_%%' ORDER BY c.relname"
-        )
-        return [{"index": r[0], "valid": bool(r[1]), "bytes": int(r[2])} for r in rows]
-
-    def _ann_state(self, index: str, *, fresh: bool = False) -> str:
-        """``valid``, ``invalid`` (a failed concurrent build) or ``none``; cached ``ANN_CACHE_S``."""
-        now = time.monotonic()
-        cached = self._ann_cache.get(index)
-        if cached is not None and not fresh and now - cached[0] <= ANN_CACHE_S:
-            return cached[1]
-        rows = self._query(_INDEX_STATE, (index,))
-        state = "none" if not rows else ("valid" if rows[0][0] else "invalid")
-        self._ann_cache[index] = (now, state)
-        return state
-
-    def _iterative_scan(self) -> bool:
-        """Whether the server's pgvector has iterative index scans (0.8 and later)."""
-        if self._pgvector is None:
-            rows = self._query("SELECT extversion FROM pg_extension WHERE extname = 'vector'")
-            parts = str(rows[0][0]).split(".") if rows else ["0"]
-            self._pgvector = tuple(int(p) for p in parts if p.isdigit())
-        return self._pgvector >= (0, 8)
-
     # -- search ---------------------------------------------------------------------------------------
     def nearest(
         self,
@@ -264,7 +147,7 @@ class PgVectors(PgBase):
     ) -> list[tuple[VectorKey, float]]:
         """The ``k`` items nearest ``query`` by cosine, best first; ``since``/``until`` restrict
         events by their instant (other kinds have none here and are left out when a time is set).
-        Through the embedder's HNSW index when it has one (approximate; exact when the index
+        Through the embedder's IVFFlat index when it has one (approximate; exact when the index
         leaves fewer than ``k`` rows), else exact."""
         plans = self._vector_plans(name, query, k, projects, kinds, since_ms, until_ms)
         rows: list[Any] = []
@@ -291,7 +174,7 @@ class PgVectors(PgBase):
         since_ms: int | None,
         until_ms: int | None,
     ) -> list[tuple[str, list[Any], list[tuple[str, str]]]]:
-        """``(sql, params, planner settings)`` to try in order: the HNSW index's when the
+        """``(sql, params, planner settings)`` to try in order: the approximate index's when the
         embedder has one, then the exact scan."""
         q = np.asarray(query, dtype=np.float32)
         dim = int(q.shape[0])
@@ -320,12 +203,9 @@ class PgVectors(PgBase):
         plans: list[tuple[str, list[Any], list[tuple[str, str]]]] = [
             (exact, [q, name, dim, *params, q, k], [])
         ]
-        if k > 0 and self._ann_state(ann_index_name(name, dim)) == "valid":
-            # the index was built because the exact scan is slow: no sequential scan instead
-            settings = [("hnsw.ef_search", str(max(EF_SEARCH_MIN, 2 * k))),
-                        ("enable_seqscan", "off"), ("jit", "off")]  # fmt: skip
-            if self._iterative_scan():
-                settings.append(("hnsw.iterative_scan", "relaxed_order"))
+        usable, lists = self.ann_index(ann_index_name(name, dim)) if k > 0 else (False, 0)
+        if usable:
+            settings = self.ann_settings(lists)
             # the index is partial: its predicate is written as literals (a generic plan of a
             # prepared statement could not prove it), the order by its expression
             scope = f"v.embedder = {sql.Literal(name).as_string(None)} AND v.dim = {dim}"
