@@ -8,6 +8,8 @@ import pytest
 
 from memtoc.errors import StoreError
 from memtoc.eval.bench_team import DB_PREFIX, measure_team, run_team_bench
+from memtoc.store import postgres_ann
+from search_support import STATIC_MODEL
 
 
 def test_team_bench_stores_everything_once_and_answers(pg_url: str) -> None:
@@ -30,3 +32,22 @@ def test_team_bench_stores_everything_once_and_answers(pg_url: str) -> None:
 def test_team_bench_needs_a_postgres_url() -> None:
     with pytest.raises(StoreError, match="postgresql://"):
         run_team_bench("/tmp/memtoc.db", [10])
+
+
+def test_team_bench_with_vectors_times_hybrid_through_the_index(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if not STATIC_MODEL.exists():
+        pytest.skip(f"no local model at {STATIC_MODEL}")
+    monkeypatch.setattr(postgres_ann, "ANN_MIN_ROWS", 100)  # an index even for 300 events
+    result = measure_team(pg_url, 300, writers=2, workers=1, queries=6, batch=50,
+                          embedder=("static", str(STATIC_MODEL)))  # fmt: skip
+    assert isinstance(result["vectors"], int) and result["vectors"] > 300  # events + docs
+    assert result["embedder"] == "static:minilm-static-256"
+    hybrid, exact = result["hybrid"], result["hybrid_exact"]
+    assert isinstance(hybrid, dict) and hybrid["queries"] == 6
+    assert isinstance(exact, dict) and exact["queries"] == 6
+    assert isinstance(hybrid["hit_at_10"], float) and hybrid["hit_at_10"] >= 0.5
+    indexes = result["ann_indexes"]
+    assert isinstance(indexes, list) and len(indexes) == 1 and isinstance(indexes[0], dict)
+    assert indexes[0]["valid"] is True and result["ann_build_s"] is not None

@@ -13,6 +13,10 @@ For each size N, in a fresh database ``memtoc_bench_team_<N>`` on the server (dr
    ``Memory.search(q, mode="bm25", limit=10)`` over all projects: p50/p95 latency (wall clock, and
    this process's CPU time per query) and the hit rate (the fact's event among the items' events or
    cites).
+4. **Vectors** (with ``embedder``): the embed step in this process (every event and doc, timed),
+   the approximate index built when the store has enough vectors (``postgres_ann``, timed), then
+   the same questions through ``mode="hybrid"`` — and the first ``EXACT_QUERIES`` again with exact
+   vectors (``PostgresStore.use_ann = False``) for comparison.
 
 The machine's 1-minute load average is recorded at the start of each phase (``load``): on a
 shared machine it says how much the wall-clock figures are worth.
@@ -34,6 +38,8 @@ from memtoc.eval.synth import SynthConfig, generate_with_facts
 from memtoc.model import Event, JsonValue
 
 DB_PREFIX = "memtoc_bench_team_"
+EXACT_QUERIES = 50
+"""Hybrid queries also timed with exact vectors when the approximate index exists."""
 BARRIER_S = 1_800
 """How long processes wait for each other at the start line (writers first generate the history)."""
 Progress = Callable[[str, int, int], None]
@@ -115,6 +121,65 @@ def _pct(values: list[float], q: float) -> float:
     return s[max(0, min(len(s) - 1, round(q / 100 * len(s) + 0.5) - 1))] if s else 0.0
 
 
+def _ask(memory: Any, asked: list[Any], mode: str) -> dict[str, JsonValue]:
+    """Time ``asked`` through ``Memory.search`` in ``mode``: wall and CPU p50/p95, hit@10."""
+    latencies: list[float] = []
+    cpu: list[float] = []
+    hits = 0
+    if asked:  # warm-up, untimed
+        memory.search(asked[0].query, mode=mode, limit=10)
+    for fact in asked:
+        t, c = time.perf_counter(), time.process_time()
+        result = memory.search(fact.query, mode=mode, limit=10)
+        latencies.append((time.perf_counter() - t) * 1000)
+        cpu.append((time.process_time() - c) * 1000)
+        ids = {e.event_id for i in result.items for e in i.events}
+        hits += fact.event_id in ids | {c for i in result.items for c in i.cites}
+    return {
+        "queries": len(latencies),
+        "p50_ms": round(_pct(latencies, 50), 2),
+        "p95_ms": round(_pct(latencies, 95), 2),
+        "cpu_p50_ms": round(_pct(cpu, 50), 2),
+        "cpu_p95_ms": round(_pct(cpu, 95), 2),
+        "hit_at_10": round(hits / len(latencies), 3) if latencies else None,
+        "load": _load(),
+    }
+
+
+def _vectors(store: Any, embedder: tuple[str, str], asked: list[Any]) -> dict[str, JsonValue]:
+    """Embed everything (one process, the embed step), build the approximate index when the
+    store is big enough for it, then hybrid search through it and (``EXACT_QUERIES``) without."""
+    from memtoc.memory import Memory
+    from memtoc.pipeline.embed_step_pg import PgEmbedStep
+    from memtoc.retrieval.embedding_index import SemanticIndex
+    from memtoc.store.postgres_ann import ANN_MIN_ROWS
+
+    semantic = SemanticIndex(store, kind=embedder[0], model=embedder[1])
+    emb = semantic.embedder
+    if emb is None:
+        raise StoreError(f"bench team: no embedder ({semantic.degraded})")
+    out: dict[str, JsonValue] = {"embedder": emb.name, "load_embed": _load()}
+    t0 = time.perf_counter()
+    report = PgEmbedStep(store, emb, ann_min_rows=2**62).run()  # the index is timed apart
+    embed_s = time.perf_counter() - t0
+    vectors = report.events + report.docs
+    out.update(embed_s=round(embed_s, 3), vectors=vectors,
+               embed_vectors_per_s=round(vectors / embed_s, 1) if embed_s else None)  # fmt: skip
+    t0 = time.perf_counter()
+    built = store.ensure_vector_index(emb.name, int(emb.dim), min_rows=ANN_MIN_ROWS)
+    out.update(ann_build_s=round(time.perf_counter() - t0, 3) if built else None,
+               ann_indexes=store.vector_indexes())  # fmt: skip
+    hybrid_memory = Memory(store, tz=ZoneInfo("UTC"), semantic=semantic)
+    out["hybrid"] = _ask(hybrid_memory, asked, "hybrid")
+    if built:
+        store.use_ann = False
+        try:
+            out["hybrid_exact"] = _ask(hybrid_memory, asked[:EXACT_QUERIES], "hybrid")
+        finally:
+            store.use_ann = True
+    return out
+
+
 def measure_team(
     url: str,
     n: int,
@@ -124,9 +189,11 @@ def measure_team(
     queries: int = 200,
     batch: int = 100,
     seed: int = 7,
+    embedder: tuple[str, str] | None = None,
     progress: Progress | None = None,
 ) -> dict[str, JsonValue]:
-    """Ingest, process and query ``n`` events in a fresh database on the server at ``url``."""
+    """Ingest, process and query ``n`` events in a fresh database on the server at ``url``;
+    with ``embedder`` (kind, model), also embed and measure hybrid search."""
     from memtoc.memory import Memory
     from memtoc.store.postgres import PostgresStore
 
@@ -135,16 +202,17 @@ def measure_team(
     _admin(url, f'CREATE DATABASE "{name}"')
     db = _db_url(url, name)
     load: dict[str, JsonValue] = {}
+    steps = 4 if embedder else 3
     try:
         PostgresStore(db, pool_size=1).close()  # schema first, not inside the timings
         if progress:
-            progress(f"{n:,}: ingest", 0, 3)
+            progress(f"{n:,}: ingest", 0, steps)
         load["ingest"] = _load()
         stored, ingest_s = _parallel(
             _writer, [(db, n, seed, i, writers, batch) for i in range(writers)]
         )
         if progress:
-            progress(f"{n:,}: process", 1, 3)
+            progress(f"{n:,}: process", 1, steps)
         load["process"] = _load()
         entries, process_s = _parallel(_worker, [(db, f"worker-{i}") for i in range(workers)])
         store = PostgresStore(db, pool_size=2)
@@ -155,27 +223,19 @@ def measure_team(
             rolled = memory.rollup(force=True)
             rollup_s = time.perf_counter() - t0
             if progress:
-                progress(f"{n:,}: query", 2, 3)
+                progress(f"{n:,}: query", 2, steps)
             _, facts = generate_with_facts(SynthConfig(seed=seed, events=n))
-            latencies: list[float] = []
-            cpu: list[float] = []
-            hits = 0
             asked = [facts[i % len(facts)] for i in range(queries)] if facts else []
-            if asked:  # warm-up, untimed
-                memory.search(asked[0].query, mode="bm25", limit=10)
-            load["query"] = _load()
-            for fact in asked:
-                t, c = time.perf_counter(), time.process_time()
-                result = memory.search(fact.query, mode="bm25", limit=10)
-                latencies.append((time.perf_counter() - t) * 1000)
-                cpu.append((time.process_time() - c) * 1000)
-                ids = {e.event_id for i in result.items for e in i.events} | {
-                    c for i in result.items for c in i.cites
-                }
-                hits += fact.event_id in ids
+            bm25 = _ask(memory, asked, "bm25")
+            vectors: dict[str, JsonValue] = {}
+            if embedder:
+                if progress:
+                    progress(f"{n:,}: vectors", 3, steps)
+                vectors = _vectors(store, embedder, asked)
             stats = store.stats()
         finally:
             memory.close()
+        load["query"] = bm25["load"]
         return {
             "events": n,
             "stored": sum(stored),
@@ -189,15 +249,16 @@ def measure_team(
             "entries_per_worker": list(entries),
             "rollup_s": round(rollup_s, 3),
             "rollup_written": rolled.written,
-            "queries": len(latencies),
-            "query_p50_ms": round(_pct(latencies, 50), 2),
-            "query_p95_ms": round(_pct(latencies, 95), 2),
-            "query_cpu_p50_ms": round(_pct(cpu, 50), 2),
-            "query_cpu_p95_ms": round(_pct(cpu, 95), 2),
-            "hit_at_10": round(hits / len(latencies), 3) if latencies else None,
+            "queries": bm25["queries"],
+            "query_p50_ms": bm25["p50_ms"],
+            "query_p95_ms": bm25["p95_ms"],
+            "query_cpu_p50_ms": bm25["cpu_p50_ms"],
+            "query_cpu_p95_ms": bm25["cpu_p95_ms"],
+            "hit_at_10": bm25["hit_at_10"],
             "nodes": stats.get("nodes"),
             "bytes": stats.get("bytes"),
             "load": load,
+            **vectors,
         }
     finally:
         _admin(url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
@@ -212,6 +273,7 @@ def run_team_bench(
     queries: int = 200,
     batch: int = 100,
     seed: int = 7,
+    embedder: tuple[str, str] | None = None,
     progress: Progress | None = None,
 ) -> list[dict[str, JsonValue]]:
     """``measure_team`` for every size, smallest first."""
@@ -226,6 +288,7 @@ def run_team_bench(
             queries=queries,
             batch=batch,
             seed=seed,
+            embedder=embedder,
             progress=progress,
         )
         for n in sorted(sizes)

@@ -102,6 +102,9 @@ class PgBase:
         self._ann_cache: dict[str, tuple[float, bool, int]] = {}
         """Per vector index name: (when read, usable, lists) — see ``postgres_ann``."""
         self._pgvector: tuple[int, ...] | None = None
+        self.use_ann = True
+        """Search vectors through an embedder's approximate index when it has one (False: always
+        exact, for comparisons)."""
         try:
             with psycopg.connect(url, autocommit=True, connect_timeout=int(connect_timeout_s)) as c:
                 migrate(c, self.clock.now_ms())

@@ -203,7 +203,9 @@ class PgVectors(PgAnn):
         plans: list[tuple[str, list[Any], list[tuple[str, str]]]] = [
             (exact, [q, name, dim, *params, q, k], [])
         ]
-        usable, lists = self.ann_index(ann_index_name(name, dim)) if k > 0 else (False, 0)
+        usable, lists = (
+            self.ann_index(ann_index_name(name, dim)) if k > 0 and self.use_ann else (False, 0)
+        )
         if usable:
             settings = self.ann_settings(lists)
             # the index is partial: its predicate is written as literals (a generic plan of a

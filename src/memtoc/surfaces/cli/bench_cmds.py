@@ -290,26 +290,41 @@ def bench_team(
     workers: Annotated[int, typer.Option("--workers", help="Pipeline worker processes.")] = 2,
     queries: Annotated[int, typer.Option("--queries")] = 200,
     seed: Annotated[int, typer.Option("--seed")] = 7,
+    embed_model: Annotated[
+        str | None,
+        typer.Option("--embed-model", help="Also embed (this model) and time hybrid search."),
+    ] = None,
+    embedder: Annotated[
+        str, typer.Option("--embedder", help="Embedder kind for --embed-model.")
+    ] = "static",
     json_out: JsonOpt = False,
 ) -> None:
     """Team mode on PostgreSQL: ingest with concurrent writers, process with shared workers,
-    query p95 — per size, each in a fresh database on the server (dropped after)."""
+    query p95 (BM25; hybrid too with --embed-model) — per size, each in a fresh database on the
+    server (dropped after)."""
     from memtoc.eval.bench_team import run_team_bench
     from memtoc.surfaces.cli.app import fail, state
 
     url = db or state(ctx).settings.db
     if not url.startswith(("postgresql://", "postgres://")):
         raise fail(f"bench team needs --db postgresql://… (got {url!r})")
+    kind_model = (embedder, embed_model) if embed_model else None
     results = run_team_bench(url, events, writers=writers, workers=workers, queries=queries,
-                             seed=seed)  # fmt: skip
+                             seed=seed, embedder=kind_model)  # fmt: skip
     if json_out:
         emit_json({"bench": "team", "results": results})
         return
     table = Table(title="bench team (PostgreSQL)")
     cols = ("events", "ingest_events_per_s", "process_events_per_s", "rollup_s", "query_p50_ms",
             "query_p95_ms", "hit_at_10")  # fmt: skip
-    for col in cols:
+    for col in (*cols, *(("hybrid p50/p95 ms", "hybrid hit@10") if embed_model else ())):
         table.add_column(col, justify="right")
     for r in results:
-        table.add_row(*(str(r.get(c)) for c in cols))
+        hybrid = r.get("hybrid")
+        extra = (
+            (f"{hybrid.get('p50_ms')}/{hybrid.get('p95_ms')}", str(hybrid.get("hit_at_10")))
+            if isinstance(hybrid, dict)
+            else ()
+        )
+        table.add_row(*(str(r.get(c)) for c in cols), *extra)
     console.print(table)
