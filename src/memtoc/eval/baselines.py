@@ -36,6 +36,7 @@ from memtoc.eval.modes import (
 from memtoc.memory import Memory
 from memtoc.model import Event
 from memtoc.retrieval.teleport import SearchFilters, bm25_search
+from memtoc.retrieval.vectors import cosine_scores
 from memtoc.store.sqlite import SqliteStore
 
 RRF_K = 60
@@ -146,8 +147,7 @@ class _TurnMode:
         return self.ctx.embed_texts((project, "turns"), self._turns(project).texts)
 
     def similarities(self, query: str, project: str) -> npt.NDArray[np.float32]:
-        scores: npt.NDArray[np.float32] = self.matrix(project) @ self.ctx.embed_query(query)
-        return scores
+        return cosine_scores(self.matrix(project), self.ctx.embed_query(query))
 
     def items(self, project: str, order: list[int], k: int) -> list[RetrievedItem]:
         turns = self._turns(project)
@@ -251,7 +251,7 @@ class BookmarkFirstMode(_TurnMode):
         seen: set[str] = set()
         if marks:
             vecs = self.ctx.embed_texts((project, "bookmarks"), [b.content for b in marks])
-            sims = np.maximum(vecs @ self.ctx.embed_query(query), 0.0)
+            sims = np.maximum(cosine_scores(vecs, self.ctx.embed_query(query)), 0.0)
             weight = np.array([effective_importance(b, ref_ms) for b in marks], np.float32)
             scores = weight * sims
             for j in _top(scores, self.max_bookmarks):
