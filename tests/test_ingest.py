@@ -206,3 +206,22 @@ def test_remember_records_a_redacted_event(memory: Memory) -> None:
     assert token not in event.text
     assert event.project == "webapp" and "[REDACTED:" in event.text
     assert memory.store.get_event(event.event_id) == event
+
+
+def test_append_rows_takes_an_iterator_and_counts_duplicates(store: SqliteStore) -> None:
+    from memtoc.model import Event
+
+    events = [
+        Event(f"01HZ{i:022d}", "s1", "p", "a", 1_000 + i, "message", "user", f"t{i}", {"i": i})
+        for i in range(6)
+    ]
+    first = store.append_events(events[:3])
+    rows = (r for r in [(e.event_id, e.ts_ms, e.project, e.session_id, e.agent, e.event_type,
+                          e.role, e.text, e.source, e.source_pos, json.dumps(dict(e.metadata),
+                          separators=(",", ":"))) for e in events])  # fmt: skip
+    again = store.append_rows(rows, {"job": {"offset": 1}}, count=6)
+    assert (first.inserted, again.inserted, again.duplicates) == (3, 3, 3)
+    assert again.outbox_entry_id is not None and store.get_checkpoint("job") == {"offset": 1}
+    assert [e.metadata for e in store.get_events([e.event_id for e in events])] == [
+        {"i": i} for i in range(6)
+    ]

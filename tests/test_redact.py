@@ -481,3 +481,61 @@ def test_kelvin_sign_key_is_a_suspect() -> None:
     r = Redactor()
     text = "api_\u212aey=abcdef123456"  # matches (?i:key) in the assignment regex
     assert r.suspects(["plain words", text]) >= {1} or not r.redact(text)[1]
+
+
+# --- the assignment gate: an operator (or a --flag) and a secret key name -----------------------
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "the password reset flow sends a mail",
+        "refresh token expiry is one hour; the key is rotated nightly",
+        "tests pass now",
+        "extra={'key': request.path}",
+        "cache_key = make_cache_key(request)",
+        "max_tokens: 4096",
+        "public_key = load_pem(path)",
+        "the api key header is checked",
+    ],
+)
+def test_prose_and_code_with_secret_words_are_not_suspects(redactor: Redactor, text: str) -> None:
+    assert redactor.suspects([text]) == set()
+    assert redactor.redact(text) == (text, {})
+    assert not redactor.might_contain_secret(text) or "key" in text  # the token gate may open
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "API_TOKEN=abc123def456",
+        'password: "hunter2hunter2"',
+        '{"client_secret":"s3cr3t-value"}',
+        "--api-key abcdef1234567890",
+        "mysql -u root --password hunter22 db",
+        "aws_secret_access_key = " + "A" * 20 + "b" * 20,
+        "DefaultEndpointsProtocol=https;AccountKey=" + "Ab3d" * 11 + "==",
+        'pwd_field \\"db_pass\\": \\"x1y2z3w4\\"',
+    ],
+)
+def test_assignments_of_secret_keys_are_suspects(redactor: Redactor, text: str) -> None:
+    assert redactor.suspects(["plain", text]) >= {1}
+    assert redactor.redact(text)[1]
+
+
+def test_a_whole_json_key_is_judged_not_just_its_last_word(redactor: Redactor) -> None:
+    # redact_json calls "my api key" secret-named (its words end in "apikey"); the name run
+    # before "key" is only "" (a blank precedes it), so the gate reads the quoted key as well.
+    value = {"my api key": "v4lue-1234567"}
+    probe = redactor.metadata_probe(value)
+    assert probe is not None
+    assert redactor.redact_json(value)[1]
+    assert 0 in redactor.suspects([probe])
+
+
+def test_a_replacement_before_a_flag_name_is_foreseen(redactor: Redactor) -> None:
+    # An earlier kind's marker ends with "]", cutting the name run before "password" to
+    # "-password": a flag. The gate tries every suffix of the run, so it is a suspect.
+    text = "x sk-" + "Ab1" * 10 + "-password hunter22"
+    assert redactor.suspects([text]) == {0}
+    assert redactor.redact(text) == ungated(redactor, text)

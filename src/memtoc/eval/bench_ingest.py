@@ -7,6 +7,8 @@ Both sides get the same synthetic rows in the same batch size, with the same dur
   indexes, no redaction, no validation, rows built before the clock starts;
 - **memtoc**: the real ingest path (``Importer``: validation, redaction, size caps) into the real
   store (unique ids, time and session indexes, outbox entry and checkpoint in the same transaction).
+  Redaction's prefilter runs partly in its helper process (:mod:`memtoc.ingest.redact_worker`),
+  as in any large ingest; its start-up falls inside the timed region.
 
 The two run interleaved batch by batch, so machine noise hits both alike.
 """
@@ -14,6 +16,7 @@ The two run interleaved batch by batch, so machine noise hits both alike.
 from __future__ import annotations
 
 import json
+import os
 import resource
 import sqlite3
 import tempfile
@@ -49,6 +52,8 @@ class IngestBench:
     peak_rss_mb: float
     memtoc_db_bytes: int
     baseline_db_bytes: int
+    load: tuple[float, float] = (0.0, 0.0)
+    """The machine's 1-minute load average when the run started and when it ended."""
 
     @property
     def ratio(self) -> float:
@@ -77,6 +82,7 @@ class IngestBench:
             },
             "ratio_vs_baseline": round(self.ratio, 3),
             "peak_rss_mb": round(self.peak_rss_mb, 1),
+            "load_avg": [round(x, 2) for x in self.load],
         }
 
 
@@ -111,6 +117,7 @@ def run_ingest_bench(
     redact: bool = True,
 ) -> IngestBench:
     """Ingest ``events`` synthetic events both ways and time only the storage calls."""
+    load_start = _load()
     with tempfile.TemporaryDirectory(dir=workdir) as tmp:
         base_path = Path(tmp) / "baseline.db"
         raw = sqlite3.connect(base_path, isolation_level=None)
@@ -168,7 +175,15 @@ def run_ingest_bench(
             peak_rss_mb=peak,
             memtoc_db_bytes=_size(Path(tmp) / "memtoc.db"),
             baseline_db_bytes=_size(base_path),
+            load=(load_start, _load()),
         )
+
+
+def _load() -> float:
+    try:
+        return os.getloadavg()[0]
+    except OSError:  # not available on this platform
+        return 0.0
 
 
 def _size(path: Path) -> int:

@@ -15,16 +15,20 @@ from __future__ import annotations
 
 import gc
 import hashlib
+import json
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from itertools import chain
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from memtoc.clock import Clock, SystemClock
 from memtoc.errors import IngestError
 from memtoc.ids import derived_ulid
+from memtoc.ingest import redact_worker
+from memtoc.ingest.redact_gate import batch_blob, blob_suspects
 from memtoc.ingest.sources import get_source, sniff_format
 from memtoc.ingest.sources.base import EventDraft, RawRecord, Source, SourceOptions
 from memtoc.model import (
@@ -32,12 +36,13 @@ from memtoc.model import (
     DEFAULT_TYPE_FOR_ROLE,
     EVENT_TYPES,
     ROLES,
+    AppendResult,
     Event,
     IngestReport,
     JsonValue,
     Rejection,
 )
-from memtoc.store.base import Store
+from memtoc.store.base import EventRow, RowAppender, Store
 
 if TYPE_CHECKING:
     from memtoc.ingest.redact import Redactor
@@ -46,6 +51,31 @@ CHECKPOINT_PREFIX = "ingest:"
 TRUNCATION_MARKER = "\n[… truncated by memtoc: {size} bytes in the original]"
 _SUFFIXES = {".jsonl", ".json", ".ndjson"}
 _IDENTITY_BYTES = 65_536
+_META_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+"""The metadata's JSON exactly as the stores write it: the prefilter reads it and the row keeps it,
+so each event's metadata is serialised once."""
+
+
+def _not_json(value: object) -> object:
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+def _fast_meta_json() -> Callable[[object], str]:
+    """:data:`_META_JSON` without its per-call set-up: one C encoder made once (half the cost).
+
+    It skips the circular-reference check (a cycle raises ``RecursionError``): a caller treats
+    any error as "not JSON" and serialises again with :data:`_META_JSON` for the real error.
+    """
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:  # no C accelerator (not CPython): the plain encoder
+        return _META_JSON
+    encode = make(
+        None, _not_json, json.encoder.encode_basestring, None, ":", ",", False, False, True
+    )
+    return lambda value: "".join(encode(value, 0))
+
+
+_FAST_META_JSON = _fast_meta_json()
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +121,12 @@ _Pending = tuple[
 ]
 """A validated event awaiting redaction: ``Event``'s fields in order, then the original text size
 when the text was already cut (:func:`_prefix_bytes`)."""
+
+
+def _event(row: EventRow, metadata: Mapping[str, JsonValue]) -> Event:
+    """The ``Event`` of a row (``metadata`` is the row's metadata before serialisation)."""
+    return Event(row[0], row[3], row[2], row[4], row[1], row[5], row[6], row[7], metadata,
+                 row[8], row[9])  # fmt: skip
 
 
 @dataclass(slots=True)
@@ -193,6 +229,172 @@ def _prefix_bytes(text: str, max_bytes: int) -> tuple[str, int | None]:
     return raw[:max_bytes].decode("utf-8", "ignore"), len(raw)
 
 
+_CHUNK = 400
+"""Events per chunk when a batch's prefilter is shared with the helper process (a batch of
+fewer than two chunks is gated in-process)."""
+_PATIENCE_S = 0.0005
+"""How long the store's row iterator waits for the helper's answer for a chunk (after the first)
+before gating the chunk itself: a fraction of what gating it takes here."""
+
+
+class _Prepared:
+    """One batch on its way to the store: metadata serialised once, texts and metadata redacted
+    where the prefilter suspects a secret, texts capped, rows built.
+
+    Each event's metadata is serialised once (:data:`_FAST_META_JSON`): the redactor's batch
+    prefilter reads that JSON beside every text, and the row keeps it unless redaction or
+    truncation changed the metadata. Only the suspects are redacted one by one, so clean events
+    cost a few C-level passes over the batch rather than a gate each.
+
+    With a helper (:mod:`memtoc.ingest.redact_worker`) the batch is cut into chunks, all sent to
+    it now (it gates the first while the others' blobs are made), and the rows of each chunk are
+    produced as the store consumes them, so the helper gates chunk *k + 1* while the store
+    inserts chunk *k*. A chunk whose answer is not back in time (the helper is behind, or the
+    machine has no idle core) is gated here instead: the helper can make a batch faster, never
+    slower by more than the wait. Results are identical either way.
+    """
+
+    def __init__(
+        self,
+        importer: Importer,
+        pending: list[_Pending],
+        report: IngestReport,
+        worker: redact_worker.GateWorker | None,
+    ) -> None:
+        self.pending = pending
+        self.report = report
+        self.redactor = importer.redactor
+        self.cap = importer.options.max_event_bytes
+        self.texts: list[str] = [p[7] for p in pending]
+        self.metas: list[Mapping[str, JsonValue]] = [p[8] for p in pending]
+        js: list[str | None] = []
+        add = js.append
+        fast = _FAST_META_JSON
+        for meta in self.metas:
+            if not meta:
+                add("{}")
+                continue
+            try:
+                add(fast(meta if type(meta) is dict else dict(meta)))
+            except (TypeError, ValueError, RecursionError):  # redacted whole; raises below
+                add(None)
+        self.js = js
+        self.worker = worker
+        n = len(pending)
+        size = _CHUNK if worker is not None else max(n, 1)
+        self.bounds = [(lo, min(lo + size, n)) for lo in range(0, n, size)]
+        self.tickets: list[tuple[int, set[int], bytes, list[int]]] = []
+        self.answered = 0
+        """Chunks whose suspects came from the helper in time."""
+        if worker is not None:
+            try:
+                for lo, hi in self.bounds:
+                    data, ends, folded = batch_blob(self._probes(lo, hi))
+                    self.tickets.append((worker.submit(data, ends), folded, data, ends))
+            except OSError:
+                self._drop_worker()
+
+    def _probes(self, lo: int, hi: int) -> list[str]:
+        return self.texts[lo:hi] + [j or "" for j in self.js[lo:hi]]
+
+    def _drop_worker(self) -> None:
+        if self.worker is not None:
+            self.worker.broken = True
+            self.worker.release()
+            self.worker = None
+
+    def close(self) -> None:
+        """Hand the helper back (an abandoned batch's answers are skipped by ticket)."""
+        if self.worker is not None:
+            self.worker.note_batch(self.answered, len(self.tickets))
+            self.worker.release()
+            self.worker = None
+
+    def _suspects(self, chunk: int, lo: int, hi: int) -> set[int]:
+        """Chunk-relative indices of the probes to redact: texts ``0..hi-lo``, then metadata."""
+        redactor = self.redactor
+        assert redactor is not None
+        count = hi - lo
+        if redactor.all_suspect:
+            return set(range(2 * count))
+        if chunk >= len(self.tickets):
+            return redactor.suspects(self._probes(lo, hi))
+        number, folded, data, ends = self.tickets[chunk]
+        if self.worker is not None and self.worker.answered(number, _PATIENCE_S if chunk else 0):
+            try:
+                found = folded | self.worker.result(number)
+                self.answered += 1
+                return found
+            except OSError:  # the helper died: gate here, and not with it again
+                self._drop_worker()
+        # Not answered yet (the helper is behind, or not scheduled on a loaded machine): gated
+        # here rather than waited for; its answer, when it comes, is skipped by ticket.
+        return folded | blob_suspects(data, ends)
+
+    def _redact(self, chunk: int, lo: int, hi: int) -> None:
+        """Redact the chunk's suspects in place (a redacted metadata's JSON is made again)."""
+        redactor = self.redactor
+        assert redactor is not None
+        texts, metas, js, report = self.texts, self.metas, self.js, self.report
+        count = hi - lo
+        found_any: dict[str, int] = {}
+        opaque = {count + i - lo for i in range(lo, hi) if js[i] is None}  # always redacted
+        for k in sorted(self._suspects(chunk, lo, hi) | opaque):
+            if k < count:
+                texts[lo + k], found = redactor.redact(texts[lo + k])
+            else:
+                i = lo + k - count
+                value, found = redactor.redact_json(dict(metas[i]))
+                if found and isinstance(value, dict):
+                    metas[i] = value
+                    js[i] = None
+            for kind, c in found.items():
+                found_any[kind] = found_any.get(kind, 0) + c
+        if found_any:
+            report.redacted += sum(found_any.values())
+            for kind, c in found_any.items():
+                report.redactions_by_kind[kind] = report.redactions_by_kind.get(kind, 0) + c
+
+    def rows(self) -> Iterator[EventRow]:
+        """The batch's rows in order, each chunk redacted just before its rows are needed."""
+        return chain.from_iterable(self._chunks())
+
+    def _chunks(self) -> Iterator[list[EventRow]]:
+        pending, texts, metas, js = self.pending, self.texts, self.metas, self.js
+        cap = self.cap
+        quick = cap // 4
+        for chunk, (lo, hi) in enumerate(self.bounds):
+            if self.redactor is not None:
+                self._redact(chunk, lo, hi)
+            part_texts, part_js = texts[lo:hi], js[lo:hi]
+            if max(map(len, part_texts), default=0) <= quick and None not in part_js:
+                # the common case: nothing to cut (a cut text is longer), all metadata serialised
+                yield [
+                    (p[0], p[4], p[2], p[1], p[3], p[5], p[6], text, p[9], p[10], meta_json)
+                    for p, text, meta_json in zip(
+                        pending[lo:hi], part_texts, cast("list[str]", part_js), strict=True
+                    )
+                ]
+                continue
+            rows: list[EventRow] = []
+            for i in range(lo, hi):
+                p = pending[i]
+                text, original, meta_json = texts[i], p[11], js[i]
+                if original is not None or len(text) > quick:
+                    text, cut_from = cap_text(text, cap, original_size=original)
+                    if cut_from is not None:
+                        metas[i] = {**metas[i], "truncated_from_bytes": cut_from}
+                        meta_json = None
+                        self.report.truncated += 1
+                if meta_json is None:
+                    meta = metas[i]
+                    meta_json = _META_JSON(meta if type(meta) is dict else dict(meta))
+                rows.append(
+                    (p[0], p[4], p[2], p[1], p[3], p[5], p[6], text, p[9], p[10], meta_json)
+                )
+            yield rows
+
+
 class Importer:
     """Turns files and records into stored events. One instance per ingest run."""
 
@@ -211,6 +413,9 @@ class Importer:
         self.clock = clock or SystemClock()
         self.on_commit = on_commit
         self._slack_bytes = self.options.max_event_bytes + 4096
+        self._project = self.options.project
+        self._default_project = self.options.default_project
+        self._append_rows = store.append_rows if isinstance(store, RowAppender) else None
 
     # -- files ------------------------------------------------------------------------------------
     def ingest_paths(
@@ -306,15 +511,12 @@ class Importer:
         checkpoints: dict[str, JsonValue] = {}
         if batch.watermark is not None:
             checkpoints[job] = {"offset": batch.watermark, "path": where, "format": source.name}
-        events = self._finish(batch.pending, report)
-        result = self.store.append_events(events, checkpoints)
-        report.ingested += result.inserted
-        report.duplicates += result.duplicates
-        if self.on_commit is not None and (events or batch.watermark is not None):
+        ids, result = self._store(batch.pending, report, checkpoints)
+        if self.on_commit is not None and (ids or batch.watermark is not None):
             self.on_commit(
                 CommitInfo(
                     where,
-                    tuple(e.event_id for e in events),
+                    tuple(ids),
                     result.inserted,
                     result.duplicates,
                     batch.watermark or 0,
@@ -354,7 +556,10 @@ class Importer:
         agent: str = "unknown",
     ) -> Event:
         """Validate, cap and redact one draft into an ``Event`` (counting into ``report``)."""
-        return self._finish([self._validate(draft, event_id, source, source_pos, agent)], report)[0]
+        rows, metas = self._finish(
+            [self._validate(draft, event_id, source, source_pos, agent)], report
+        )
+        return _event(rows[0], metas[0])
 
     def _validate(
         self,
@@ -375,11 +580,14 @@ class Importer:
             raise IngestError("missing session_id", event_id=event_id)
         # Cut with slack first (so a huge text is not redacted in full), redact, then cut to the
         # cap: a secret straddling the cap is still seen whole by the redactor.
-        text, original = _prefix_bytes(draft.text, self._slack_bytes)
+        text = draft.text
+        original = None
+        if len(text) * 4 > self._slack_bytes:  # else it cannot be over (the cheap common case)
+            text, original = _prefix_bytes(text, self._slack_bytes)
         return (
             event_id,
             draft.session_id,
-            self.options.project or draft.project or self.options.default_project,
+            self._project or draft.project or self._default_project,
             draft.agent or agent,
             draft.ts_ms,
             event_type,
@@ -391,65 +599,46 @@ class Importer:
             original,
         )
 
-    def _finish(self, pending: list[_Pending], report: IngestReport) -> list[Event]:
-        """Redact a batch of validated events, cap their texts and build the ``Event`` objects.
+    def _finish(
+        self, pending: list[_Pending], report: IngestReport
+    ) -> tuple[list[EventRow], list[Mapping[str, JsonValue]]]:
+        """Redact, cap and serialise a batch: its rows and each row's metadata (for events)."""
+        batch = _Prepared(self, pending, report, worker=None)
+        try:
+            return list(batch.rows()), batch.metas
+        finally:
+            batch.close()
 
-        The redactor's batch prefilter (:meth:`Redactor.suspects`) reads every text and every
-        metadata value's JSON once; only the suspects are redacted one by one, so a batch of
-        clean events costs a few C-level passes rather than a gate per event.
-        """
-        texts: list[str] = [p[7] for p in pending]
-        metas: list[Mapping[str, JsonValue]] = [p[8] for p in pending]
-        redactor = self.redactor
-        if redactor is not None and pending:
-            self._redact_batch(redactor, texts, metas, report)
-        cap = self.options.max_event_bytes
-        quick = cap // 4
-        events: list[Event] = []
-        append = events.append
-        for i, p in enumerate(pending):
-            text, metadata, original = texts[i], metas[i], p[11]
-            if original is not None or len(text) > quick:
-                text, cut_from = cap_text(text, cap, original_size=original)
-                if cut_from is not None:
-                    metadata = {**metadata, "truncated_from_bytes": cut_from}
-                    report.truncated += 1
-            append(Event(p[0], p[1], p[2], p[3], p[4], p[5], p[6], text, metadata, p[9], p[10]))
-        return events
-
-    @staticmethod
-    def _redact_batch(
-        redactor: Redactor,
-        texts: list[str],
-        metas: list[Mapping[str, JsonValue]],
+    def _store(
+        self,
+        pending: list[_Pending],
         report: IngestReport,
-    ) -> None:
-        """Redact ``texts`` and ``metas`` in place (only the prefilter's suspects are touched)."""
-        n = len(texts)
-        probes = list(texts)
-        opaque: list[int] = []  # metadata the prefilter cannot read: always redacted
-        for i, meta in enumerate(metas):
-            if meta:
-                probe = redactor.metadata_probe(meta)
-                if probe is None:
-                    opaque.append(n + i)
-                probes.append(probe or "")
-            else:
-                probes.append("")
-        counts: dict[str, int] = {}
-        for k in sorted(redactor.suspects(probes).union(opaque)):
-            if k < n:
-                texts[k], found = redactor.redact(texts[k])
-            else:
-                value, found = redactor.redact_json(dict(metas[k - n]))
-                if found and isinstance(value, dict):
-                    metas[k - n] = value
-            for kind, c in found.items():
-                counts[kind] = counts.get(kind, 0) + c
-        if counts:
-            report.redacted += sum(counts.values())
-            for kind, c in counts.items():
-                report.redactions_by_kind[kind] = report.redactions_by_kind.get(kind, 0) + c
+        checkpoints: Mapping[str, JsonValue] | None = None,
+    ) -> tuple[list[str], AppendResult]:
+        """Finish ``pending`` and append it (with ``checkpoints``) in one transaction; returns
+        the batch's event ids and what the store did.
+
+        A store that takes rows (:class:`~memtoc.store.base.RowAppender`) gets them lazily,
+        chunk by chunk (:class:`_Prepared`), so redaction's prefilter for the next chunk runs in
+        the helper process while the store inserts this one.
+        """
+        ids = [p[0] for p in pending]
+        if self._append_rows is None:
+            rows, metas = self._finish(pending, report)
+            events = [_event(r, m) for r, m in zip(rows, metas, strict=True)]
+            result = self.store.append_events(events, checkpoints)
+        else:
+            helper = None
+            if self.redactor is not None and len(pending) >= 2 * _CHUNK:
+                helper = redact_worker.worker()
+            batch = _Prepared(self, pending, report, worker=helper)
+            try:
+                result = self._append_rows(batch.rows(), checkpoints, count=len(pending))
+            finally:
+                batch.close()
+        report.ingested += result.inserted
+        report.duplicates += result.duplicates
+        return ids, result
 
     # -- records given directly (API, MCP remember, hooks) -----------------------------------------
     def ingest_drafts(
@@ -458,30 +647,30 @@ class Importer:
         """Store drafts with the ids given beside them, in batches; bad ones are rejected."""
         report = IngestReport()
         batch = _Batch()
+        validate, size = self._validate, self.options.batch_size
+        pending = batch.pending
         with gc_paused():
             for n, (draft, event_id) in enumerate(drafts, start=1):
                 report.read += 1
                 try:
-                    batch.pending.append(self._validate(draft, event_id, None, None, "unknown"))
+                    pending.append(validate(draft, event_id, None, None, "unknown"))
                 except IngestError as exc:
                     report.rejections.append(Rejection(source, n, exc.reason))
-                if len(batch.pending) >= self.options.batch_size:
+                if len(pending) >= size:
                     self._flush_api(batch, report, source)
+                    pending = batch.pending
             self._flush_api(batch, report, source)
         return report
 
     def _flush_api(self, batch: _Batch, report: IngestReport, source: str) -> None:
         if not batch.pending:
             return
-        events = self._finish(batch.pending, report)
-        result = self.store.append_events(events)
-        report.ingested += result.inserted
-        report.duplicates += result.duplicates
+        ids, result = self._store(batch.pending, report)
         if self.on_commit is not None:
             self.on_commit(
                 CommitInfo(
                     source,
-                    tuple(e.event_id for e in events),
+                    tuple(ids),
                     result.inserted,
                     result.duplicates,
                     0,

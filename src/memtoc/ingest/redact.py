@@ -41,10 +41,11 @@ whether any kind can match:
   preceding run character), and only runs that
   *start* with a known prefix (``sk-``, ``ghp_``, ``AKIA``, ``eyJ`` …) are searched for anchors,
   so ids and hashes (``toolu_01…``, git SHAs) cost nothing more;
-* the *keyword gate*: a secret word followed by a character that can continue an assignment
-  (``key=``, ``"token":``, ``password:``; ``keys``, ``passed`` and ``KeyError`` do not count),
-  found with ``in`` and a literal-prefix regex per word, or a keyword kind's needle (``://``,
-  ``bearer``, ``authorization``, ``-----begin``, ``sig=``).
+* the *keyword gate*: a secret word in an assignment form whose key name may be secret (an
+  operator after it: ``API_KEY=``, ``"token":``; blanks after a ``--flag``; the end of a JSON key),
+  found with a literal-prefix regex per word (:data:`~memtoc.ingest.redact_assign.ASSIGNMENT_GATES`,
+  so "password reset", ``d['key']`` and ``cache_key = …`` do not count), or a keyword kind's
+  needle (``://``, ``bearer``, ``authorization``, ``-----begin``, ``sig=``).
 
 **Batches.** Ingest calls :meth:`Redactor.suspects` once per batch (texts and metadata JSON from
 :meth:`Redactor.metadata_probe`): the gates run over the whole batch joined into one blob, each
@@ -88,6 +89,7 @@ from memtoc.model import JsonValue
 __all__ = ["DEFAULT_KINDS", "Redactor", "SecretKind", "marker", "secret_name_strength"]
 
 _KIND_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+_SEP = "\x00"  # joins the text as given and as changed: no anchor spans it
 _META_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str).encode
 
 
@@ -113,8 +115,11 @@ class _Stage:
             tuple(i for i, k in enumerate(kinds) if not k.anchors and not k.lower_anchors),
         )
 
-    def candidates(self, text: str, low: str, runs: str) -> list[SecretKind]:
-        """The kinds one of whose anchors occurs (and whose context words all do), in order."""
+    def candidates(
+        self, text: str, low: str, runs: str, context: str | None = None
+    ) -> list[SecretKind]:
+        """The kinds one of whose anchors occurs (and whose context words all do, in ``context``
+        if given, else in ``low``), in order."""
         hit = [i for a, i in self.run_anchors if a in runs] if runs else []
         if self.text_anchors:
             hit += [i for a, i in self.text_anchors if a in text]
@@ -125,7 +130,8 @@ class _Stage:
         if not hit:
             return []
         kinds = [self.kinds[i] for i in sorted(set(hit))]
-        return [k for k in kinds if not k.context or all(w in low for w in k.context)]
+        words = low if context is None else context
+        return [k for k in kinds if not k.context or all(w in words for w in k.context)]
 
 
 class Redactor:
@@ -192,6 +198,11 @@ class Redactor:
     def _gates(self, text: str) -> tuple[str, bool, bool, str] | None:
         return text_gates(text, self._always)
 
+    @property
+    def all_suspect(self) -> bool:
+        """Whether every text is a suspect (user patterns have no anchors to prefilter on)."""
+        return self._always
+
     def suspects(self, texts: Sequence[str]) -> set[int]:
         """The batch prefilter: indices of ``texts`` that may hold a secret. Every other text
         is one :meth:`redact` would return unchanged, so a caller redacts only these."""
@@ -227,17 +238,30 @@ class Redactor:
         self, text: str, low: str, keyword: bool, token: bool, runs: str
     ) -> tuple[str, dict[str, int]]:
         counts: dict[str, int] = {}
-        changed = False
+        context: str | None = None  # the text as given, lower-cased, once something changed
+        current: str | None = None  # the text as changed, lower-cased
         for stage in self._stages:
             if (stage.gate == "token" and not token) or (stage.gate == "keyword" and not keyword):
                 continue
-            for kind in stage.candidates(text, low, runs):
+            changed = False
+            for kind in stage.candidates(text, low, runs, context):
                 text, n = kind.apply(text)
                 if n:
                     counts[kind.name] = n
                     changed = True
+            if changed:
+                # A replacement can start a new token run (a token glued to a private key's END
+                # line was part of a run beginning with "-----"): later stages also look for
+                # anchors in the new text (context words stay those of the text as given).
+                now, more_keyword, more_token, more_runs = text_gates(text, True)  # type: ignore[misc]
+                keyword, token = keyword or more_keyword, token or more_token
+                runs = f"{runs} {more_runs}"
+                if context is None:
+                    context = low
+                low = f"{context}{_SEP}{now}"
+                current = now
         if self._assignments and keyword:
-            starts = assignment_starts(text, text.lower() if changed else low)
+            starts = assignment_starts(text, low if current is None else current)
             text, n = redact_assignments(text, starts)
             if n:
                 counts[ENV_KIND] = n

@@ -113,20 +113,137 @@ ENV_WORD_FOLLOWERS: tuple[tuple[str, str], ...] = (
 )
 """Each secret word of :data:`_ASSIGN` with the characters that may follow it."""
 ENV_WORDS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
-    (word, re.compile(re.escape(word) + "[" + re.escape(after) + "]"))
+    (word, re.compile(re.escape(word) + "(?=[" + re.escape(after) + "])"))
     for word, after in ENV_WORD_FOLLOWERS
 )
 """Where a secret word of :data:`_ASSIGN` can start, with the characters that may follow it (a
 quote closing the key, the operator, or the rest of a longer word). Each regex has a literal
-prefix, so ``re`` skips ``keys``, ``tokens``, ``passed`` and ``KeyError`` in C."""
+prefix, so ``re`` skips ``keys``, ``tokens``, ``passed`` and ``KeyError`` in C; the follower is a
+lookahead, so overlapping words (``passpassword=``: ``pass`` at 0 and at 4) are all found."""
+
+_GATE_WORDS = (
+    ("secret", "secret"),
+    ("token", "token"),
+    ("pass", "pass(?:word|wd|phrase)?"),
+    ("pwd", "pwd"),
+    ("cred", "credentials?"),
+    ("key", "key"),
+)
+_BLANK = r"(?:[ \t]|\\t)"
+"""A blank, or a tab as JSON writes it (metadata is read as JSON)."""
+GATE_OPERATOR = r"[\\\"'`]{0,4}" + _BLANK + "*[:=]"
+"""What must follow a secret word for an ``op`` match of :data:`_ASSIGN`: the key's closing quote
+(``\\?["'`]``, or two quote characters as the ``aws_secret_access_key`` kind allows; up to four
+characters, as JSON escapes each), blanks, then ``:`` or ``=`` (every operator, ``:=`` and ``=>``
+included, starts with one of them)."""
+GATE_SPACE = r"[\\\"'`]{0,4}" + _BLANK
+"""What follows a secret word for a ``sp`` match (``--password value``): counts only in a flag."""
+GATE_JSON_KEY = r'(?:[^A-Za-z0-9"\\\n\x00]|\\[^u]|\\u[0-9a-fA-F]{4})*"[ \t]*:'
+"""The rest of a JSON key after a secret word, then ``":``: characters that are no letters or
+digits (so no further word for :func:`secret_name_strength`), or JSON escapes. A metadata key
+like ``"-----END PRIVATE KEY-----"`` or ``"password@"`` is secret-named for
+:meth:`Redactor.redact_json`, which reads the whole key."""
+ASSIGNMENT_GATES: tuple[tuple[str, str], ...] = tuple(
+    (word, f"(?P<w>{alt})(?:(?P<op>{GATE_OPERATOR})|(?P<key>{GATE_JSON_KEY})|(?P<sp>{GATE_SPACE}))")
+    for word, alt in _GATE_WORDS
+)
+"""Per secret word: a literal (for ``in``) and one regex source for both forms, compiled here for
+text and in :mod:`memtoc.ingest.redact_gate` for bytes (each has a literal prefix, so ``re``
+finds its hits in C; one pass per word).
+
+An assignment is redacted only when :data:`_ASSIGN` matches with an operator after the word
+(``key=``, ``"token": ``, ``password := ``; group ``op``) or with blanks after a word that ends a
+``--flag`` name (group ``sp``), and only when the key name is secret (:func:`name_may_be_secret`); so prose
+like "password reset", "the key is" or "tests pass now", and code like ``d['key'] = v`` or
+``cache_key = …``, open no gate. Group ``w`` is the word as :data:`_ASSIGN` takes it."""
+_STR_GATES = tuple((word, re.compile(rx)) for word, rx in ASSIGNMENT_GATES)
+_NAME_BYTES = _NAME_CHARS.encode()
 
 
-def assignment_possible(low: str) -> bool:
-    """The ``keyword`` gate's main half: could the lower-cased text hold an assignment (or an
-    AWS secret key or Azure account key, which are assignments too)?"""
-    for word, rx in ENV_WORDS:  # noqa: SIM110 (a plain loop: this is the hot path)
-        if word in low and rx.search(low) is not None:
+def name_may_be_secret(run: str, word: str, flag: bool) -> bool:
+    """Whether :func:`redact_assignments` may call the key ending with ``word`` secret, where
+    ``run`` is the ``_NAME_CHARS`` run within 64 characters before the word (original case).
+
+    It takes the name as that run plus the word, but sees the text after the kinds applied
+    before it; a replacement ends with ``]``, which ends a name, so the name it sees may be any
+    suffix of ``run`` plus the word: each is tried (``secret_name_strength`` is cached). With
+    ``flag`` (blanks after the word, not an operator) the name must also start with ``-``.
+    """
+    name = run + word
+    for i in range(len(run) + 1):
+        if flag and name[i] != "-":
+            continue
+        if secret_name_strength(name[i:].lstrip("-")) is not None:
             return True
+    return False
+
+
+def _name_run(text: str, at: int) -> str:
+    before = text[max(0, at - 64) : at]
+    return before[len(before.rstrip(_NAME_CHARS)) :]
+
+
+def gate_hit(text: str, m: re.Match[str], flag: bool) -> bool:
+    """A gate regex's match (``ASSIGNMENT_GATES``, searched in the lower-cased text) in the
+    original ``text``: does it name a secret key?"""
+    at = m.start()
+    return name_may_be_secret(_name_run(text, at), text[at : m.end("w")], flag)
+
+
+_QUOTES = frozenset(b"\"'`")
+_JSON_KEY_REST = re.compile(GATE_JSON_KEY.encode())
+_KEY_SPAN = 256
+
+
+def gate_hit_bytes(data: bytes, m: re.Match[bytes], flag: bool) -> bool:
+    """:func:`gate_hit` on UTF-8 bytes: the name run and the word are ASCII, so byte and
+    character windows agree on them (a multi-byte character ends the run as it does in the text).
+
+    The batch prefilter also reads metadata as JSON, where :meth:`Redactor.redact_json` judges a
+    whole key (``"my api key": …``), not just its name run: so before a closing quote, every
+    suffix of the quoted key is tried too (a key with an escape, or longer than 256 bytes,
+    always counts).
+    """
+    at, end = m.start(), m.end("w")
+    word = data[at:end].decode("ascii")
+    before = data[max(0, at - 64) : at]
+    run = before[len(before.rstrip(_NAME_BYTES)) :].decode("ascii")
+    if name_may_be_secret(run, word, flag):
+        return True
+    if flag:
+        return False
+    if m["key"] is not None or _JSON_KEY_REST.match(data, end):
+        quote = 0x22
+    else:
+        closing = data[end : end + 4].lstrip(b"\\")[:1]
+        if not closing or closing[0] not in _QUOTES:
+            return False
+        quote = closing[0]
+    start = data.rfind(quote, max(0, at - _KEY_SPAN), at)
+    if start < 0 or (start and data[start - 1] == 0x5C):  # not found, or an escaped quote
+        return True
+    key = data[start + 1 : at]
+    if b"\\" in key or b"\x00" in key:
+        return True
+    try:
+        return name_may_be_secret(key.decode(), word, False)
+    except UnicodeDecodeError:
+        return True
+
+
+def assignment_possible(low: str, text: str | None = None) -> bool:
+    """The ``keyword`` gate's main half: could the lower-cased text hold an assignment (or an
+    AWS secret key or Azure account key, which are assignments too: their key names are secret
+    names)? ``text`` is the original (same length as ``low``) for the name check; without it
+    any operator or flag form counts."""
+    for word, rx in _STR_GATES:
+        if word not in low:
+            continue
+        m = rx.search(low)
+        while m is not None:  # hits may overlap (``token\\token:``): resume one character on
+            if text is None or gate_hit(text, m, m["sp"] is not None):
+                return True
+            m = rx.search(low, m.start() + 1)
     return False
 
 

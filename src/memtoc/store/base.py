@@ -16,9 +16,30 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from memtoc.model import AppendResult, Bookmark, Event, Grip, JsonValue, OutboxEntry, TocNode
+
+EventRow = tuple[str, int, str, str, str, str, str, str, str | None, str | None, str]
+"""An event as a row: ``event_id, ts_ms, project, session_id, agent, event_type, role, text,
+source, source_pos`` and its metadata as JSON text (compact, keys in their given order)."""
+
+
+@runtime_checkable
+class RowAppender(Protocol):
+    """A store that also takes events as prepared rows (the ingest fast path: the importer has
+    the metadata's JSON already, from redaction's prefilter, and builds no ``Event`` objects)."""
+
+    def append_rows(
+        self,
+        rows: Iterable[EventRow],
+        checkpoints: Mapping[str, JsonValue] | None = None,
+        *,
+        count: int | None = None,
+    ) -> AppendResult:
+        """``append_events`` for rows: the same atomicity, outbox entry and duplicate rules.
+        ``rows`` may be an iterator consumed inside the transaction (``count``: its length)."""
+        ...
 
 
 class Store(Protocol):

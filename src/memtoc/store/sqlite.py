@@ -34,7 +34,7 @@ from memtoc.model import (
     OutboxEntry,
     TocNode,
 )
-from memtoc.store.base import DirtyPeriod, DocRow, SegmentRecord
+from memtoc.store.base import DirtyPeriod, DocRow, EventRow, SegmentRecord
 from memtoc.store.migrations import migrate
 
 _SYNCHRONOUS = {"full": "FULL", "normal": "NORMAL", "off": "OFF"}
@@ -323,13 +323,30 @@ class SqliteStore:
             (*fields(e), dumps(m if type(m) is dict else dict(m)) if (m := e.metadata) else "{}")
             for e in events
         ]
+        return self.append_rows(rows, checkpoints)
+
+    def append_rows(
+        self,
+        rows: Iterable[EventRow],
+        checkpoints: Mapping[str, JsonValue] | None = None,
+        *,
+        count: int | None = None,
+    ) -> AppendResult:
+        """``append_events`` for prepared rows (``EventRow``: the metadata already JSON).
+
+        ``rows`` may be an iterator (consumed inside the transaction, so rows can be produced
+        while earlier ones are inserted); then ``count`` says how many it yields.
+        """
+        if count is None:
+            rows = list(rows)
+            count = len(rows)
         result = AppendResult()
         with self.transaction():
             before = self._exec("SELECT COALESCE(MAX(seq), 0) FROM events").fetchone()[0]
             cur = self._conn.executemany(_INSERT_EVENT, rows)
             inserted = cur.rowcount if cur.rowcount >= 0 else 0
             result.inserted = inserted
-            result.duplicates = len(rows) - inserted
+            result.duplicates = count - inserted
             if inserted:
                 after = self._exec("SELECT MAX(seq) FROM events").fetchone()[0]
                 result.outbox_entry_id = self._add_outbox(
