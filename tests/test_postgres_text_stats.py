@@ -64,6 +64,18 @@ def test_common_lexemes_are_estimated_rare_ones_counted(store: PostgresStore) ->
     assert [t[1] for t in terms(store, "deploy", ("event_search",))] == [-1]  # docs not asked
 
 
+def test_counts_stop_at_the_cap_and_say_more(
+    store: PostgresStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(postgres_text_stats, "ESTIMATE_ABOVE", 10**9)  # as with no statistics
+    monkeypatch.setattr(postgres_text_stats, "DF_CAP", 1_000)
+    got = {lex: df for lex, _, df in terms(store, "deploy rollback", ("event_search",))}
+    assert got == {"deploy": 1_001, "rollback": 60}
+    plans = store.rank_text("deploy window", kinds=("event",), candidates=5)
+    monkeypatch.setattr(postgres_text_stats, "DF_CAP", 50_000)
+    assert store.rank_text("deploy window", kinds=("event",), candidates=5)[0][2] == plans[0][2]
+
+
 def test_big_indexes_are_measured_by_sample(
     store: PostgresStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:

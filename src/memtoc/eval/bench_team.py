@@ -9,7 +9,9 @@ For each size N, in a fresh database ``memtoc_bench_team_<N>`` on the server (dr
    per batch, one transaction). Timed from a barrier to the last commit: events/s overall.
 2. **Process**: ``workers`` processes drain the one outbox together (segments, extractive
    summaries, grips, full text; no embedder), then one ``rollup(force=True)``. Timed the same way.
-3. **Query**: the planted facts' questions, cycled to ``queries``, through
+3. **Query**, after an ``ANALYZE`` (timed: the planner statistics autovacuum would have gathered
+   a minute or so after the load; full-text frequencies of common lexemes come from them, see
+   ``store/postgres_text_stats.py``): the planted facts' questions, cycled to ``queries``, through
    ``Memory.search(q, mode="bm25", limit=10)`` over all projects: p50/p95 latency (wall clock, and
    this process's CPU time per query) and the hit rate (the fact's event among the items' events or
    cites).
@@ -222,6 +224,9 @@ def measure_team(
             t0 = time.perf_counter()
             rolled = memory.rollup(force=True)
             rollup_s = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            store._exec("ANALYZE")  # what autovacuum does within a minute or so of a bulk load
+            analyze_s = time.perf_counter() - t0
             if progress:
                 progress(f"{n:,}: query", 2, steps)
             _, facts = generate_with_facts(SynthConfig(seed=seed, events=n))
@@ -249,6 +254,7 @@ def measure_team(
             "entries_per_worker": list(entries),
             "rollup_s": round(rollup_s, 3),
             "rollup_written": rolled.written,
+            "analyze_s": round(analyze_s, 3),
             "queries": bm25["queries"],
             "query_p50_ms": bm25["p50_ms"],
             "query_p95_ms": bm25["p95_ms"],

@@ -41,14 +41,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from memtoc.store import postgres_text_stats as text_stats
 from memtoc.store.postgres_base import PgBase
-from memtoc.store.postgres_text_stats import DF_CAP, index_stats, terms
+from memtoc.store.postgres_text_stats import index_stats, terms
 
 OR_ONLY_FACTOR = 0.5
 SCAN_CAP = 5_000
 """Most matching rows one pass scores (the newest), as SQLite's ``DEFAULT_SCAN_CAP``: keeps
 queries made of very common words fast however large the store."""
-BITMAP_ROWS = DF_CAP
+BITMAP_ROWS = 50_000
 """A pass whose matches are bounded by this many rows (by the lexemes' document frequencies) takes
 them all from the GIN index and keeps the newest; above it, it walks the newest rows."""
 PLAN_SETTINGS = (
@@ -202,11 +203,15 @@ def _passes(w: _Weights) -> list[tuple[str, int]]:
     over the rarer lexemes only (those matching at most ``SCAN_CAP`` rows) when there are any, as
     SQLite's teleport does, so a rare term's rows are all ranked, not just the newest matches of a
     common one."""
-    passes = [(tsquery_text(w.lexemes, "&"), min(w.dfs))]
+    # a count that stopped at the cap ("more") bounds nothing
+    more = text_stats.DF_CAP + 1
+    bounds = [BITMAP_ROWS + 1 if df == more else df for df in w.dfs]
+    passes = [(tsquery_text(w.lexemes, "&"), min(bounds))]
     if len(w.lexemes) > 1:
-        rare = [(lex, df) for lex, df in zip(w.lexemes, w.dfs, strict=True) if df <= SCAN_CAP]
-        used = rare or list(zip(w.lexemes, w.dfs, strict=True))
-        passes.append((tsquery_text([lex for lex, _ in used], "|"), sum(df for _, df in used)))
+        pairs = list(zip(w.lexemes, w.dfs, bounds, strict=True))
+        rare = [p for p in pairs if p[1] <= SCAN_CAP]
+        used = rare or pairs
+        passes.append((tsquery_text([p[0] for p in used], "|"), sum(p[2] for p in used)))
     return passes
 
 

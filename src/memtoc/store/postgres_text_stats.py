@@ -7,14 +7,14 @@ frequencies — what ``postgres_search`` needs before it can rank, read cheaply 
   larger) and the average length comes from a sample of about ``SAMPLE_ROWS`` rows (``TABLESAMPLE
   SYSTEM … REPEATABLE``). Exact at 1M events took 363 ms + 153 ms (both indexes) once a minute.
 - **Document frequencies** (``terms``, one statement with the query's lexemes): counted exactly
-  through the GIN index (up to ``DF_CAP``) unless ``ANALYZE``'s most-common-elements statistics
+  through the GIN index (up to ``DF_CAP``, then "more") unless ``ANALYZE``'s most-common-elements statistics
   (``pg_stats.most_common_elems``, kept by autovacuum) put the lexeme above ``ESTIMATE_ABOVE``
   rows — then ``frequency * rows``. Counting a common lexeme visits every row holding it (27,000
   heap rows for "db" at 1M events): exact counts made the statistics statement 300 ms of a 400 ms
   search there. The estimate's error (a 30,000-row sample: ±6% at 10,000 rows in 1M) moves a
   common lexeme's IDF by about 0.06; rare lexemes, which decide the ranking and the OR pass
-  (``SCAN_CAP``), are always counted exactly. Before, every count stopped at ``DF_CAP``, so a
-  lexeme in 200,000 of 1M rows was weighted as if it were in 50,000.
+  (``SCAN_CAP``), are always counted exactly. Before, every count stopped at 50,000, so a lexeme
+  in 200,000 of 1M rows was weighted as if it were in 50,000.
 """
 
 from __future__ import annotations
@@ -26,8 +26,12 @@ from memtoc.store.postgres_base import PgBase, pg_text
 STATS_TTL_S = 60.0
 SAMPLE_ABOVE = 200_000
 SAMPLE_ROWS = 20_000
-DF_CAP = 50_000
-"""Most rows a document frequency is counted up to (a lexeme missing from stale statistics)."""
+DF_CAP = 10_000
+"""Most rows a document frequency is counted up to: a lexeme the statistics do not know (none yet:
+a freshly loaded store before autovacuum's first ``ANALYZE``) costs at most this many row visits.
+A count that reaches it is returned as ``DF_CAP + 1`` ("more"): weighted as that many rows, and
+``postgres_search`` plans its passes as unbounded. (At 50,000, a 100k store queried right after
+its bulk load had p95 627 ms, 123 ms once analysed.)"""
 ESTIMATE_ABOVE = 5_000
 """Lexemes the statistics put above this many rows get the estimate instead of a count."""
 TABLES = ("docs", "event_search")
@@ -91,7 +95,7 @@ def terms(store: PgBase, query: str, tables: tuple[str, ...]) -> list[tuple[str,
         if table in tables:
             rows, _ = index_stats(store, table)
             parts[table] = _DF.format(t=table)
-            params += [rows, rows, ESTIMATE_ABOVE, DF_CAP]
+            params += [rows, rows, ESTIMATE_ABOVE, DF_CAP + 1]
         else:
             parts[table] = "-1"
     sql = _TERMS.format(docs=parts["docs"], events=parts["event_search"])
