@@ -114,6 +114,15 @@ class StaticEmbedder:
             ) from exc
         return normalize_rows(raw)
 
+    def vocabulary(self) -> tuple[tuple[str, ...], FloatMatrix]:
+        """The model's whole-word vocabulary (lower-case alphabetic tokens of 3+ letters) and
+        their unit vectors, straight from its embedding table (no encoding; recall's query
+        expansion, ``retrieval.recall_expand``, looks for words near the question's)."""
+        tokens = self._model.tokens
+        rows = [i for i, t in enumerate(tokens) if len(t) >= 3 and t.isascii() and t.isalpha()]
+        words = tuple(tokens[i].lower() for i in rows)
+        return words, normalize_rows(np.asarray(self._model.embedding)[rows])
+
 
 _ONNX_PATTERNS = ["*.json", "model.onnx", "onnx/model.onnx", "1_Pooling/*", "vocab.txt"]
 
