@@ -134,7 +134,7 @@ def rank_only(
 ) -> Ranking:
     """Recall's ranking without packing (the eval's recall@k uses it)."""
     text, window, _ = _time(query, at_ms, tz)
-    ranker = Ranker(store, semantic, config or RankConfig(), Deadline(None))
+    ranker = Ranker(store, semantic, config or RankConfig(), Deadline(None), tz)
     if build_match(text) is None:
         return Ranking()
     return ranker.rank(text, SearchFilters(projects=projects), window)
@@ -167,7 +167,7 @@ def recall(
         reasons.append("no embedder: none configured")
     elif semantic.degraded is not None:
         reasons.append(semantic.degraded)
-    ranker = Ranker(store, semantic, config or RankConfig(), deadline)
+    ranker = Ranker(store, semantic, config or RankConfig(), deadline, tz)
     if build_match(text) is None or budget == 0:
         ranking = Ranking(method="hybrid" if ranker.semantic is not None else "bm25")
     else:
