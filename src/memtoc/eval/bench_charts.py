@@ -20,8 +20,12 @@ def line_chart(
     title: str,
     ylabel: str,
     log_y: bool = False,
+    dashed: Mapping[str, Points] | None = None,
+    dashed_label: str = "",
 ) -> Path:
-    """Draw ``series`` (label → ``(N, value)`` points) to ``path``; empty series are left out."""
+    """Draw ``series`` (label → ``(N, value)`` points) to ``path``; empty series are left out.
+    ``dashed`` adds a second line per label, dashed in the same colour (``dashed_label`` names
+    it once in the legend)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -33,7 +37,13 @@ def line_chart(
         for label, points in series.items():
             if points:
                 xs, ys = zip(*sorted(points), strict=True)
-                ax.plot(xs, ys, marker="o", label=label)
+                (line,) = ax.plot(xs, ys, marker="o", label=label)
+                second = (dashed or {}).get(label)
+                if second:
+                    xs, ys = zip(*sorted(second), strict=True)
+                    ax.plot(xs, ys, marker=".", linestyle="--", color=line.get_color())
+        if dashed and dashed_label:
+            ax.plot([], [], linestyle="--", color="grey", label=dashed_label)
         ax.set_xscale("log")
         if log_y:
             ax.set_yscale("log")

@@ -346,20 +346,26 @@ def run_query_bench(
 
 
 def write_chart(results: list[dict[str, JsonValue]], out_dir: Path) -> Path:
-    """Plot p95 latency against N, one line per mode (log-log), to ``out_dir/query_latency.png``."""
+    """Plot p95 latency against N, one line per mode (log-log), wall clock solid and CPU time
+    dashed, to ``out_dir/query_latency.png``."""
     series: dict[str, list[tuple[float, float]]] = {}
+    cpu: dict[str, list[tuple[float, float]]] = {}
     for mode in MODES:
         for r in results:
             figures = r["modes"]
             if isinstance(figures, dict) and isinstance(figures.get(mode), dict):
                 stats = figures[mode]
                 assert isinstance(stats, dict)
-                point = (float(str(r["events"])), float(str(stats["p95_ms"])))
-                series.setdefault(mode, []).append(point)
+                n = float(str(r["events"]))
+                series.setdefault(mode, []).append((n, float(str(stats["p95_ms"]))))
+                if "cpu_p95_ms" in stats:
+                    cpu.setdefault(mode, []).append((n, float(str(stats["cpu_p95_ms"]))))
     return line_chart(
         out_dir / "query_latency.png",
         series,
         title="memtoc bench query: p95 latency per mode",
         ylabel="p95 latency (ms)",
         log_y=True,
+        dashed=cpu,
+        dashed_label="CPU time p95 (dashed)",
     )
