@@ -23,6 +23,7 @@ from __future__ import annotations
 import re
 import weakref
 from dataclasses import dataclass
+from itertools import zip_longest
 from typing import Protocol, runtime_checkable
 
 import numpy as np
@@ -47,6 +48,9 @@ class VocabularyEmbedder(Protocol):
 class ExpandConfig:
     per_word: int = 5
     min_cosine: float = 0.45
+    max_terms: int = 30
+    """Expansion terms searched in all (each word's nearest first, then its second, …): the
+    BM25 search costs more with every term."""
 
 
 class _Vocabulary:
@@ -122,5 +126,7 @@ def expansion_terms(
     if missing:
         vocab.nearest(embedder, missing, cfg)
     in_query = set(_WORD.findall(query.lower()))
-    out = [t for w in words for t in vocab.memo.get((w, cfg), ()) if t not in in_query]
-    return list(dict.fromkeys(out))
+    per_word = [[t for t in vocab.memo.get((w, cfg), ()) if t not in in_query] for w in words]
+    rounds = zip_longest(*per_word)  # every word's nearest, then every word's second, …
+    out = [t for row in rounds for t in row if t is not None]
+    return list(dict.fromkeys(out))[: cfg.max_terms]

@@ -34,6 +34,12 @@ MAX_CHARS_PER_TOKEN = 12
 """Text longer than this many characters per token left is not counted: it cannot fit (cl100k
 averages about 4 characters per token on English and code)."""
 _PLAIN_ROLES = frozenset({"user", "assistant"})
+MAX_MISSES = 40
+"""Packing stops after this many units in a row that brought nothing or did not fit: the budget
+is full for what is left (units come best first, so the rest are weaker and each costs a count)."""
+HEAD_FILL = 0.8
+"""An event's head at tier T holds at least this share of ``EVENT_HEAD_TOKENS[T]`` in practice
+(it is cut at the last word boundary that fits): with fewer tokens left it is not rendered."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,9 +179,16 @@ class Packer:
         """Try ``unit`` at L1, then L0."""
         tiers: tuple[str, ...] = ("L1", "L0")
         if unit.kind == "event" and unit.events:
-            # an event's L1/L0 is its head: only worth trying when shorter than the event
+            # an event's L1/L0 is its head: only worth trying when shorter than the event, and
+            # not rendered when even a head cut short at a word boundary could not fit (a head
+            # is within a few tokens of its size; rendering one costs a binary search of counts)
             full = self._tokens(unit.events[0])
-            tiers = tuple(t for t in tiers if EVENT_HEAD_TOKENS[t] < full)
+            left = self.budget - self.used
+            tiers = tuple(
+                t
+                for t in tiers
+                if EVENT_HEAD_TOKENS[t] < full and EVENT_HEAD_TOKENS[t] * HEAD_FILL <= left
+            )
         for tier in tiers:
             try:
                 item = self.renderer.render(unit.kind, unit.project, unit.id, tier, unit.score)
@@ -190,13 +203,14 @@ class Packer:
         return False
 
     def pack(self, units: Sequence[Unit]) -> None:
+        misses = 0
         for unit in units:
-            if self.budget - self.used < MIN_ITEM_TOKENS:
+            if self.budget - self.used < MIN_ITEM_TOKENS or misses >= MAX_MISSES:
                 break
             if self.items and self.deadline.expired():  # the best so far: at least one item
                 self.truncated = True
                 break
-            self.add(unit)
+            misses = 0 if self.add(unit) else misses + 1
 
     def finish(self) -> tuple[list[SearchItem], int]:
         """The items in time order with day headers, and the context's token count (≤ budget)."""

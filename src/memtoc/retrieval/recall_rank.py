@@ -37,7 +37,7 @@ from memtoc.model import Event
 from memtoc.retrieval.embedding_index import SemanticIndex
 from memtoc.retrieval.recall_expand import ExpandConfig, expansion_terms
 from memtoc.retrieval.recall_time import asks_when, carries_time, mentions_window
-from memtoc.retrieval.teleport import SearchFilters, bm25_search
+from memtoc.retrieval.teleport import Hit, SearchFilters, bm25_search
 from memtoc.retrieval.tiers import grip_events
 from memtoc.store.sqlite import SqliteStore
 
@@ -106,6 +106,9 @@ class Ranking:
     """Matching grips/segments, best first, with their events."""
     bookmarks: list[tuple[str, str, float]] = field(default_factory=list)
     """Pinned bookmarks: (project, bookmark id, score), best first."""
+    bookmark_hits: tuple[list[Hit], float] | None = None
+    """Bookmarks the docs stage's BM25 search found beside grips and segments (one search for
+    both; ``None`` when it did not run), and that search's best raw score."""
     method: str = "bm25"
     stages: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
@@ -125,6 +128,13 @@ def _rrf(lists: Sequence[tuple[float, Sequence[str]]], k: float) -> dict[str, fl
             scores[item] = scores.get(item, 0.0) + weight / (k + rank)
     best = max(scores.values(), default=0.0)
     return {i: s / best for i, s in scores.items()} if best > 0 else scores
+
+
+def _every_term(hit: Hit, best_raw: float) -> bool:
+    """Whether a BM25 hit matched every query term. Teleport scores a hit ``factor * raw /
+    best_raw`` (``best_raw``: the highest raw score of its result list), with factor 1 for rows
+    holding every term and 0.5 for the others; this reads the factor back."""
+    return hit.raw > 0 and hit.score * best_raw >= 0.75 * hit.raw
 
 
 class Ranker:
@@ -250,9 +260,16 @@ class Ranker:
                 scores[i] += cfg.w_when
 
     def _docs(self, query: str, filters: SearchFilters, out: Ranking) -> None:
+        """Grips and segment nodes by BM25 and vectors, fused; the same BM25 search also brings
+        the bookmarks that match (for stage 8): one FTS query over the docs index, not two."""
         cfg = self.cfg
-        f = SearchFilters(projects=filters.projects, kinds=("node", "grip"), levels=("segment",))
-        lexical = [h.key for h in bm25_search(self.store, query, f, limit=cfg.docs)]
+        f = SearchFilters(
+            projects=filters.projects, kinds=("node", "grip", "bookmark"), levels=("segment",)
+        )
+        hits = bm25_search(self.store, query, f, limit=2 * (cfg.docs + cfg.bookmarks))
+        best_raw = max((h.raw for h in hits), default=0.0)
+        out.bookmark_hits = ([h for h in hits if h.kind == "bookmark"], best_raw)
+        lexical = [h.key for h in hits if h.kind != "bookmark"][: cfg.docs]
         vec = [k for k, _ in self._vector_ids(query, f, ("node", "grip"), cfg.docs * 4)]
         vec = [k for k in vec if k[0] == "grip" or self._is_segment(k)][: cfg.docs]
         fused: dict[Key, float] = {}
@@ -304,8 +321,12 @@ class Ranker:
         cfg = self.cfg
         f = SearchFilters(projects=filters.projects, kinds=("bookmark",))
         chosen: dict[Key, float] = {}
-        for h in bm25_search(self.store, query, f, limit=cfg.bookmarks):
-            if h.score > 0.5:  # an AND match: every query term is in the bookmark
+        if out.bookmark_hits is None:
+            hits = bm25_search(self.store, query, f, limit=cfg.bookmarks)
+            out.bookmark_hits = (hits, max((h.raw for h in hits), default=0.0))
+        hits, best_raw = out.bookmark_hits
+        for h in hits[: cfg.bookmarks]:
+            if _every_term(h, best_raw):
                 chosen[h.key] = h.score
         for key, cos in self._vector_ids(query, f, ("bookmark",), cfg.bookmarks):
             if cos >= cfg.bookmark_cosine:

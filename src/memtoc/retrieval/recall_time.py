@@ -12,7 +12,8 @@ the question's window like one told inside it.
 time expression — the date an answer needs is in them.
 
 Parsing costs about 50-80 µs a turn, so a turn is parsed only when a cheap pre-filter finds a
-time-like word in it, and results are memoised per event (bounded).
+time-like word in it, only its first ``MAX_CHARS`` characters, and results are memoised per event
+(bounded).
 """
 
 from __future__ import annotations
@@ -25,6 +26,9 @@ from memtoc.retrieval.timeparse import Range, parse_time
 
 MAX_EXPRESSIONS = 3
 """Time expressions resolved per event (the first ones)."""
+MAX_CHARS = 1_000
+"""Only the first characters of a turn are read for time expressions (a conversational turn is
+shorter; a long tool output's dates are not what a question's window is about)."""
 _MEMO_MAX = 200_000
 
 _WHEN = re.compile(
@@ -59,8 +63,9 @@ def mentioned_ranges(event: Event, tz: tzinfo) -> tuple[Range, ...]:
     if found is not None:
         return found
     ranges: list[Range] = []
-    if _TIMEISH.search(event.text):
-        rest = event.text
+    text = event.text[:MAX_CHARS]
+    if _TIMEISH.search(text):
+        rest = text
         for _ in range(MAX_EXPRESSIONS):
             expr = parse_time(rest, event.ts_ms, tz)
             if expr is None:
