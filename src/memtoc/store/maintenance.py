@@ -139,6 +139,15 @@ def verify(store: SqliteStore) -> VerifyReport:
     if problem is None and covered != total[1]:
         problem = f"outbox announces {covered} event slots but the log holds {total[1]}"
     report.check("event/outbox atomicity", problem)
+    if store._spans:  # session reads are bounded by these spans (store/sqlite_sessions.py)
+        outside = q(
+            "SELECT COUNT(*) FROM events e LEFT JOIN sessions s ON s.session_id = e.session_id "
+            "AND s.project = e.project WHERE s.first_ms IS NULL OR e.ts_ms < s.first_ms "
+            "OR e.ts_ms > s.last_ms"
+        )[0][0]
+        report.check(
+            "session spans", f"{outside} events outside their session's span" if outside else None
+        )
     dangling = q(
         "SELECT COUNT(*) FROM toc_nodes n LEFT JOIN toc_node_versions v ON v.project = n.project "
         "AND v.node_id = n.node_id AND v.version = n.version WHERE v.node_id IS NULL"

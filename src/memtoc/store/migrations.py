@@ -238,6 +238,29 @@ MIGRATIONS: tuple[Migration, ...] = (
         );
         """,
     ),
+    # Session reads without a session index (store/sqlite_sessions.py): the UUID-keyed
+    # (session_id, ts_ms) index took each batch's rows at random places and was the costliest
+    # part of the insert. Each session's span (first/last ts_ms per project) is kept in
+    # ``sessions``, and the time index carries the session id, so a session's events are found
+    # within its span inside the index.
+    Migration(
+        "0007_session_spans",
+        """
+        CREATE TABLE sessions (
+            session_id  TEXT NOT NULL,
+            project     TEXT NOT NULL,
+            first_ms    INTEGER NOT NULL,
+            last_ms     INTEGER NOT NULL,
+            PRIMARY KEY (session_id, project)
+        ) WITHOUT ROWID;
+        INSERT INTO sessions(session_id, project, first_ms, last_ms)
+            SELECT session_id, project, MIN(ts_ms), MAX(ts_ms) FROM events
+            GROUP BY session_id, project;
+        DROP INDEX events_session_time;
+        DROP INDEX events_project_time;
+        CREATE INDEX events_project_time_session ON events(project, ts_ms, session_id);
+        """,
+    ),
 )
 
 

@@ -17,6 +17,7 @@ import sqlite3
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from itertools import tee
 from operator import attrgetter
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,13 @@ from memtoc.model import (
 )
 from memtoc.store.base import DirtyPeriod, DocRow, EventRow, SegmentRecord
 from memtoc.store.migrations import migrate
+from memtoc.store.sqlite_sessions import (
+    SPAN_UPSERT,
+    session_order,
+    session_scope,
+    session_spans,
+    spans_of,
+)
 
 _SYNCHRONOUS = {"full": "FULL", "normal": "NORMAL", "off": "OFF"}
 _EVENT_COLS = (
@@ -178,6 +186,13 @@ def _live_filter(conn: sqlite3.Connection) -> str:
     return _LIVE if "forgotten_ms" in columns else "1"
 
 
+def _has_sessions(conn: sqlite3.Connection) -> bool:
+    """Whether the store keeps session spans (``0007_session_spans``); a store opened read-only
+    before that migration ran still has its session index and computes spans from the events."""
+    found = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'sessions'")
+    return found.fetchone() is not None
+
+
 def prepare_private_file(path: Path) -> None:
     """Create the data directory (0700) and the database file (0600) before SQLite touches them."""
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -237,6 +252,7 @@ class SqliteStore:
             if not read_only:
                 migrate(self._conn, self.clock.now_ms())
             self._live = _live_filter(self._conn)
+            self._spans = _has_sessions(self._conn)
         except sqlite3.Error as exc:
             raise StoreError(f"cannot open store {self.path}: {exc}") from exc
         self.durability = durability
@@ -340,6 +356,9 @@ class SqliteStore:
         if count is None:
             rows = list(rows)
             count = len(rows)
+            given: Iterable[EventRow] = rows
+        else:  # an iterator: a copy of what it yields (kept in C) for the session spans
+            rows, given = tee(rows)
         result = AppendResult()
         with self.transaction():
             before = self._exec("SELECT COALESCE(MAX(seq), 0) FROM events").fetchone()[0]
@@ -352,6 +371,9 @@ class SqliteStore:
                 result.outbox_entry_id = self._add_outbox(
                     "events", {"first_seq": before + 1, "last_seq": after}
                 )
+                # spans of every row's session: a duplicate's only widens a span (harmless)
+                spans = session_spans(given if isinstance(given, list) else list(given))
+                self._conn.executemany(SPAN_UPSERT, spans)
             now = self.clock.now_ms()
             for job, value in (checkpoints or {}).items():
                 self._exec(
@@ -393,17 +415,24 @@ class SqliteStore:
         limit: int | None = None,
         descending: bool = False,
     ) -> Iterator[Event]:
-        where, params = _conditions(
-            ("project = ?", project),
-            ("session_id = ?", session_id),
-            ("ts_ms >= ?", since_ms),
-            ("ts_ms < ?", until_ms),
-        )
+        order = "DESC" if descending else "ASC"
+        by = f"ts_ms {order}, seq {order}"
+        if session_id is None:
+            where, params = _conditions(
+                ("project = ?", project), ("ts_ms >= ?", since_ms), ("ts_ms < ?", until_ms)
+            )
+        else:  # within the session's span, in (project, ts_ms, session_id) order
+            scope = session_scope(
+                self._query, session_id, project, since_ms, until_ms, table=self._spans
+            )
+            if scope is None:
+                return
+            where, params = scope
+            by = session_order(descending)
         where.append(self._live)
         # Keyset pagination on (ts_ms, seq): a huge scan neither holds the lock between pages
         # nor loads everything, each page costs the same, and events of one millisecond keep
         # their append (file) order.
-        order = "DESC" if descending else "ASC"
         cmp = "<" if descending else ">"
         base = f"SELECT {_EVENT_COLS} FROM events"
         page = 2_000
@@ -417,7 +446,7 @@ class SqliteStore:
                 clauses.append(f"(ts_ms {cmp} ? OR (ts_ms = ? AND seq {cmp} ?))")
                 args.extend([cursor[0], cursor[0], cursor[1]])
             sql = base + (" WHERE " + " AND ".join(clauses) if clauses else "")
-            sql += f" ORDER BY ts_ms {order}, seq {order} LIMIT {size}"
+            sql += f" ORDER BY {by} LIMIT {size}"
             rows = self._query(sql, args)
             for row in rows:
                 yield _row_to_event(row)
@@ -441,19 +470,32 @@ class SqliteStore:
         if not found:
             raise NotFoundError("event", event.event_id)
         seq = found[0][0]
-        lo = event.ts_ms - window_ms if window_ms is not None else -(1 << 62)
-        hi = event.ts_ms + window_ms if window_ms is not None else 1 << 62
-        prev_rows = self._query(
-            f"SELECT {_EVENT_COLS} FROM events WHERE session_id = ? AND project = ? "
-            f"AND (ts_ms < ? OR (ts_ms = ? AND seq < ?)) AND ts_ms >= ? AND {self._live} "
-            "ORDER BY ts_ms DESC, seq DESC LIMIT ?",
-            (event.session_id, event.project, event.ts_ms, event.ts_ms, seq, lo, before),
+        spans = spans_of(self._query, event.session_id, event.project, table=self._spans)
+        if not spans or not (before or after):
+            return [], []
+        _, first, last = spans[0]
+        lo, hi = first, last
+        if window_ms is not None:
+            lo, hi = max(lo, event.ts_ms - window_ms), min(hi, event.ts_ms + window_ms)
+        ts = event.ts_ms
+        where = f"project = ? AND ts_ms >= ? AND ts_ms <= ? AND +session_id = ? AND {self._live}"
+        prev_rows = (
+            self._query(
+                f"SELECT {_EVENT_COLS} FROM events WHERE {where} "
+                f"AND (ts_ms < ? OR (ts_ms = ? AND seq < ?)) ORDER BY {session_order(True)} LIMIT ?",
+                (event.project, lo, ts, event.session_id, ts, ts, seq, before),
+            )
+            if before
+            else []
         )
-        next_rows = self._query(
-            f"SELECT {_EVENT_COLS} FROM events WHERE session_id = ? AND project = ? "
-            f"AND (ts_ms > ? OR (ts_ms = ? AND seq > ?)) AND ts_ms <= ? AND {self._live} "
-            "ORDER BY ts_ms ASC, seq ASC LIMIT ?",
-            (event.session_id, event.project, event.ts_ms, event.ts_ms, seq, hi, after),
+        next_rows = (
+            self._query(
+                f"SELECT {_EVENT_COLS} FROM events WHERE {where} "
+                f"AND (ts_ms > ? OR (ts_ms = ? AND seq > ?)) ORDER BY {session_order()} LIMIT ?",
+                (event.project, ts, hi, event.session_id, ts, ts, seq, after),
+            )
+            if after
+            else []
         )
         return [_row_to_event(r) for r in reversed(prev_rows)], [
             _row_to_event(r) for r in next_rows
@@ -889,11 +931,15 @@ class SqliteStore:
     def session_events_from(
         self, project: str, session_id: str, ts_ms: int, event_id: str
     ) -> list[tuple[int, Event]]:
+        scope = session_scope(self._query, session_id, project, ts_ms, None, table=self._spans)
+        if scope is None:
+            return []
+        where, params = scope
         rows = self._query(
-            f"SELECT {_EVENT_COLS} FROM events WHERE session_id = ? AND project = ? "
+            f"SELECT {_EVENT_COLS} FROM events WHERE {' AND '.join(where)} "
             f"AND (ts_ms > ? OR (ts_ms = ? AND event_id >= ?)) AND {self._live} "
             "ORDER BY ts_ms, event_id",
-            (session_id, project, ts_ms, ts_ms, event_id),
+            (*params, ts_ms, ts_ms, event_id),
         )
         return [(r[0], _row_to_event(r)) for r in rows]
 

@@ -36,6 +36,7 @@ from typing import Any
 from memtoc.errors import StoreError
 from memtoc.model import JsonValue
 from memtoc.store.sqlite import SqliteStore
+from memtoc.store.sqlite_sessions import session_scope
 from memtoc.text.fts_text import search_text
 
 _CHUNK = 500
@@ -101,9 +102,16 @@ def select_events(
     order. ``event_ids`` None means "any id"; an empty sequence selects nothing."""
     clauses: list[str] = []
     args: list[Any] = []
+    if session_id is not None:  # within the session's span (store/sqlite_sessions.py)
+        scope = session_scope(
+            store._query, session_id, project, since_ms, until_ms, table=store._spans
+        )
+        if scope is None:
+            return []
+        clauses, args = scope
+        project = since_ms = until_ms = None
     for clause, value in (
         ("project = ?", project),
-        ("session_id = ?", session_id),
         ("ts_ms >= ?", since_ms),
         ("ts_ms < ?", until_ms),
     ):
