@@ -539,3 +539,39 @@ def test_a_replacement_before_a_flag_name_is_foreseen(redactor: Redactor) -> Non
     text = "x sk-" + "Ab1" * 10 + "-password hunter22"
     assert redactor.suspects([text]) == {0}
     assert redactor.redact(text) == ungated(redactor, text)
+
+
+# --- the batch gate's token prefixes (redact_gate.blob_suspects) ---------------------------------
+TOKEN = "sk-proj-" + "Ab1" * 8
+ESCAPED = [  # a token after a JSON escape in a metadata probe: \n, \u0007
+    json.dumps({"out": "line\n" + TOKEN}),
+    json.dumps({"out": "bell\x07" + TOKEN}),
+]
+
+
+@pytest.mark.parametrize(
+    ("text", "suspect"),
+    [
+        (f"key {TOKEN} here", True),  # a prefix starting a qualifying run
+        (f"(task-{'Ab1' * 8})", False),  # inside a run: the run starts with "ta"
+        ("sk-" + "ab" * 4, False),  # too short a run
+        ("sk-" + "abcdefgh" * 3, False),  # no uppercase letter or digit: no token
+        (ESCAPED[0], True),
+        (ESCAPED[1], True),
+        ('"x\\\\' + TOKEN + '"', True),  # after any backslash pair, as a JSON escape
+        ("Dock\u017fide", True),  # a character that folds to ASCII
+    ],
+)
+def test_batch_gate_token_prefixes(redactor: Redactor, text: str, suspect: bool) -> None:
+    found = redactor.suspects(["plain words", text, "more plain words"])
+    assert found == ({1} if suspect else set())
+    if not suspect:
+        assert ungated(redactor, text) == (text, {})
+
+
+def test_every_token_kind_has_an_anchor() -> None:
+    # The batch gate looks for token prefixes and anchors, not for every qualifying run: a token
+    # kind without an anchor would need the run scan back.
+    from memtoc.ingest.redact_gate import ANCHORLESS_TOKEN_KINDS
+
+    assert ANCHORLESS_TOKEN_KINDS == ()

@@ -283,14 +283,14 @@ class _Prepared:
         n = len(pending)
         size = _CHUNK if worker is not None else max(n, 1)
         self.bounds = [(lo, min(lo + size, n)) for lo in range(0, n, size)]
-        self.tickets: list[tuple[int, set[int], bytes, list[int]]] = []
+        self.tickets: list[tuple[int, bytes, list[int]]] = []
         self.answered = 0
         """Chunks whose suspects came from the helper in time."""
         if worker is not None:
             try:
                 for lo, hi in self.bounds:
-                    data, ends, folded = batch_blob(self._probes(lo, hi))
-                    self.tickets.append((worker.submit(data, ends), folded, data, ends))
+                    data, ends = batch_blob(self._probes(lo, hi))
+                    self.tickets.append((worker.submit(data, ends), data, ends))
             except OSError:
                 self._drop_worker()
 
@@ -319,17 +319,17 @@ class _Prepared:
             return set(range(2 * count))
         if chunk >= len(self.tickets):
             return redactor.suspects(self._probes(lo, hi))
-        number, folded, data, ends = self.tickets[chunk]
+        number, data, ends = self.tickets[chunk]
         if self.worker is not None and self.worker.answered(number, _PATIENCE_S if chunk else 0):
             try:
-                found = folded | self.worker.result(number)
+                found = self.worker.result(number)
                 self.answered += 1
                 return found
             except OSError:  # the helper died: gate here, and not with it again
                 self._drop_worker()
         # Not answered yet (the helper is behind, or not scheduled on a loaded machine): gated
         # here rather than waited for; its answer, when it comes, is skipped by ticket.
-        return folded | blob_suspects(data, ends)
+        return blob_suspects(data, ends)
 
     def _redact(self, chunk: int, lo: int, hi: int) -> None:
         """Redact the chunk's suspects in place (a redacted metadata's JSON is made again)."""

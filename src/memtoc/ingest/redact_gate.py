@@ -10,11 +10,13 @@ Two gates (see :mod:`memtoc.ingest.redact`, *Speed*, for why each is exact):
   ``authorization``, ``-----begin``, ``sig=``).
 
 :func:`text_gates` evaluates them for one text (and returns what the kinds need next).
-:func:`batch_suspects` evaluates them for a whole batch at once over one joined, lower-cased
-UTF-8 blob (:func:`batch_blob` makes it, :func:`blob_suspects` gates it, in-process or in the
-helper of :mod:`memtoc.ingest.redact_worker`): each needle is searched once in C, and Python runs only per *hit*, not per text, so
-a batch of clean events costs a few C passes. It is conservative: every text for which
-:func:`text_gates` opens a gate is a suspect (a test checks it on random batches).
+:func:`batch_suspects` evaluates them for a whole batch at once over one joined UTF-8 blob
+(:func:`batch_blob` makes it, :func:`blob_suspects` gates it, in-process or in the helper of
+:mod:`memtoc.ingest.redact_worker`): every fixed needle in two Aho-Corasick passes (the blob and
+its lower-cased copy), each assignment word in one ``re`` pass, and Python only per *hit*, not
+per text, so a batch of clean events costs eight passes in compiled code. It is conservative:
+every text for which :func:`text_gates` opens a gate is a suspect (a test checks it on random
+batches).
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from bisect import bisect_right
 from collections.abc import Sequence
 from itertools import accumulate
 from operator import add
+
+from ahocorasick_rs import BytesAhoCorasick, Implementation
 
 from memtoc.ingest.redact_assign import (
     ASSIGNMENT_GATES,
@@ -35,15 +39,12 @@ from memtoc.ingest.redact_catalogue import BUILTIN
 from memtoc.ingest.redact_kinds import LOWER_RUN_BYTES, RUN_ALPHABET
 
 RUN = b"a" * 16
-_RUNS = re.compile(b"a" * 16 + b"a*")
-"""A run of 16 or more run characters, in ``data.translate(RUN_TABLE)``."""
+"""A run of 16 run characters, in ``data.translate(RUN_TABLE)``."""
 RUN_TABLE = bytes(0x61 if chr(i) in RUN_ALPHABET else 0x20 for i in range(256))
 """Maps ``[A-Za-z0-9_-]`` to ``a`` and every other byte (UTF-8 continuations too) to a space."""
 
 RUN_PREFIXES = tuple(a.encode() for k in BUILTIN for a in k.run_anchors)
 """How a token kind's match begins: the start of its run."""
-_RUN_STARTS = frozenset(p[:2] for p in RUN_PREFIXES)
-"""The first two bytes of every run prefix: one set lookup rejects most runs."""
 
 
 def _minimal(needles: set[str]) -> tuple[str, ...]:
@@ -75,11 +76,14 @@ _TOKEN_TEXT_ANCHORS = tuple(
     if not any(low in a.lower() for low in _TOKEN_LOWER_ANCHORS_STR)
 )
 _TOKEN_LOWER_ANCHORS = tuple(a.encode() for a in _TOKEN_LOWER_ANCHORS_STR)
-_ANCHORLESS_TOKEN_KIND = any(not k.anchors and not k.lower_anchors for k in _TOKEN_KINDS)
-"""A token kind is tried only when one of its anchors occurs: at the start of a qualifying run
-(run anchors), anywhere in the text (the others; the batch gate looks for the shortest form,
-``dp.`` for Doppler's five). So a batch text whose only qualifying runs are ids and hashes
-(``toolu_01…``, git SHAs) is not a suspect."""
+ANCHORLESS_TOKEN_KINDS = tuple(
+    k.name for k in _TOKEN_KINDS if not k.anchors and not k.lower_anchors
+)
+"""Token kinds without an anchor: none (a test keeps it so). A token kind is tried only when one
+of its anchors occurs: at the start of a qualifying run (run anchors), anywhere in the text (the
+others; the batch gate looks for the shortest form, ``dp.`` for Doppler's five). So a batch text
+whose only qualifying runs are ids and hashes (``toolu_01…``, git SHAs) is not a suspect, and the
+batch gate looks for token prefixes rather than for runs."""
 _BYTE_WORDS: tuple[re.Pattern[bytes], ...] = tuple(
     re.compile(rx.encode()) for _, rx in ASSIGNMENT_GATES
 )
@@ -149,49 +153,67 @@ def batch_suspects(texts: Sequence[str]) -> set[int]:
     redaction (a superset of the texts :func:`text_gates` opens a gate for)."""
     if not texts:
         return set()
-    data, ends, folded = batch_blob(texts)
-    return folded | blob_suspects(data, ends)
+    return blob_suspects(*batch_blob(texts))
 
 
-def batch_blob(texts: Sequence[str]) -> tuple[bytes, list[int], set[int]]:
-    """The batch as one UTF-8 blob (texts joined by NUL), where each text's bytes end (its
-    separator included), and the texts holding a character that case-folds to ASCII (always
-    suspects). :func:`blob_suspects` finds the rest, here or in a helper process."""
-    blob = _SEP.join(texts)
-    data = encode(blob)
-    suspects: set[int] = set()
-    count = len(texts)
-    if len(data) != len(blob):  # non-ASCII somewhere: byte offsets differ from text offsets
-        if any(ch in blob for ch in _FOLDING):
-            char_ends = list(map(add, accumulate(map(len, texts)), range(1, count + 1)))
-            for ch in _FOLDING:
-                at = blob.find(ch)
-                while at >= 0:
-                    k = bisect_right(char_ends, at)
-                    suspects.add(k)
-                    at = blob.find(ch, char_ends[k]) if k + 1 < count else -1
-        parts = data.split(_SEP.encode())
-        if len(parts) != count:  # a text holding NUL would shift them
-            parts = [encode(t) for t in texts]
-    else:
-        parts = texts  # type: ignore[assignment]  # ASCII: characters are bytes
+def batch_blob(texts: Sequence[str]) -> tuple[bytes, list[int]]:
+    """The batch as one UTF-8 blob (texts joined by NUL) and where each text's bytes end (its
+    separator included); :func:`blob_suspects` gates it, here or in a helper process."""
+    try:
+        parts = list(map(str.encode, texts))
+    except UnicodeEncodeError:  # lone surrogates
+        parts = [encode(t) for t in texts]
     # lengths summed in C
-    return data, list(map(add, accumulate(map(len, parts)), range(1, count + 1))), suspects
+    ends = list(map(add, accumulate(map(len, parts)), range(1, len(parts) + 1)))
+    return b"\x00".join(parts), ends
 
 
-def _escaped_start(data: bytes, i: int, j: int) -> bool:
-    """Whether a run after a backslash starts like a token once a JSON escape is skipped: in a
-    metadata probe ``"a\\nsk-…"`` holds a newline, so the token starts after ``\\n`` (after
-    ``\\u0000``: five characters on)."""
-    return data.startswith(RUN_PREFIXES, i + 1, j) or (
-        data[i] == 0x75 and data.startswith(RUN_PREFIXES, i + 5, j)
-    )
+_RUN_BYTES = frozenset(ord(c) for c in RUN_ALPHABET)
+_RUN_REST = re.compile(b"[A-Za-z0-9_-]*")
+
+
+def _token_run_at(data: bytes, at: int) -> bool:
+    """Whether the token prefix found at ``at`` starts a *qualifying* run (:func:`long_runs`:
+    16+ ``[A-Za-z0-9_-]`` with an uppercase letter or a digit) — directly, or after a JSON
+    escape: in a metadata probe ``"a\\nsk-…"`` holds a newline, so the token starts after
+    ``\\n`` (after ``\\u0000``: five characters on), inside the run ``nsk-…``."""
+    start = at
+    if at and data[at - 1] in _RUN_BYTES:  # inside a run: only after an escape
+        if at >= 2 and data[at - 2] == 0x5C:
+            start = at - 1
+        elif at >= 6 and data[at - 6] == 0x5C and data[at - 5] == 0x75:
+            if not _RUN_BYTES.issuperset(data[at - 4 : at]):
+                return False
+            start = at - 5
+        else:
+            return False
+    end = _RUN_REST.match(data, at).end()  # type: ignore[union-attr]  # always matches
+    return end - start >= 16 and bool(data[start:end].translate(None, LOWER_RUN_BYTES))
+
+
+_PREFIXES = tuple(dict.fromkeys(RUN_PREFIXES))
+_DATA_NEEDLES = (*_PREFIXES, *_TOKEN_TEXT_ANCHORS, *(ch.encode() for ch in _FOLDING))
+"""Searched in the blob as it is: the token prefixes (a hit counts when it starts a qualifying
+run), then the token kinds' other anchors and the characters that fold to ASCII (a hit counts)."""
+_LOW_NEEDLES = (*_BYTE_NEEDLES, *_TOKEN_LOWER_ANCHORS)
+"""Searched in the lower-cased blob: the keyword needles and the token kinds' lower anchors."""
+_DATA_MATCHER = BytesAhoCorasick(list(_DATA_NEEDLES), implementation=Implementation.DFA)
+_LOW_MATCHER = BytesAhoCorasick(list(_LOW_NEEDLES), implementation=Implementation.DFA)
+_NO_PREFIX = len(_PREFIXES)
+"""Needle indices of :data:`_DATA_MATCHER` from here on are not token prefixes."""
 
 
 def blob_suspects(data: bytes, ends: Sequence[int]) -> set[int]:
     """The gates over a :func:`batch_blob`: indices of the texts (``ends`` delimits them) where
-    a secret word, keyword needle, token anchor or token-prefixed run occurs. A pure function of
-    bytes, so it can run in a helper process (:mod:`memtoc.ingest.redact_worker`)."""
+    a secret word, keyword needle, token anchor, token-prefixed qualifying run or a character
+    that folds to ASCII occurs. A pure function of bytes, so it can run in a helper process
+    (:mod:`memtoc.ingest.redact_worker`).
+
+    The fixed needles are found by two Aho-Corasick passes in compiled code (``ahocorasick_rs``),
+    one over the blob and one over its lower-cased copy, all needles of each at once; Python
+    runs per hit. The assignment words keep one ``re`` pass each: what must follow a word is a
+    pattern, and ``re`` rejects the many plain occurrences (``keys``, ``d.get(key)``) in C.
+    """
     suspects: set[int] = set()
     if not ends:
         return suspects
@@ -212,30 +234,10 @@ def blob_suspects(data: bytes, ends: Sequence[int]) -> set[int]:
                 m = rx.search(low, nxt) if nxt >= 0 else None
             else:
                 m = rx.search(low, m.start() + 1)
-    for needle in _BYTE_NEEDLES:
-        at = low.find(needle)
-        while at >= 0:
-            nxt = mark(at)
-            at = low.find(needle, nxt) if nxt >= 0 else -1
-    for needle, where in (
-        *((a, data) for a in _TOKEN_TEXT_ANCHORS),
-        *((a, low) for a in _TOKEN_LOWER_ANCHORS),
-    ):
-        at = where.find(needle)
-        while at >= 0:  # conservative: the anchor alone, whether or not a run qualifies
-            nxt = mark(at)
-            at = where.find(needle, nxt) if nxt >= 0 else -1
-    classes = data.translate(RUN_TABLE)
-    for run in _RUNS.finditer(classes):
-        i, j = run.span()
-        if (
-            (
-                _ANCHORLESS_TOKEN_KIND
-                or (data[i : i + 2] in _RUN_STARTS and data.startswith(RUN_PREFIXES, i, j))
-                or (i and data[i - 1] == 0x5C and _escaped_start(data, i, j))
-            )
-            and data[i:j].translate(None, LOWER_RUN_BYTES)
-            and mark(i) < 0
-        ):
-            break
+    add = suspects.add
+    for _, at, _ in _LOW_MATCHER.find_matches_as_indexes(low, overlapping=True):
+        add(bisect_right(ends, at))
+    for needle, at, _ in _DATA_MATCHER.find_matches_as_indexes(data, overlapping=True):
+        if needle >= _NO_PREFIX or _token_run_at(data, at):
+            add(bisect_right(ends, at))
     return suspects
