@@ -181,3 +181,30 @@ def test_a_context_built_by_hand_runs_serially_and_says_why(tmp_path: Path) -> N
     report = run_locomo(LOCOMO, modes, ctx, cfg, conversations=2, workers=2)
     assert len(report.results.scores) == 302
     assert any(n.startswith("evaluated serially: the mode context") for n in report.notes)
+
+
+def test_a_rebuilt_project_gets_the_same_event_ids(tmp_path: Path) -> None:
+    """Ids break ranking ties, so the harness mints them from a generator seeded by the project:
+    two builds of one project have the same ids (and two projects different ones)."""
+    from memtoc.eval.harness import build_memory, ingest_and_process
+    from memtoc.eval.modes import ModeContext
+
+    ctx = ModeContext.load("none", None)
+    t0 = 1_683_554_160_000
+    records = [
+        {"session_id": "c:1", "timestamp": t0 + n * 60_000, "role": "user", "text": f"turn {n}"}
+        for n in range(5)
+    ]
+
+    def ids(folder: str, stem: str) -> list[str]:
+        (tmp_path / folder).mkdir(exist_ok=True)
+        memory = build_memory(tmp_path / folder / f"{stem}.db", t0 + 3_600_000, ctx)
+        try:
+            ingest_and_process(memory, records, "c")
+            return [e.event_id for e in memory.events(project="c")]
+        finally:
+            memory.close()
+
+    first = ids("a", "conv-1")
+    assert ids("b", "conv-1") == first
+    assert ids("c", "conv-2") != first

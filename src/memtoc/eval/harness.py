@@ -12,9 +12,11 @@ the scores go into an ``EvalResults`` that aggregates per mode and category. A `
 from __future__ import annotations
 
 import os
+import random
 import re
 import tempfile
 import time
+import zlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +27,7 @@ from memtoc.clock import ManualClock
 from memtoc.errors import StoreError
 from memtoc.eval.metrics import budget_cut, mean, percentile
 from memtoc.eval.modes import BudgetedMode, Mode, ModeContext, PreparedMode, RetrievedItem
+from memtoc.ids import UlidFactory
 from memtoc.memory import Memory
 from memtoc.model import JsonValue
 from memtoc.services import store_timezone
@@ -142,7 +145,8 @@ class EvalResults:
 
 def build_memory(path: Path, ref_ms: int, ctx: ModeContext, *, pg_url: str | None = None) -> Memory:
     """A fresh store at ``path`` (any old one is removed) whose clock stands at ``ref_ms`` and
-    whose time zone is UTC; throwaway durability, the run's token counter.
+    whose time zone is UTC, whose ids come from a generator seeded by the path's stem (so a
+    rerun mints the same ids and ranks ties the same); throwaway durability, the run's counter.
 
     With ``pg_url`` (team mode) the store is instead a fresh PostgreSQL database on that server,
     ``memtoc_eval_<path stem>``, dropped by ``run_projects`` once the project is evaluated."""
@@ -156,7 +160,11 @@ def build_memory(path: Path, ref_ms: int, ctx: ModeContext, *, pg_url: str | Non
         for suffix in ("", "-wal", "-shm"):
             Path(f"{path}{suffix}").unlink(missing_ok=True)
         store = SqliteStore(path, durability="off", clock=clock)
-    return Memory(store, clock=clock, counter=ctx.counter, tz=store_timezone(store, "UTC"))
+    # ids from a generator seeded by the project's name: event ids break BM25 and cosine ties,
+    # so random ids made two runs of the same code differ in a few tied rankings
+    ids = UlidFactory(clock, random.Random(zlib.crc32(path.stem.encode("utf-8"))))
+    tz = store_timezone(store, "UTC")
+    return Memory(store, clock=clock, ids=ids, counter=ctx.counter, tz=tz)
 
 
 EVAL_DB_PREFIX = "memtoc_eval_"
