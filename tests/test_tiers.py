@@ -115,3 +115,20 @@ def test_unknown_tier_or_kind(memory: Memory) -> None:
         memory.search("vacuum", depth="L3")
     with pytest.raises(QueryError):
         _renderer(memory).render("thing", "alpha", "x", "L0", 1.0)
+
+
+def test_render_many_equals_render_item_by_item_and_is_lazy(memory: Memory) -> None:
+    from memtoc.retrieval.tiers import item_spans
+
+    found = memory.search("vacuum migration refresh_token", limit=20, mode="bm25").items
+    keys = [((i.kind, i.project, i.id), i.score) for i in found]
+    assert {k[0][0] for k in keys} >= {"event", "node"}, "a mix of kinds to render"
+    r = _renderer(memory)
+    for tier in ("L0", "L1", "L2"):
+        one_by_one = [r.render(*key, tier, score) for key, score in keys]
+        assert list(r.render_many(keys, tier, batch=3)) == one_by_one
+        spans = item_spans(memory.store, [key for key, _ in keys])
+        assert [spans[key] for key, _ in keys] == [(i.start_ms, i.end_ms) for i in one_by_one]
+    lazy = r.render_many(keys, "L2", batch=2)
+    first = next(lazy)
+    assert (first.kind, first.project, first.id) == keys[0][0]
