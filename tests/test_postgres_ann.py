@@ -112,3 +112,25 @@ def test_an_outgrown_index_is_rebuilt_and_swapped_in(
     q = EMB.embed(["vacuum"])[0]
     assert f"Index Scan using {index}" in store.explain_nearest(EMB.name, q, 5)
     assert len(store.nearest(EMB.name, q, 5)) == 5
+
+
+def test_a_failed_build_is_recorded_and_search_stays_exact(
+    memory: Memory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = memory.store
+    assert isinstance(store, PostgresStore)
+    memory.process()
+    monkeypatch.setattr(postgres_ann, "build_mb", lambda lists, dim: 1)  # below pgvector's need
+    monkeypatch.setattr(postgres_ann, "BUILD_MB", (1, 1))
+    monkeypatch.setattr(postgres_ann, "lists_for", lambda rows: 100)
+    assert store.ensure_vector_index(EMB.name, EMB.dim, min_rows=1) is False
+    (info,) = store.vector_indexes()
+    assert info["valid"] is False and "maintenance_work_mem" in str(info["error"])
+    assert store.stats()["vector_indexes"] == [info]
+    q = EMB.embed(["vacuum"])[0]
+    assert "vectors_ivf" not in store.explain_nearest(EMB.name, q, 5)
+    assert len(store.nearest(EMB.name, q, 5)) == 5
+    monkeypatch.undo()
+    assert store.ensure_vector_index(EMB.name, EMB.dim, min_rows=1) is True
+    (info,) = store.vector_indexes()
+    assert info["valid"] is True and "error" not in info

@@ -624,6 +624,7 @@ class PostgresStore(PgPipeline, PgSearch, PgVectors):
             "grips": int(q("SELECT COUNT(*) FROM grips")[0][0]),
             "bookmarks": int(q("SELECT COUNT(*) FROM bookmarks")[0][0]),
             "vectors": int(q("SELECT COUNT(*) FROM vectors")[0][0]),
+            "vector_indexes": list(self.vector_indexes()),
             "bytes": int(q("SELECT pg_database_size(current_database())")[0][0]),
         }
 

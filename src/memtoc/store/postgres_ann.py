@@ -38,9 +38,9 @@ from memtoc.store.postgres_base import PgBase
 ANN_MIN_ROWS = 100_000
 """Vectors of one embedder from which the embed step builds its index."""
 MIN_LISTS = 10
-BUILD_MB = (64, 1_024)
-"""Bounds of the build session's ``maintenance_work_mem`` (MB): k-means runs on a sample of 50
-rows per list held in it."""
+BUILD_MB = (64, 2_048)
+"""Bounds of the build session's ``maintenance_work_mem`` (MB); ``build_mb`` sizes it, and the
+lists are reduced when even the upper bound is too small."""
 CACHE_S = 60.0
 _STATE = (
     "SELECT i.indisvalid, c.reloptions FROM pg_class c JOIN pg_index i ON i.indexrelid = c.oid "
@@ -56,6 +56,15 @@ def ann_index_name(name: str, dim: int) -> str:
 def lists_for(rows: int) -> int:
     """IVF lists for ``rows`` vectors (pgvector's advice: rows / 1,000, √rows above 1M)."""
     return max(MIN_LISTS, rows // 1_000 if rows <= 1_000_000 else math.isqrt(rows))
+
+
+def build_mb(lists: int, dim: int) -> int:
+    """Memory pgvector's IVFFlat build needs (MB): k-means (Elkan) over 50 sampled rows per list
+    keeps the samples, a lower bound per sample and centre, and the centre-to-centre distances —
+    1,065 lists at 256 dimensions asked for 277 MB. Twenty percent more, at least the lower bound."""
+    samples = 50 * lists
+    need = samples * (4 * dim + 8) + samples * lists * 4 + lists * lists * 4 + lists * 8 * dim
+    return max(BUILD_MB[0], math.ceil(need * 1.2 / 2**20))
 
 
 def probes_for(lists: int) -> int:
@@ -81,7 +90,14 @@ class PgAnn(PgBase):
             return True
         if rows < min_rows or self._tx.conn is not None:
             return valid
-        self._build(index, name, dim)
+        error_key = f"ann_error:{index}"
+        try:
+            self._build(index, name, dim)
+        except StoreError as exc:  # searches stay as they were (exact, or the old index)
+            self.set_meta(error_key, str(exc))
+            return self.ann_index(index, fresh=True)[0]
+        if self.get_meta(error_key) is not None:
+            self._exec("DELETE FROM meta WHERE key = %s", (error_key,))
         return self.ann_index(index, fresh=True)[0]
 
     def _build(self, index: str, name: str, dim: int) -> None:
@@ -102,23 +118,31 @@ class PgAnn(PgBase):
                     lists = lists_for(count)
                     if current is not None and current[0] and lists < 2 * _lists(current[1]):
                         return  # built meanwhile by another process
-                    mb = int(min(BUILD_MB[1], max(BUILD_MB[0], lists * 50 * 4 * dim * 2 / 2**20)))
+                    while lists > MIN_LISTS and build_mb(lists, dim) > BUILD_MB[1]:
+                        lists = max(MIN_LISTS, lists * 9 // 10)
+                    mb = min(BUILD_MB[1], build_mb(lists, dim))
                     conn.execute(f"SET maintenance_work_mem = '{mb}MB'")
                     conn.execute(sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS {}").format(
-                        sql.Identifier(nxt)))  # fmt: skip  # a failed build's leftover
-                    conn.execute(
-                        sql.SQL(
-                            "CREATE INDEX CONCURRENTLY {} ON vectors USING ivfflat "
-                            "((vec::vector({})) vector_cosine_ops) WITH (lists = {}) "
-                            "WHERE embedder = {} AND dim = {}"
-                        ).format(
-                            sql.Identifier(nxt),
-                            sql.SQL(str(int(dim))),
-                            sql.SQL(str(int(lists))),
-                            sql.Literal(name),
-                            sql.SQL(str(int(dim))),
+                        sql.Identifier(nxt)))  # fmt: skip  # a crashed build's leftover
+                    drop_next = sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS {}").format(
+                        sql.Identifier(nxt))  # fmt: skip
+                    try:
+                        conn.execute(
+                            sql.SQL(
+                                "CREATE INDEX CONCURRENTLY {} ON vectors USING ivfflat "
+                                "((vec::vector({})) vector_cosine_ops) WITH (lists = {}) "
+                                "WHERE embedder = {} AND dim = {}"
+                            ).format(
+                                sql.Identifier(nxt),
+                                sql.SQL(str(int(dim))),
+                                sql.SQL(str(int(lists))),
+                                sql.Literal(name),
+                                sql.SQL(str(int(dim))),
+                            )
                         )
-                    )
+                    except psycopg.Error:
+                        conn.execute(drop_next)  # a failed concurrent build leaves it invalid
+                        raise
                     conn.execute(sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS {}").format(
                         sql.Identifier(index)))  # fmt: skip
                     conn.execute(sql.SQL("ALTER INDEX {} RENAME TO {}").format(
@@ -142,14 +166,23 @@ class PgAnn(PgBase):
         return state
 
     def vector_indexes(self) -> list[dict[str, JsonValue]]:
-        """The approximate indexes on ``vectors``: name, usable (valid), lists, size in bytes."""
+        """The approximate indexes on ``vectors`` (name, usable, lists, bytes) and the last failed
+        build of each that has one (``error``; recorded in ``meta``, cleared by a good build)."""
         rows = self._query(
             "SELECT c.relname, i.indisvalid, c.reloptions, pg_relation_size(c.oid) FROM pg_index i "
             "JOIN pg_class c ON c.oid = i.indexrelid WHERE i.indrelid = 'vectors'::regclass "
             "AND c.relname LIKE 'vectors_ivf_%%' ORDER BY c.relname"
         )
-        return [{"index": r[0], "valid": bool(r[1]), "lists": _lists(r[2]), "bytes": int(r[3])}
-                for r in rows]  # fmt: skip
+        errors = {r[0].removeprefix("ann_error:"): str(r[1])
+                  for r in self._query("SELECT key, value FROM meta WHERE key LIKE 'ann_error:%%'")}  # fmt: skip
+        out: list[dict[str, JsonValue]] = [
+            {"index": r[0], "valid": bool(r[1]), "lists": _lists(r[2]), "bytes": int(r[3]),
+             **({"error": errors.pop(r[0])} if r[0] in errors else {})}
+            for r in rows
+        ]  # fmt: skip
+        out += [{"index": i, "valid": False, "lists": 0, "bytes": 0, "error": e}
+                for i, e in sorted(errors.items())]  # fmt: skip
+        return out
 
     def ann_settings(self, lists: int) -> list[tuple[str, str]]:
         """Planner settings of a search through an index of ``lists`` lists."""
