@@ -560,6 +560,8 @@ ESCAPED = [  # a token after a JSON escape in a metadata probe: \n, \u0007
         (ESCAPED[1], True),
         ('"x\\\\' + TOKEN + '"', True),  # after any backslash pair, as a JSON escape
         ("Dock\u017fide", True),  # a character that folds to ASCII
+        ("x AuThOrIzAtIoN: Basic dXNlcjpwYXNzd29yZA==", True),  # any case of a needle
+        ("-----BeGiN RSA", True),
     ],
 )
 def test_batch_gate_token_prefixes(redactor: Redactor, text: str, suspect: bool) -> None:

@@ -12,9 +12,9 @@ Two gates (see :mod:`memtoc.ingest.redact`, *Speed*, for why each is exact):
 :func:`text_gates` evaluates them for one text (and returns what the kinds need next).
 :func:`batch_suspects` evaluates them for a whole batch at once over one joined UTF-8 blob
 (:func:`batch_blob` makes it, :func:`blob_suspects` gates it, in-process or in the helper of
-:mod:`memtoc.ingest.redact_worker`): every fixed needle in two Aho-Corasick passes (the blob and
-its lower-cased copy), each assignment word in one ``re`` pass, and Python only per *hit*, not
-per text, so a batch of clean events costs eight passes in compiled code. It is conservative:
+:mod:`memtoc.ingest.redact_worker`): every fixed needle in one Aho-Corasick pass, each assignment
+word in one ``re`` pass over the lower-cased blob, and Python only per *hit*, not per text, so a
+batch of clean events costs eight passes in compiled code. It is conservative:
 every text for which :func:`text_gates` opens a gate is a suspect (a test checks it on random
 batches).
 """
@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 from bisect import bisect_right
 from collections.abc import Sequence
-from itertools import accumulate
+from itertools import accumulate, product
 from operator import add
 
 from ahocorasick_rs import BytesAhoCorasick, Implementation
@@ -191,16 +191,37 @@ def _token_run_at(data: bytes, at: int) -> bool:
     return end - start >= 16 and bool(data[start:end].translate(None, LOWER_RUN_BYTES))
 
 
+_CASED_LETTERS = 8
+"""How many letters of a case-insensitive needle are spelled in every case (2**8 spellings)."""
+
+
+def spellings(needle: bytes) -> list[bytes]:
+    """Every ASCII-case spelling of ``needle`` (lower-case), cut after its eighth letter: a text
+    holding the needle in any case holds one of them (``authoriz`` for ``authorization``: the
+    cut finds a superset, ``authorized`` too, and keeps the automaton small)."""
+    cut, letters = len(needle), 0
+    for i, c in enumerate(needle):
+        letters += chr(c).isalpha()
+        if letters > _CASED_LETTERS:
+            cut = i
+            break
+    cases = [(c, c ^ 0x20) if chr(c).isalpha() else (c,) for c in needle[:cut]]
+    return [bytes(p) for p in product(*cases)]
+
+
 _PREFIXES = tuple(dict.fromkeys(RUN_PREFIXES))
-_DATA_NEEDLES = (*_PREFIXES, *_TOKEN_TEXT_ANCHORS, *(ch.encode() for ch in _FOLDING))
-"""Searched in the blob as it is: the token prefixes (a hit counts when it starts a qualifying
-run), then the token kinds' other anchors and the characters that fold to ASCII (a hit counts)."""
-_LOW_NEEDLES = (*_BYTE_NEEDLES, *_TOKEN_LOWER_ANCHORS)
-"""Searched in the lower-cased blob: the keyword needles and the token kinds' lower anchors."""
-_DATA_MATCHER = BytesAhoCorasick(list(_DATA_NEEDLES), implementation=Implementation.DFA)
-_LOW_MATCHER = BytesAhoCorasick(list(_LOW_NEEDLES), implementation=Implementation.DFA)
+_NEEDLES = (
+    *_PREFIXES,
+    *_TOKEN_TEXT_ANCHORS,
+    *(ch.encode() for ch in _FOLDING),
+    *(s for n in (*_BYTE_NEEDLES, *_TOKEN_LOWER_ANCHORS) for s in spellings(n)),
+)
+"""Searched in the blob, all at once: the token prefixes (a hit counts when it starts a
+qualifying run), then the token kinds' other anchors, the characters that fold to ASCII, and
+every spelling of the keyword needles and of the token kinds' lower-case anchors (a hit counts)."""
+_MATCHER = BytesAhoCorasick(list(_NEEDLES), implementation=Implementation.DFA)
 _NO_PREFIX = len(_PREFIXES)
-"""Needle indices of :data:`_DATA_MATCHER` from here on are not token prefixes."""
+"""Needle indices of :data:`_MATCHER` from here on are not token prefixes."""
 
 
 def blob_suspects(data: bytes, ends: Sequence[int]) -> set[int]:
@@ -209,10 +230,10 @@ def blob_suspects(data: bytes, ends: Sequence[int]) -> set[int]:
     that folds to ASCII occurs. A pure function of bytes, so it can run in a helper process
     (:mod:`memtoc.ingest.redact_worker`).
 
-    The fixed needles are found by two Aho-Corasick passes in compiled code (``ahocorasick_rs``),
-    one over the blob and one over its lower-cased copy, all needles of each at once; Python
-    runs per hit. The assignment words keep one ``re`` pass each: what must follow a word is a
-    pattern, and ``re`` rejects the many plain occurrences (``keys``, ``d.get(key)``) in C.
+    The fixed needles are found by one Aho-Corasick pass in compiled code (``ahocorasick_rs``),
+    the case-insensitive ones spelled in every case; Python runs per hit. The assignment words
+    keep one ``re`` pass each over the lower-cased blob: what must follow a word is a pattern,
+    and ``re`` rejects the many plain occurrences (``keys``, ``d.get(key)``) in C.
     """
     suspects: set[int] = set()
     if not ends:
@@ -235,9 +256,7 @@ def blob_suspects(data: bytes, ends: Sequence[int]) -> set[int]:
             else:
                 m = rx.search(low, m.start() + 1)
     add = suspects.add
-    for _, at, _ in _LOW_MATCHER.find_matches_as_indexes(low, overlapping=True):
-        add(bisect_right(ends, at))
-    for needle, at, _ in _DATA_MATCHER.find_matches_as_indexes(data, overlapping=True):
+    for needle, at, _ in _MATCHER.find_matches_as_indexes(data, overlapping=True):
         if needle >= _NO_PREFIX or _token_run_at(data, at):
             add(bisect_right(ends, at))
     return suspects
