@@ -577,3 +577,35 @@ def test_every_token_kind_has_an_anchor() -> None:
     from memtoc.ingest.redact_gate import ANCHORLESS_TOKEN_KINDS
 
     assert ANCHORLESS_TOKEN_KINDS == ()
+
+
+def _language(alt: str) -> set[str]:
+    """Every string a finite regex of literals, groups, alternations and ``?`` takes."""
+    import re._constants as c  # type: ignore[import-not-found]
+    import re._parser as p  # type: ignore[import-not-found]
+
+    def expand(items: Any) -> set[str]:
+        out = {""}
+        for op, arg in items:
+            if op is c.LITERAL:
+                alts = {chr(arg)}
+            elif op is c.SUBPATTERN:
+                alts = expand(arg[3])
+            elif op is c.BRANCH:
+                alts = set().union(*(expand(b) for b in arg[1]))
+            elif op is c.MAX_REPEAT and (arg[0], arg[1]) == (0, 1):
+                alts = {"", *expand(arg[2])}
+            else:
+                raise AssertionError(f"not a finite word pattern: {alt}")
+            out = {a + b for a in out for b in alts}
+        return out
+
+    return expand(p.parse(alt))
+
+
+def test_gate_word_forms_are_every_word_each_gate_takes() -> None:
+    # the batch prefilter finds the words by these forms, then asks each word's regex
+    words = dict(redact_assign._GATE_WORDS)
+    assert set(words) == set(redact_assign.GATE_WORD_FORMS)
+    for word, alt in words.items():
+        assert set(redact_assign.GATE_WORD_FORMS[word]) == _language(alt), word

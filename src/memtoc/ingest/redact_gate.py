@@ -12,9 +12,9 @@ Two gates (see :mod:`memtoc.ingest.redact`, *Speed*, for why each is exact):
 :func:`text_gates` evaluates them for one text (and returns what the kinds need next).
 :func:`batch_suspects` evaluates them for a whole batch at once over one joined UTF-8 blob
 (:func:`batch_blob` makes it, :func:`blob_suspects` gates it, in-process or in the helper of
-:mod:`memtoc.ingest.redact_worker`): every fixed needle in one Aho-Corasick pass, each assignment
-word in one ``re`` pass over the lower-cased blob, and Python only per *hit*, not per text, so a
-batch of clean events costs eight passes in compiled code. It is conservative:
+:mod:`memtoc.ingest.redact_worker`): every needle and secret word in one Aho-Corasick pass in
+compiled code, and Python only per *hit*, not per text, so a batch of clean events costs three
+passes (encode, lower-case, match). It is conservative:
 every text for which :func:`text_gates` opens a gate is a suspect (a test checks it on random
 batches).
 """
@@ -32,6 +32,7 @@ from ahocorasick_rs import BytesAhoCorasick, Implementation
 from memtoc.ingest.redact_assign import (
     ASSIGNMENT_GATES,
     ENV_WORDS,
+    GATE_WORD_FORMS,
     assignment_possible,
     gate_hit_bytes,
 )
@@ -210,18 +211,35 @@ def spellings(needle: bytes) -> list[bytes]:
 
 
 _PREFIXES = tuple(dict.fromkeys(RUN_PREFIXES))
-_NEEDLES = (
-    *_PREFIXES,
+_FLAG = -1
+_PREFIX = -2
+_CUT = 64
+_roles: dict[bytes, int] = {p: _PREFIX for p in _PREFIXES}
+for _needle in (
     *_TOKEN_TEXT_ANCHORS,
     *(ch.encode() for ch in _FOLDING),
     *(s for n in (*_BYTE_NEEDLES, *_TOKEN_LOWER_ANCHORS) for s in spellings(n)),
-)
+):
+    _roles.setdefault(_needle, _FLAG)
+for _index, (_word, _) in enumerate(ASSIGNMENT_GATES):
+    for _form in GATE_WORD_FORMS[_word]:
+        for _spelling in spellings(_form.encode()):  # a cut form is asked without a follower
+            _roles.setdefault(_spelling, _index + (_CUT if len(_spelling) < len(_form) else 0))
+_NEEDLES = tuple(_roles)
 """Searched in the blob, all at once: the token prefixes (a hit counts when it starts a
-qualifying run), then the token kinds' other anchors, the characters that fold to ASCII, and
-every spelling of the keyword needles and of the token kinds' lower-case anchors (a hit counts)."""
+qualifying run), the token kinds' other anchors and the characters that fold to ASCII (a hit
+counts), every spelling of the keyword needles and of the token kinds' lower-case anchors (a hit
+counts), and every spelling of the assignment words (a hit is asked of its word's gate regex)."""
+_ROLES = tuple(_roles.values())
+"""Per needle: :data:`_FLAG`, :data:`_PREFIX`, or the index of its assignment word's regex in
+:data:`_BYTE_WORDS` (plus :data:`_CUT` for a cut spelling, whose follower is not seen)."""
 _MATCHER = BytesAhoCorasick(list(_NEEDLES), implementation=Implementation.DFA)
-_NO_PREFIX = len(_PREFIXES)
-"""Needle indices of :data:`_MATCHER` from here on are not token prefixes."""
+_FOLLOWS = bytes(
+    0 if (0x61 <= c <= 0x7A or 0x30 <= c <= 0x39 or c in (0x0A, 0x00)) else 1 for c in range(256)
+)
+"""Bytes that may follow a secret word in an assignment gate match (in the lower-cased blob):
+an operator, a quote, a blank, a backslash, or any other character of a JSON key, but no letter
+or digit (``keys``, ``tokenizer``), newline or separator."""
 
 
 def blob_suspects(data: bytes, ends: Sequence[int]) -> set[int]:
@@ -230,33 +248,32 @@ def blob_suspects(data: bytes, ends: Sequence[int]) -> set[int]:
     that folds to ASCII occurs. A pure function of bytes, so it can run in a helper process
     (:mod:`memtoc.ingest.redact_worker`).
 
-    The fixed needles are found by one Aho-Corasick pass in compiled code (``ahocorasick_rs``),
-    the case-insensitive ones spelled in every case; Python runs per hit. The assignment words
-    keep one ``re`` pass each over the lower-cased blob: what must follow a word is a pattern,
-    and ``re`` rejects the many plain occurrences (``keys``, ``d.get(key)``) in C.
+    Every needle is found by one Aho-Corasick pass in compiled code (``ahocorasick_rs``), the
+    case-insensitive ones spelled in every case; Python runs per hit. An assignment word's hit
+    is dropped when a letter or digit follows it (``keys``, ``tokenizer``), else its gate regex
+    is matched there, in the lower-cased blob (``re.match``: the word's every start is tried,
+    as the former pass of ``re.search`` per word did).
     """
     suspects: set[int] = set()
     if not ends:
         return suspects
     low = data.lower()
-    last = len(ends) - 1
-
-    def mark(at: int) -> int:
-        """Mark the text holding byte ``at``; return where the next text starts (or -1)."""
-        k = bisect_right(ends, at)
-        suspects.add(k)
-        return ends[k] if k < last else -1
-
-    for rx in _BYTE_WORDS:
-        m = rx.search(low)
-        while m is not None:  # a hit counts when its key name may be secret
-            if gate_hit_bytes(data, m, m["sp"] is not None):
-                nxt = mark(m.start())
-                m = rx.search(low, nxt) if nxt >= 0 else None
-            else:
-                m = rx.search(low, m.start() + 1)
+    words, roles, follows, size = _BYTE_WORDS, _ROLES, _FOLLOWS, len(data)
     add = suspects.add
-    for needle, at, _ in _MATCHER.find_matches_as_indexes(data, overlapping=True):
-        if needle >= _NO_PREFIX or _token_run_at(data, at):
+    for needle, at, end in _MATCHER.find_matches_as_indexes(data, overlapping=True):
+        role = roles[needle]
+        if role == _FLAG:
             add(bisect_right(ends, at))
+        elif role == _PREFIX:
+            if _token_run_at(data, at):
+                add(bisect_right(ends, at))
+        elif role < _CUT and (end == size or not follows[low[end]]):
+            continue  # a word in a longer word (``keys``, ``tokenizer``): no assignment
+        else:
+            k = bisect_right(ends, at)
+            if k in suspects:
+                continue
+            m = words[role % _CUT].match(low, at)
+            if m is not None and gate_hit_bytes(data, m, m["sp"] is not None):
+                add(k)
     return suspects
