@@ -81,8 +81,9 @@ def test_embed_step_builds_the_index_and_search_uses_it(
 def test_new_vectors_after_the_build_are_found(memory: Memory) -> None:
     store = memory.store
     assert isinstance(store, PostgresStore)
+    store.ann_min_rows = 1  # PostgresStore(url, ann_min_rows=…): the pipeline's embed step builds
     memory.process()
-    assert store.ensure_vector_index(EMB.name, EMB.dim, min_rows=1) is True
+    assert [i["valid"] for i in store.vector_indexes()] == [True]
     text = "zeppelin maintenance window moved to thursday"
     memory.ingest_records([{"session_id": "s9", "timestamp": BASE + 9 * DAY, "role": "user",
                             "text": text}], project="alpha")  # fmt: skip

@@ -42,7 +42,8 @@ class PgEmbedStep:
         self.embedder = embedder
         self.batch = batch
         self.max_chars = max_chars
-        self.ann_min_rows = ANN_MIN_ROWS if ann_min_rows is None else ann_min_rows
+        configured = ann_min_rows if ann_min_rows is not None else store.ann_min_rows
+        self.ann_min_rows = ANN_MIN_ROWS if configured is None else configured
         self._job = f"embed:{embedder.name}"
 
     def __call__(self) -> EmbedReport:

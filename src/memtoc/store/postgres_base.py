@@ -86,6 +86,7 @@ class PgBase:
         connect_timeout_s: float = 10.0,
         outbox_lease_ms: int = 120_000,
         build_lease_ms: int = 600_000,
+        ann_min_rows: int | None = None,
     ) -> None:
         if not url.startswith(("postgresql://", "postgres://")):
             raise StoreError(f"not a PostgreSQL URL: {redact_url(url)}")
@@ -102,6 +103,9 @@ class PgBase:
         self._ann_cache: dict[str, tuple[float, bool, int]] = {}
         """Per vector index name: (when read, usable, lists) — see ``postgres_ann``."""
         self._pgvector: tuple[int, ...] | None = None
+        self.ann_min_rows = ann_min_rows
+        """Vectors of one embedder from which the embed step builds its approximate index (None:
+        ``postgres_ann.ANN_MIN_ROWS``)."""
         self.use_ann = True
         """Search vectors through an embedder's approximate index when it has one (False: always
         exact, for comparisons)."""
