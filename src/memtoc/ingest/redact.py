@@ -48,9 +48,10 @@ whether any kind can match:
   needle (``://``, ``bearer``, ``authorization``, ``-----begin``, ``sig=``).
 
 **Batches.** Ingest calls :meth:`Redactor.suspects` once per batch (texts and metadata JSON from
-:meth:`Redactor.metadata_probe`): the gates run over the whole batch joined into one blob, each
-needle searched once in C, Python working per hit rather than per event, and a token run counts
-only when it starts with a token prefix (or a token kind's other anchor occurs). Only the suspects
+:meth:`Redactor.metadata_probe`): the gates run over the whole batch joined into one blob, every
+needle and secret word found in one Aho-Corasick pass in compiled code, Python working per hit
+rather than per event, and a token run counts only when it starts with a token prefix (or a token
+kind's other anchor occurs). Only the suspects
 are redacted; a test runs every regex ungated over the non-suspects and requires no change.
 
 A single regex alternation of all the anchors would cost 10 to 30 times more in CPython's
