@@ -6,9 +6,9 @@ Both sides get the same synthetic rows in the same batch size, with the same dur
   same columns and ``event_id`` as its primary key, plain ``INSERT``s; no outbox, no secondary
   indexes, no redaction, no validation, rows built before the clock starts;
 - **memtoc**: the real ingest path (``Importer``: validation, redaction, size caps) into the real
-  store (unique ids, time and session indexes, outbox entry and checkpoint in the same transaction).
-  Redaction's prefilter runs partly in its helper process (:mod:`memtoc.ingest.redact_worker`),
-  as in any large ingest; its start-up falls inside the timed region.
+  store (unique ids, the time index, session spans, outbox entry and checkpoint in the same
+  transaction), with the default settings (the redaction helper process of
+  :mod:`memtoc.ingest.redact_worker` is off unless ``MEMTOC_REDACT_WORKER=1``).
 
 The two run interleaved batch by batch, so machine noise hits both alike.
 """
