@@ -26,7 +26,7 @@ from memtoc.retrieval.timeparse import Range, parse_time
 
 MAX_EXPRESSIONS = 3
 """Time expressions resolved per event (the first ones)."""
-MAX_CHARS = 1_000
+MAX_CHARS = 500
 """Only the first characters of a turn are read for time expressions (a conversational turn is
 shorter; a long tool output's dates are not what a question's window is about)."""
 _MEMO_MAX = 200_000
