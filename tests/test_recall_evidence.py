@@ -141,14 +141,12 @@ def test_expansion_brings_in_a_turn_sharing_no_word_with_the_question(tmp_path: 
         }
         ranked = rank_only(store, question, **kwargs)
         assert "expand" in ranked.stages
-        top = [e.text for e in ranked.ranked_events()[:3]]
-        assert any("taekwondo" in t for t in top), top
+        first = ranked.ranked_events()[0].text
+        assert "taekwondo" in first, [e.text for e in ranked.ranked_events()[:5]]
         without = rank_only(store, question, config=RankConfig(w_expand=0), **kwargs)
         assert "expand" not in without.stages
         order = [e.text for e in without.ranked_events()]
-        with_order = [e.text for e in ranked.ranked_events()]
-        hit = next(t for t in order if "taekwondo" in t)
-        assert with_order.index(hit) <= order.index(hit)
+        assert order.index(first) > 0, order[:5]  # the whole-turn vector alone ranks it lower
     finally:
         memory.close()
 
