@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -225,3 +226,14 @@ def test_append_rows_takes_an_iterator_and_counts_duplicates(store: SqliteStore)
     assert [e.metadata for e in store.get_events([e.event_id for e in events])] == [
         {"i": i} for i in range(6)
     ]
+
+
+def test_metadata_json_is_the_stores_json_and_none_for_values_that_are_not_json() -> None:
+    from types import MappingProxyType
+
+    from memtoc.ingest.importer import metadata_json
+
+    values: list[Any] = [{}, {"b": 1, "a": ["é", None, 1.5]}, MappingProxyType({"k": "v"})]
+    want = ["{}", '{"b":1,"a":["é",null,1.5]}', '{"k":"v"}']
+    assert metadata_json(values) == want
+    assert metadata_json([*values, {"x": {1, 2}}, {"n": 2}]) == [*want, None, '{"n":2}']

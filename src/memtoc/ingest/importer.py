@@ -17,10 +17,11 @@ import gc
 import hashlib
 import json
 import os
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import chain
+from operator import itemgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
@@ -60,22 +61,53 @@ def _not_json(value: object) -> object:
     raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
 
 
-def _fast_meta_json() -> Callable[[object], str]:
-    """:data:`_META_JSON` without its per-call set-up: one C encoder made once (half the cost).
+def _c_encoder() -> Callable[[object, int], Sequence[str]] | None:
+    """:data:`_META_JSON`'s C encoder made once, without its per-call set-up (half the cost);
+    None without the C accelerator (not CPython).
 
     It skips the circular-reference check (a cycle raises ``RecursionError``): a caller treats
     any error as "not JSON" and serialises again with :data:`_META_JSON` for the real error.
     """
     make = getattr(json.encoder, "c_make_encoder", None)
-    if make is None:  # no C accelerator (not CPython): the plain encoder
-        return _META_JSON
-    encode = make(
-        None, _not_json, json.encoder.encode_basestring, None, ":", ",", False, False, True
+    if make is None:
+        return None
+    return cast(
+        "Callable[[object, int], Sequence[str]]",
+        make(None, _not_json, json.encoder.encode_basestring, None, ":", ",", False, False, True),
     )
+
+
+def _joined(encode: Callable[[object, int], Sequence[str]] | None) -> Callable[[object], str]:
+    if encode is None:
+        return _META_JSON
     return lambda value: "".join(encode(value, 0))
 
 
-_FAST_META_JSON = _fast_meta_json()
+_C_ENCODE = _c_encoder()
+_FAST_META_JSON = _joined(_C_ENCODE)
+
+
+def metadata_json(metas: Sequence[Mapping[str, JsonValue]]) -> list[str | None]:
+    """Each metadata value's JSON as the store writes it (``"{}"`` for an empty one), or None
+    for a value that is not JSON (it is redacted whole, and serialising it again raises).
+
+    One comprehension of C calls for the batch; a batch holding a value that is not JSON is
+    redone value by value."""
+    encode, join = _C_ENCODE, "".join
+    try:
+        if encode is not None:
+            return [
+                join(encode(m if type(m) is dict else dict(m), 0)) if m else "{}" for m in metas
+            ]
+    except (TypeError, ValueError, RecursionError):
+        pass
+    js: list[str | None] = []
+    for meta in metas:
+        try:
+            js.append(_FAST_META_JSON(meta if type(meta) is dict else dict(meta)) if meta else "{}")
+        except (TypeError, ValueError, RecursionError):
+            js.append(None)
+    return js
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +153,8 @@ _Pending = tuple[
 ]
 """A validated event awaiting redaction: ``Event``'s fields in order, then the original text size
 when the text was already cut (:func:`_prefix_bytes`)."""
+_TEXT = itemgetter(7)
+_METADATA = itemgetter(8)
 
 
 def _event(row: EventRow, metadata: Mapping[str, JsonValue]) -> Event:
@@ -265,20 +299,9 @@ class _Prepared:
         self.report = report
         self.redactor = importer.redactor
         self.cap = importer.options.max_event_bytes
-        self.texts: list[str] = [p[7] for p in pending]
-        self.metas: list[Mapping[str, JsonValue]] = [p[8] for p in pending]
-        js: list[str | None] = []
-        add = js.append
-        fast = _FAST_META_JSON
-        for meta in self.metas:
-            if not meta:
-                add("{}")
-                continue
-            try:
-                add(fast(meta if type(meta) is dict else dict(meta)))
-            except (TypeError, ValueError, RecursionError):  # redacted whole; raises below
-                add(None)
-        self.js = js
+        self.texts: list[str] = list(map(_TEXT, pending))
+        self.metas: list[Mapping[str, JsonValue]] = list(map(_METADATA, pending))
+        self.js = metadata_json(self.metas)  # None: not JSON, redacted whole; raises below
         self.worker = worker
         n = len(pending)
         size = _CHUNK if worker is not None else max(n, 1)
@@ -650,15 +673,17 @@ class Importer:
         validate, size = self._validate, self.options.batch_size
         pending = batch.pending
         with gc_paused():
+            n = 0
             for n, (draft, event_id) in enumerate(drafts, start=1):
-                report.read += 1
                 try:
                     pending.append(validate(draft, event_id, None, None, "unknown"))
                 except IngestError as exc:
                     report.rejections.append(Rejection(source, n, exc.reason))
                 if len(pending) >= size:
+                    report.read = n
                     self._flush_api(batch, report, source)
                     pending = batch.pending
+            report.read = n
             self._flush_api(batch, report, source)
         return report
 
