@@ -13,10 +13,9 @@ Two gates (see :mod:`memtoc.ingest.redact`, *Speed*, for why each is exact):
 :func:`batch_suspects` evaluates them for a whole batch at once over one joined UTF-8 blob
 (:func:`batch_blob` makes it, :func:`blob_suspects` gates it, in-process or in the helper of
 :mod:`memtoc.ingest.redact_worker`): every needle and secret word in one Aho-Corasick pass in
-compiled code, and Python only per *hit*, not per text, so a batch of clean events costs three
-passes (encode, lower-case, match). It is conservative:
-every text for which :func:`text_gates` opens a gate is a suspect (a test checks it on random
-batches).
+compiled code, and Python only per *hit*, not per text, so a batch of clean events costs two
+passes (encode, match). It is conservative: every text for which :func:`text_gates` opens a gate
+is a suspect (a test checks it on random batches).
 """
 
 from __future__ import annotations
@@ -86,8 +85,10 @@ others; the batch gate looks for the shortest form, ``dp.`` for Doppler's five).
 whose only qualifying runs are ids and hashes (``toolu_01…``, git SHAs) is not a suspect, and the
 batch gate looks for token prefixes rather than for runs."""
 _BYTE_WORDS: tuple[re.Pattern[bytes], ...] = tuple(
-    re.compile(rx.encode()) for _, rx in ASSIGNMENT_GATES
+    re.compile(rx.encode(), re.IGNORECASE) for _, rx in ASSIGNMENT_GATES
 )
+"""The assignment gates for the blob as it is (a bytes pattern folds ASCII case only, as
+``bytes.lower`` does)."""
 _BYTE_NEEDLES = tuple(n.encode() for n in KEYWORD_NEEDLES)
 _FOLDING = ("\u0130", "\u0131", "\u017f", "\u212a")
 """Characters that lower-case or case-fold to ASCII (capital I with dot, dotless i, long s, Kelvin
@@ -235,11 +236,16 @@ _ROLES = tuple(_roles.values())
 :data:`_BYTE_WORDS` (plus :data:`_CUT` for a cut spelling, whose follower is not seen)."""
 _MATCHER = BytesAhoCorasick(list(_NEEDLES), implementation=Implementation.DFA)
 _FOLLOWS = bytes(
-    0 if (0x61 <= c <= 0x7A or 0x30 <= c <= 0x39 or c in (0x0A, 0x00)) else 1 for c in range(256)
+    0 if (chr(c).isascii() and chr(c).isalnum()) or c in (0x0A, 0x00) else 1 for c in range(256)
 )
-"""Bytes that may follow a secret word in an assignment gate match (in the lower-cased blob):
+"""Bytes that may follow a secret word in an assignment gate match:
 an operator, a quote, a blank, a backslash, or any other character of a JSON key, but no letter
-or digit (``keys``, ``tokenizer``), newline or separator."""
+or digit (``keys``, ``tokenizer``), newline or separator. The same bytes may come second: a JSON
+key's rest (:data:`~memtoc.ingest.redact_assign.GATE_JSON_KEY`) goes on with another such
+character, its closing quote or an escape."""
+_OPENS = bytes(1 if chr(c) in "\\\"'` \t:=" else 0 for c in range(256))
+"""Bytes after a secret word that can start the operator or ``--flag`` forms (a quote, a
+backslash, a blank, ``:`` or ``=``); after any other byte only a JSON key's rest can match."""
 
 
 def blob_suspects(data: bytes, ends: Sequence[int]) -> set[int]:
@@ -250,30 +256,31 @@ def blob_suspects(data: bytes, ends: Sequence[int]) -> set[int]:
 
     Every needle is found by one Aho-Corasick pass in compiled code (``ahocorasick_rs``), the
     case-insensitive ones spelled in every case; Python runs per hit. An assignment word's hit
-    is dropped when a letter or digit follows it (``keys``, ``tokenizer``), else its gate regex
-    is matched there, in the lower-cased blob (``re.match``: the word's every start is tried,
-    as the former pass of ``re.search`` per word did).
+    is dropped when a letter or digit follows it (``keys``, ``tokenizer``), or when only a JSON
+    key's rest could follow and the next byte ends it; else its gate regex is matched there
+    (``re.match``, case-insensitive: the word's every start is tried, as the former pass of
+    ``re.search`` per word over the lower-cased blob did).
     """
     suspects: set[int] = set()
     if not ends:
         return suspects
-    low = data.lower()
-    words, roles, follows, size = _BYTE_WORDS, _ROLES, _FOLLOWS, len(data)
+    words, roles, follows, opens, last = _BYTE_WORDS, _ROLES, _FOLLOWS, _OPENS, len(data) - 1
     add = suspects.add
     for needle, at, end in _MATCHER.find_matches_as_indexes(data, overlapping=True):
         role = roles[needle]
-        if role == _FLAG:
-            add(bisect_right(ends, at))
-        elif role == _PREFIX:
-            if _token_run_at(data, at):
+        if role < 0:
+            if role == _FLAG or _token_run_at(data, at):
                 add(bisect_right(ends, at))
-        elif role < _CUT and (end == size or not follows[low[end]]):
-            continue  # a word in a longer word (``keys``, ``tokenizer``): no assignment
-        else:
-            k = bisect_right(ends, at)
-            if k in suspects:
-                continue
-            m = words[role % _CUT].match(low, at)
-            if m is not None and gate_hit_bytes(data, m, m["sp"] is not None):
-                add(k)
+            continue
+        if role < _CUT:  # what follows the word can start an assignment gate's match?
+            if end > last or not follows[data[end]]:
+                continue  # a word in a longer word (``keys``, ``tokenizer``)
+            if not opens[data[end]] and (end == last or not follows[data[end + 1]]):
+                continue  # only a JSON key's rest could follow, and it ends here: ``get(key)\n``
+        k = bisect_right(ends, at)
+        if k in suspects:
+            continue
+        m = words[role % _CUT].match(data, at)
+        if m is not None and gate_hit_bytes(data, m, m["sp"] is not None):
+            add(k)
     return suspects
