@@ -64,6 +64,17 @@ def test_common_lexemes_are_estimated_rare_ones_counted(store: PostgresStore) ->
     assert [t[1] for t in terms(store, "deploy", ("event_search",))] == [-1]  # docs not asked
 
 
+def test_text_indexes_keep_a_short_pending_list(store: PostgresStore) -> None:
+    rows = store._query(
+        "SELECT c.relname, c.reloptions FROM pg_class c WHERE c.relname IN "
+        "('docs_tsv', 'event_search_tsv') ORDER BY 1"
+    )
+    assert [(r[0], r[1]) for r in rows] == [
+        ("docs_tsv", ["gin_pending_list_limit=256"]),
+        ("event_search_tsv", ["gin_pending_list_limit=256"]),
+    ]
+
+
 def test_counts_stop_at_the_cap_and_say_more(
     store: PostgresStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
