@@ -74,6 +74,13 @@ REGISTRY: tuple[Setting, ...] = (
     Setting("ingest_batch", 2_000, int, "Events per ingest transaction."),
     Setting("redact", True, _parse_bool, "Redact secrets before storage."),
     Setting("redact_disable", (), _parse_csv, "Comma-separated secret kinds not to redact."),
+    Setting(
+        "redact_helper",
+        "auto",
+        _parse_choice("auto", "on", "off"),
+        "Run redaction's prefilter in a helper process beside the insert (large batches): "
+        "auto = when this process may use a second CPU core.",
+    ),
     Setting("include_thinking", False, _parse_bool, "Import model thinking blocks."),
     Setting("follow_symlinks", False, _parse_bool, "Follow symlinks that leave the ingest root."),
     Setting("project", None, str, "Default project for ingested events."),
@@ -119,6 +126,7 @@ class Settings:
     ingest_batch: int = 2_000
     redact: bool = True
     redact_disable: tuple[str, ...] = ()
+    redact_helper: str = "auto"
     include_thinking: bool = False
     follow_symlinks: bool = False
     project: str | None = None

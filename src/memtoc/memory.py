@@ -20,6 +20,7 @@ from memtoc.errors import EmbedderError, IngestError, QueryError, StoreError
 from memtoc.forgetting import ForgetReport, ForgetSelector
 from memtoc.ids import UlidFactory
 from memtoc.ingest.importer import CommitInfo, Importer, IngestOptions, ProgressFn
+from memtoc.ingest.redact_worker import helper_wanted
 from memtoc.ingest.sources.base import EventDraft
 from memtoc.ingest.sources.jsonl import parse_event
 from memtoc.model import (
@@ -182,6 +183,7 @@ class Memory:
             follow_symlinks=s.follow_symlinks,
             max_event_bytes=s.max_event_bytes,
             batch_size=s.ingest_batch,
+            redact_helper=s.redact and helper_wanted(s.redact_helper),
         )
 
     def ingest(

@@ -7,8 +7,9 @@ Both sides get the same synthetic rows in the same batch size, with the same dur
   indexes, no redaction, no validation, rows built before the clock starts;
 - **memtoc**: the real ingest path (``Importer``: validation, redaction, size caps) into the real
   store (unique ids, the time index, session spans, outbox entry and checkpoint in the same
-  transaction), with the default settings (the redaction helper process of
-  :mod:`memtoc.ingest.redact_worker` is off unless ``MEMTOC_REDACT_WORKER=1``).
+  transaction), with the default settings (``redact_helper=auto``: the redaction prefilter of
+  large batches runs in the helper process of :mod:`memtoc.ingest.redact_worker` when a second
+  core is available; the result says how many chunks it answered).
 
 The two run interleaved batch by batch, so machine noise hits both alike.
 """
@@ -26,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from memtoc.eval.synth import SynthConfig, generate
+from memtoc.ingest import redact_worker
 from memtoc.ingest.importer import Importer, IngestOptions
 from memtoc.ingest.redact import Redactor
 from memtoc.ingest.sources.base import EventDraft
@@ -54,6 +56,8 @@ class IngestBench:
     baseline_db_bytes: int
     load: tuple[float, float] = (0.0, 0.0)
     """The machine's 1-minute load average when the run started and when it ended."""
+    helper_chunks: tuple[int, int] = (0, 0)
+    """Chunks sent to the redaction helper process, and those it answered in time."""
 
     @property
     def ratio(self) -> float:
@@ -83,6 +87,7 @@ class IngestBench:
             "ratio_vs_baseline": round(self.ratio, 3),
             "peak_rss_mb": round(self.peak_rss_mb, 1),
             "load_avg": [round(x, 2) for x in self.load],
+            "redact_helper": {"chunks": self.helper_chunks[0], "answered": self.helper_chunks[1]},
         }
 
 
@@ -115,9 +120,11 @@ def run_ingest_bench(
     workdir: Path | None = None,
     progress: Callable[[int], None] | None = None,
     redact: bool = True,
+    redact_helper: str = "auto",
 ) -> IngestBench:
     """Ingest ``events`` synthetic events both ways and time only the storage calls."""
     load_start = _load()
+    sent0, answered0 = redact_worker.chunk_counts()
     with tempfile.TemporaryDirectory(dir=workdir) as tmp:
         base_path = Path(tmp) / "baseline.db"
         raw = sqlite3.connect(base_path, isolation_level=None)
@@ -129,7 +136,11 @@ def run_ingest_bench(
         importer = Importer(
             store,
             redactor=Redactor() if redact else None,
-            options=IngestOptions(format="jsonl", batch_size=batch_size),
+            options=IngestOptions(
+                format="jsonl",
+                batch_size=batch_size,
+                redact_helper=redact and redact_worker.helper_wanted(redact_helper),
+            ),
         )
         baseline_s = memtoc_s = 0.0
         total_bytes = 0
@@ -164,6 +175,7 @@ def run_ingest_bench(
         raw.close()
         store.close()
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        sent, answered = redact_worker.chunk_counts()
         return IngestBench(
             events=events,
             batch_size=batch_size,
@@ -176,6 +188,7 @@ def run_ingest_bench(
             memtoc_db_bytes=_size(Path(tmp) / "memtoc.db"),
             baseline_db_bytes=_size(base_path),
             load=(load_start, _load()),
+            helper_chunks=(sent - sent0, answered - answered0),
         )
 
 

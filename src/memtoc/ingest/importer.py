@@ -135,6 +135,9 @@ class IngestOptions:
     batch_size: int = 2_000
     rescan: bool = False
     """Ignore watermarks and re-read every file (what is already stored counts as duplicates)."""
+    redact_helper: bool = False
+    """Gate large batches' redaction prefilter in the helper process (``redact_worker``) while
+    the store inserts (``redact_worker.helper_wanted`` turns the setting into this)."""
 
 
 _Pending = tuple[
@@ -652,7 +655,11 @@ class Importer:
             result = self.store.append_events(events, checkpoints)
         else:
             helper = None
-            if self.redactor is not None and len(pending) >= 2 * _CHUNK:
+            if (
+                self.redactor is not None
+                and self.options.redact_helper
+                and len(pending) >= 2 * _CHUNK
+            ):
                 helper = redact_worker.worker()
             batch = _Prepared(self, pending, report, worker=helper)
             try:

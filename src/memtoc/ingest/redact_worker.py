@@ -15,9 +15,12 @@ using it, after any error, or while it rests (it could not keep up), the importe
 in-process: the result is the same. Secrets travel over a pipe to a child of the same user and
 are never written anywhere.
 
-**Off by default** (``MEMTOC_REDACT_WORKER=1`` turns it on): on the shared 2-core machine where it
-was measured (load average 4 to 7 from other jobs) it made ``bench ingest`` slower, 0.32 to 0.38
-of the baseline against 0.42 without it: there was no idle core for it (docs/benchmarks.md).
+**When** (setting ``redact_helper``, env ``MEMTOC_REDACT_HELPER``): ``auto`` (the default) uses it
+when this process may run on a second CPU core (:func:`helper_wanted`), ``on`` / ``off`` force it.
+On a quiet 2-core machine it lifts ``bench ingest`` at 1M events from 0.48-0.49 of the raw-SQLite
+baseline to 0.53-0.54 (docs/benchmarks.md); on a machine whose cores are all busy it cannot help,
+and it steps aside by itself: a batch where fewer than half of the chunks were answered in time
+makes it rest for the next batches (:meth:`GateWorker.note_batch`).
 """
 
 from __future__ import annotations
@@ -86,6 +89,9 @@ class GateWorker:
         self._ticket = 0
         self._wanted = 0
         self._rest = 0
+        self.chunks_sent = 0
+        self.chunks_answered = 0
+        """Chunks sent by batches, and those answered in time (used instead of gated here)."""
         self._answers: deque[tuple[int, bytes]] = deque()
         """Answers read ahead (by :meth:`answered`), oldest first."""
         self._lock = threading.Lock()
@@ -139,6 +145,8 @@ class GateWorker:
         """Record how one batch went: when fewer than half of its chunks were answered in time
         (no idle core: the helper only competes with the importer), it rests for the next
         :data:`_REST_BATCHES` batches, then is tried again."""
+        self.chunks_sent += sent
+        self.chunks_answered += answered
         if sent and 2 * answered < sent:
             self._rest = _REST_BATCHES
 
@@ -204,12 +212,28 @@ _WORKER: GateWorker | None = None
 _START = threading.Lock()
 
 
+def chunk_counts() -> tuple[int, int]:
+    """Chunks this process's helper was sent by batches, and those it answered in time."""
+    w = _WORKER
+    return (w.chunks_sent, w.chunks_answered) if w is not None else (0, 0)
+
+
+def helper_wanted(mode: str) -> bool:
+    """The ``redact_helper`` setting as a decision: ``on``, ``off``, or ``auto`` — on when this
+    process may run on at least two CPU cores (its affinity mask, else the machine's count)."""
+    if mode in ("on", "off"):
+        return mode == "on"
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        cores = os.cpu_count() or 1
+    return cores >= 2
+
+
 def worker() -> GateWorker | None:
     """The process's worker when it is ready and free (the caller must ``release`` it), else
     None; the first call starts it (and returns None: the batch is gated in-process)."""
     global _WORKER
-    if os.environ.get("MEMTOC_REDACT_WORKER", "0") != "1":
-        return None
     with _START:
         if _WORKER is None:
             _WORKER = _start()

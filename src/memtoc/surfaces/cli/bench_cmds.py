@@ -40,6 +40,14 @@ def bench_ingest(
     redact: Annotated[
         bool, typer.Option("--redact/--no-redact", help="Secret redaction on the memtoc side.")
     ] = True,
+    redact_helper: Annotated[
+        str,
+        typer.Option(
+            "--redact-helper",
+            help="auto (the default setting: with a second core), on or off: redaction's "
+            "prefilter in a helper process.",
+        ),
+    ] = "auto",
     out: Annotated[
         Path, typer.Option("--out", help="Where the chart (ingest_throughput.png) goes.")
     ] = Path("artifacts/bench"),
@@ -50,11 +58,15 @@ def bench_ingest(
     from memtoc.eval.bench_charts import ingest_chart
     from memtoc.eval.bench_ingest import run_ingest_bench
 
+    if redact_helper not in ("auto", "on", "off"):
+        raise typer.BadParameter("expected auto, on or off", param_hint="--redact-helper")
+
     results = []
     for n in events:
         if json_out:
             result = run_ingest_bench(n, batch_size=batch_size, durability=durability, seed=seed,
-                                      workdir=workdir, redact=redact)  # fmt: skip
+                                      workdir=workdir, redact=redact,
+                                      redact_helper=redact_helper)  # fmt: skip
         else:
             with _progress(f"ingest {n:,}") as bar:
                 task = bar.add_task("ingest", total=n)
@@ -65,6 +77,7 @@ def bench_ingest(
                     seed=seed,
                     workdir=workdir,
                     redact=redact,
+                    redact_helper=redact_helper,
                     progress=lambda k: bar.advance(task, k),  # noqa: B023 (called within this iteration)
                 )
         results.append(result.to_dict())
@@ -74,7 +87,7 @@ def bench_ingest(
         return
     table = Table(
         title=f"bench ingest (durability={durability}, batch={batch_size}, "
-        f"redaction {'on' if redact else 'off'})"
+        f"redaction {'on' if redact else 'off'}, helper {redact_helper})"
     )
     for col in ("events", "MB", "baseline ev/s", "memtoc ev/s", "memtoc MB/s", "ratio",
                 "peak RSS MB", "db MB"):  # fmt: skip
