@@ -155,6 +155,35 @@ def test_secrets_never_reach_the_database_bytes(memory: Memory, tmp_path: Path) 
         assert secret.encode() not in blobs, secret
 
 
+def test_every_planted_secret_of_the_corpus_is_absent_from_the_database_bytes(
+    memory: Memory, tmp_path: Path
+) -> None:
+    fixtures = Path(__file__).parent / "fixtures" / "redaction"
+    corpus = [
+        json.loads(raw)
+        for name in ("corpus.jsonl", "services.jsonl")
+        for raw in (fixtures / name).read_text().splitlines()
+        if raw
+    ]
+    assert len(corpus) >= 100
+    f = write(
+        tmp_path / "corpus.jsonl",
+        [
+            line(i, text=row["text"], metadata={"output": row["text"]})
+            for i, row in enumerate(corpus)
+        ],
+    )
+    report = memory.ingest([f])
+    assert report.ingested == len(corpus) and report.rejected == 0
+    assert report.redacted >= len(corpus)
+    memory.store.connection.execute("PRAGMA wal_checkpoint(FULL)")
+    blobs = b"".join(
+        p.read_bytes() for p in (memory.store.path, Path(f"{memory.store.path}-wal")) if p.exists()
+    )
+    leaked = [row["kind"] for row in corpus if row["secret"].encode() in blobs]
+    assert leaked == []
+
+
 def test_huge_event_is_truncated_with_marker(store: SqliteStore, tmp_path: Path) -> None:
     memory = Memory(store, redactor=Redactor())
     importer_opts = IngestOptions(max_event_bytes=10_000)
