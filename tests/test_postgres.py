@@ -287,9 +287,10 @@ def test_migrations_recorded_once_and_newer_store_refused(pg: PostgresStore, pg_
         "0004_pipeline_segments_rollups",
         "0005_vector_sources",
         "0006_gin_pending_limit",
+        "0007_rollup_mark_seq",
     ]
     PostgresStore(pg_url).close()  # reopening runs nothing
-    assert len(pg._query("SELECT name FROM schema_migrations")) == 6
+    assert len(pg._query("SELECT name FROM schema_migrations")) == 7
     with psycopg.connect(pg_url, autocommit=True) as conn:
         conn.execute("INSERT INTO schema_migrations VALUES ('9999_future', 0)")
     with pytest.raises(MigrationError, match="newer memtoc"):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import stat
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from hypothesis import strategies as st
 
 from memtoc.errors import MigrationError, NotFoundError, QueryError
 from memtoc.model import Bookmark, Bullet, Event, Grip, TocNode
+from memtoc.store.base import DirtyPeriod
 from memtoc.store.sqlite import PAGE_SIZE, SqliteStore
 
 STORE_BACKENDS = ("sqlite", "postgres")
@@ -201,6 +203,29 @@ def test_bookmarks_round_trip(store: SqliteStore) -> None:
     store.put_bookmark(b)
     assert store.list_bookmarks("p") == [b]
     assert store.list_bookmarks("other") == []
+
+
+def test_a_rollup_mark_re_set_after_it_was_read_outlives_the_readers_clear(
+    store: SqliteStore,
+) -> None:
+    # every writer's clock says the same instant (or a skewed one says earlier): only the mark's
+    # generation tells a re-marking after the read from the mark the reader saw
+    mark = DirtyPeriod("p", "toc:day:2024-03-04", "day", 1_000, 5_000)
+    store.mark_dirty([mark])
+    (read,) = store.dirty_periods("day")
+    store.mark_dirty([mark])  # another worker files a child and re-marks the day
+    store.clear_dirty("p", mark.node_id, read.seq)
+    (again,) = store.dirty_periods("day")
+    assert again.seq > read.seq
+    store.mark_dirty([replace(mark, marked_ms=4_000)])  # a writer whose clock is behind
+    store.clear_dirty("p", mark.node_id, again.seq)
+    (latest,) = store.dirty_periods("day")
+    store.clear_dirty("p", mark.node_id, latest.seq)
+    assert store.dirty_periods("day") == []
+    # a fresh mark after a clear outlives a late clear by a reader of the old mark
+    store.mark_dirty([mark])
+    store.clear_dirty("p", mark.node_id, latest.seq)
+    assert [m.node_id for m in store.dirty_periods("day")] == [mark.node_id]
 
 
 def test_migrations_recorded_and_newer_store_refused(

@@ -320,11 +320,15 @@ def finish(
                 period = calendar.parent(period)
         touched: list[str] = []
         for lvl in _LEVELS:
+            # the marks as they stand before this level is built (the level below marked them):
+            # each is cleared after its period's build, unless re-set meanwhile
+            marks = {m.node_id: m.seq for m in store.dirty_periods(lvl) if m.project == project}
             for node_id, period in sorted(levels[lvl].items()):
                 outcome = processor.builder.build_period(
                     project, period, activity_ms=int(info["until_ms"])
                 )
-                store.clear_dirty(project, node_id, processor.clock.now_ms())
+                if node_id in marks:
+                    store.clear_dirty(project, node_id, marks[node_id])
                 out.periods_rerolled += int(not outcome.retired)
                 out.periods_retired += int(outcome.retired)
                 touched.append(node_id)

@@ -19,7 +19,8 @@ nothing (idempotent). A summary per level is kept in the ``rollup:{level}`` chec
 Several workers may roll up at once (team mode). A build whose children changed while it was
 summarised writes nothing (``TocBuilder.build_period`` checks under the node's lock) and is built
 again from the new children; the mark is cleared only after a build that was not stale, and
-``clear_dirty`` keeps a mark re-set meanwhile, so the last version written is always built from
+``clear_dirty`` keeps a mark re-set meanwhile (each marking gets a greater generation, ``seq``, from
+the store's counter — not a clock time, which equal or skewed clocks would repeat), so the last version written is always built from
 the latest children.
 """
 
@@ -130,7 +131,7 @@ def run_rollups(
             if outcome.stale:  # children kept changing under us: leave the mark for a later run
                 report.stale += 1
                 continue
-            store.clear_dirty(mark.project, mark.node_id, mark.marked_ms)
+            store.clear_dirty(mark.project, mark.node_id, mark.seq)
             rolled += 1
             report.written += int(outcome.written)
             report.retired += int(outcome.retired)

@@ -220,6 +220,11 @@ class DirtyPeriod:
     """The latest data instant among the changes (end of the newest changed child)."""
     marked_ms: int
     """When (clock time) it was last marked dirty."""
+    seq: int = 0
+    """The mark's generation, assigned by the store from a counter that only grows (the value
+    given to ``mark_dirty`` is ignored): every marking, also of a period already dirty, gets a
+    greater one, so ``clear_dirty`` can tell a mark re-set since it was read even when the
+    writers' clocks agree to the millisecond or disagree (clock skew between machines)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -311,8 +316,8 @@ class PipelineStore(Store, Protocol):
 
     def dirty_periods(self, level: str) -> list[DirtyPeriod]: ...
 
-    def clear_dirty(self, project: str, node_id: str, marked_ms: int) -> None:
-        """Clear the mark unless it was re-marked after ``marked_ms``."""
+    def clear_dirty(self, project: str, node_id: str, seq: int) -> None:
+        """Clear the mark unless it was re-marked since it was read with generation ``seq``."""
         ...
 
     def orphan_parent_ids(self, level: str) -> list[tuple[str, str, int]]:

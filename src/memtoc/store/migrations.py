@@ -261,6 +261,17 @@ MIGRATIONS: tuple[Migration, ...] = (
         CREATE INDEX events_project_time_session ON events(project, ts_ms, session_id);
         """,
     ),
+    # Rollup marks carry a generation (``DirtyPeriod.seq``) from a counter in ``meta`` that only
+    # grows: clearing a mark compared clock times, so a period re-marked within the same
+    # millisecond (or by a writer whose clock was behind) lost its mark and kept a parent built
+    # from stale children.
+    Migration(
+        "0008_rollup_mark_seq",
+        """
+        ALTER TABLE rollup_dirty ADD COLUMN seq INTEGER NOT NULL DEFAULT 0;
+        INSERT OR IGNORE INTO meta(key, value) VALUES ('rollup_mark_seq', '0');
+        """,
+    ),
 )
 
 

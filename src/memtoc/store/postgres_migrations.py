@@ -257,6 +257,16 @@ MIGRATIONS: tuple[PgMigration, ...] = (
         ALTER INDEX event_search_tsv SET (gin_pending_list_limit = 256);
         """,
     ),
+    # Rollup marks carry a generation (``DirtyPeriod.seq``) from a sequence: clearing a mark
+    # compared clock times, so a period re-marked by a worker whose clock was behind (or within
+    # the same millisecond) lost its mark and kept a parent built from stale children.
+    PgMigration(
+        "0007_rollup_mark_seq",
+        """
+        CREATE SEQUENCE rollup_mark_seq;
+        ALTER TABLE rollup_dirty ADD COLUMN seq BIGINT NOT NULL DEFAULT nextval('rollup_mark_seq');
+        """,
+    ),
 )
 
 

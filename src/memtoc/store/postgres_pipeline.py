@@ -313,22 +313,25 @@ class PgPipeline(PgBase):
             "INSERT INTO rollup_dirty(project, node_id, level, activity_ms, marked_ms) "
             "VALUES (%s,%s,%s,%s,%s) ON CONFLICT (project, node_id) DO UPDATE SET "
             "activity_ms = GREATEST(rollup_dirty.activity_ms, excluded.activity_ms), "
-            "marked_ms = GREATEST(rollup_dirty.marked_ms, excluded.marked_ms)",
+            "marked_ms = GREATEST(rollup_dirty.marked_ms, excluded.marked_ms), "
+            "seq = nextval('rollup_mark_seq')",
             [(m.project, m.node_id, m.level, m.activity_ms, m.marked_ms) for m in ordered],
         )
 
     def dirty_periods(self, level: str) -> list[DirtyPeriod]:
         rows = self._query(
-            "SELECT project, node_id, level, activity_ms, marked_ms FROM rollup_dirty "
+            "SELECT project, node_id, level, activity_ms, marked_ms, seq FROM rollup_dirty "
             "WHERE level = %s ORDER BY project, node_id",
             (level,),
         )
         return [DirtyPeriod(*r) for r in rows]
 
-    def clear_dirty(self, project: str, node_id: str, marked_ms: int) -> None:
+    def clear_dirty(self, project: str, node_id: str, seq: int) -> None:
+        # a mark re-set meanwhile holds a greater seq (the sequence only grows); a DELETE that
+        # waited for that re-marking transaction's row lock re-checks the new row and keeps it
         self._exec(
-            "DELETE FROM rollup_dirty WHERE project = %s AND node_id = %s AND marked_ms <= %s",
-            (project, node_id, marked_ms),
+            "DELETE FROM rollup_dirty WHERE project = %s AND node_id = %s AND seq <= %s",
+            (project, node_id, seq),
         )
 
     def orphan_parent_ids(self, level: str) -> list[tuple[str, str, int]]:

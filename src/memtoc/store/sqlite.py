@@ -1104,28 +1104,35 @@ class SqliteStore:
             self._delete_docs("node", project, [node_id])
 
     def mark_dirty(self, marks: Sequence[DirtyPeriod]) -> None:
+        if not marks:
+            return
         with self.transaction():
+            (seq,) = self._conn.execute(
+                "INSERT INTO meta(key, value) VALUES ('rollup_mark_seq', '1') "
+                "ON CONFLICT(key) DO UPDATE SET value = CAST(value AS INTEGER) + 1 "
+                "RETURNING CAST(value AS INTEGER)"
+            ).fetchone()
             self._conn.executemany(
-                "INSERT INTO rollup_dirty(project, node_id, level, activity_ms, marked_ms) "
-                "VALUES (?,?,?,?,?) ON CONFLICT(project, node_id) DO UPDATE SET "
+                "INSERT INTO rollup_dirty(project, node_id, level, activity_ms, marked_ms, seq) "
+                "VALUES (?,?,?,?,?,?) ON CONFLICT(project, node_id) DO UPDATE SET "
                 "activity_ms = MAX(activity_ms, excluded.activity_ms), "
-                "marked_ms = MAX(marked_ms, excluded.marked_ms)",
-                [(m.project, m.node_id, m.level, m.activity_ms, m.marked_ms) for m in marks],
+                "marked_ms = MAX(marked_ms, excluded.marked_ms), seq = excluded.seq",
+                [(m.project, m.node_id, m.level, m.activity_ms, m.marked_ms, seq) for m in marks],
             )
 
     def dirty_periods(self, level: str) -> list[DirtyPeriod]:
         rows = self._query(
-            "SELECT project, node_id, level, activity_ms, marked_ms FROM rollup_dirty "
+            "SELECT project, node_id, level, activity_ms, marked_ms, seq FROM rollup_dirty "
             "WHERE level = ? ORDER BY project, node_id",
             (level,),
         )
         return [DirtyPeriod(*r) for r in rows]
 
-    def clear_dirty(self, project: str, node_id: str, marked_ms: int) -> None:
+    def clear_dirty(self, project: str, node_id: str, seq: int) -> None:
         with self.transaction():
             self._exec(
-                "DELETE FROM rollup_dirty WHERE project = ? AND node_id = ? AND marked_ms <= ?",
-                (project, node_id, marked_ms),
+                "DELETE FROM rollup_dirty WHERE project = ? AND node_id = ? AND seq <= ?",
+                (project, node_id, seq),
             )
 
     def orphan_parent_ids(self, level: str) -> list[tuple[str, str, int]]:
