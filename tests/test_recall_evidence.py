@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from memtoc.retrieval.embedding_index import SemanticIndex
 from memtoc.retrieval.recall import rank_only
 from memtoc.retrieval.recall_expand import content_words, expansion_terms
 from memtoc.retrieval.recall_rank import RankConfig
+from memtoc.retrieval.recall_subject import substance
 from memtoc.retrieval.recall_time import asks_when, mentioned_ranges, mentions_window
 from memtoc.store.sqlite import SqliteStore
 from memtoc.text.embed import HashEmbedder, load_embedder
@@ -139,11 +141,14 @@ def test_expansion_brings_in_a_turn_sharing_no_word_with_the_question(tmp_path: 
             "tz": UTC_TZ,
             "semantic": memory.semantic,
         }
-        ranked = rank_only(store, question, **kwargs)
+        # expansion alone: the substance prior (test_recall_subject) would rank this short turn
+        # (three content words) below the longer filler the name's vector brings
+        on = RankConfig(substance_words=0)
+        ranked = rank_only(store, question, config=on, **kwargs)
         assert "expand" in ranked.stages
         first = ranked.ranked_events()[0].text
         assert "taekwondo" in first, [e.text for e in ranked.ranked_events()[:5]]
-        without = rank_only(store, question, config=RankConfig(w_expand=0), **kwargs)
+        without = rank_only(store, question, config=replace(on, w_expand=0), **kwargs)
         assert "expand" not in without.stages
         order = [e.text for e in without.ranked_events()]
         assert order.index(first) > 0, order[:5]  # the whole-turn vector alone ranks it lower
@@ -172,7 +177,9 @@ def test_a_turn_naming_the_questions_day_is_preferred(tmp_path: Path) -> None:
         off = RankConfig(w_mention=0)
         plain = rank_only(store, question, projects=("p",), at_ms=at, tz=UTC_TZ, config=off)
         gain = ranked.scores[first.event_id] - plain.scores[first.event_id]
-        assert gain == pytest.approx(RankConfig().w_mention)
+        cfg = RankConfig()  # the mention bonus, scaled by the turn's substance prior
+        prior = substance(first, cfg.substance_words, cfg.substance_power)
+        assert gain == pytest.approx(cfg.w_mention * prior)
         others = [i for i in plain.scores if i != first.event_id]
         assert all(ranked.scores[i] == pytest.approx(plain.scores[i]) for i in others)
     finally:

@@ -22,7 +22,11 @@ says so):
    events told inside the window get ``+ w_time``, events whose own words name a time inside it
    ("yesterday I went bowling", told the day after) ``+ w_mention``. A question asking *when*
    gives the turns that carry a time expression ``+ w_when``.
-8. **Bookmarks**: those matching the query (every term by BM25, or cosine ≥ ``bookmark_cosine``)
+8. **Speaker and substance** (``recall_subject``): a turn spoken by a participant the question
+   names ("What does Melanie like?" — Melanie's own turns, not "Thanks, Melanie!") gets
+   ``+ w_speaker``; every turn's score is multiplied by its substance prior, ``((min(n, full) + 1)
+   / (full + 1)) ** power`` for ``n`` content words, so chit-chat does not crowd the budget.
+9. **Bookmarks**: those matching the query (every term by BM25, or cosine ≥ ``bookmark_cosine``)
    are *pinned*: recall packs them first, expanded to their source events.
 """
 
@@ -37,6 +41,7 @@ from memtoc.errors import NotFoundError
 from memtoc.model import Event
 from memtoc.retrieval.embedding_index import SemanticIndex
 from memtoc.retrieval.recall_expand import ExpandConfig, expansion_terms
+from memtoc.retrieval.recall_subject import named_speakers, speaker, substance
 from memtoc.retrieval.recall_time import asks_when, carries_time, mentions_window
 from memtoc.retrieval.teleport import Hit, SearchFilters, bm25_search
 from memtoc.retrieval.tiers import grip_events
@@ -56,7 +61,8 @@ class RankConfig:
     both halves of the dataset (conversations 0-4 and 5-9): a small ``rrf_k`` (10, not search's
     60) lets the head of each list count; vectors weigh 0.6 of BM25 with the static model and the
     expansion list 0.5; a session's evidence adds up to 0.7; neighbours of a hit join at 0.6 of
-    its score.
+    its score. A turn by a speaker the question names gains 0.2; a turn with ``n`` < 7 content
+    words keeps ``((n + 1) / 8) ** 0.5`` of its score.
     """
 
     pool: int = 60
@@ -76,6 +82,9 @@ class RankConfig:
     w_when: float = 0.2
     time_candidates: int = 100
     """Candidates (best first) whose text is parsed for time expressions (``recall_time``)."""
+    w_speaker: float = 0.2
+    substance_words: int = 7
+    substance_power: float = 0.5
     bookmarks: int = 3
     bookmark_cosine: float = 0.6
 
@@ -199,8 +208,10 @@ class Ranker:
             self._neighbours(scores, out)
         # 7. time
         self._time(query, window, scores, out)
+        # 8. speaker and substance
+        self._subject(query, scores, out)
         out.scores = scores
-        # 8. bookmarks
+        # 9. bookmarks
         if cfg.bookmarks > 0 and self._stage(out, "bookmarks"):
             self._bookmarks(query, filters, out)
         return out
@@ -261,6 +272,21 @@ class Ranker:
                     scores[i] += cfg.w_mention
             if when and i in parse and carries_time(event, self.tz):
                 scores[i] += cfg.w_when
+
+    def _subject(self, query: str, scores: dict[str, float], out: Ranking) -> None:
+        """Stage 8: the substance prior, then ``+ w_speaker`` for the named speakers' turns."""
+        cfg = self.cfg
+        if cfg.substance_words > 0 and cfg.substance_power > 0 and self._stage(out, "substance"):
+            for i in scores:
+                scores[i] *= substance(out.events[i], cfg.substance_words, cfg.substance_power)
+        if cfg.w_speaker <= 0:
+            return
+        by = {i: speaker(out.events[i]) for i in scores}
+        named = named_speakers(query, {s for s in by.values() if s is not None})
+        if named and self._stage(out, "speaker"):
+            for i, who in by.items():
+                if who in named:
+                    scores[i] += cfg.w_speaker
 
     def _docs(self, query: str, filters: SearchFilters, out: Ranking) -> None:
         """Grips and segment nodes by BM25 and vectors, fused; the same BM25 search also brings

@@ -1,0 +1,81 @@
+"""Two priors of recall's ranking over turns: who said it, and whether it says anything.
+
+**Speaker.** In a conversation between named people the answer to "What activities does Melanie
+partake in?" is in what *Melanie* said ("I just signed up for a pottery class"), not in the other
+person's "Thanks, Melanie!", which matches the question's name just as well. ``speaker(event)`` is
+the turn's speaker: ``metadata["speaker"]`` when an importer recorded one, else the ``Name: ``
+label a transcript writes before the turn (the form the extractive summariser also reads,
+``pipeline.summarize.extractive_facts``). ``named_speakers(question, speakers)`` are the speakers
+among the candidates that the question names as a word ("Melanie", "Melanie's"); recall adds
+``w_speaker`` to their turns. A question naming none of them, or all of them ("What do Jon and Gina
+both like?"), changes nothing; nor does a store without speakers (an agent's own sessions).
+
+**Substance.** Chit-chat ("Wow, looks awesome! Did you join in?") rarely holds what a question asks
+for, yet short turns rank high: BM25 favours short texts, and a short turn's vector is dominated by
+the one name it shares with the question. ``content_words(event)`` counts a turn's content words
+(plain words of 3+ letters, stopwords and the speaker label out, in its first ``MAX_CHARS``
+characters); recall multiplies a turn's score by ``((min(n, full) + 1) / (full + 1)) ** power``:
+a turn with ``full`` content words or more keeps its score, "Thanks, Caroline!" (one content word)
+about half of it.
+Counts are memoised per event (bounded).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from memtoc.model import Event
+from memtoc.text.keyphrases import STOPWORDS
+
+MAX_CHARS = 600
+"""Content words are counted in a turn's first characters only (enough to reach ``full``)."""
+_MEMO_MAX = 200_000
+
+_LABEL = re.compile(r"^([A-Z][\w.'-]{0,30}(?: [A-Z][\w.'-]{0,30})?): (?=\S)")
+"""A speaker label before a turn's text ("Melanie: …", "Dr. Chen: …")."""
+_WORD = re.compile(r"[a-z][a-z']+")
+
+_COUNTS: dict[tuple[str, int], int] = {}
+
+
+def speaker(event: Event) -> str | None:
+    """Who said ``event``: its ``metadata["speaker"]``, else its text's ``Name: `` label."""
+    value = event.metadata.get("speaker")
+    if isinstance(value, str) and value.strip():
+        return value.strip()
+    match = _LABEL.match(event.text)
+    return match.group(1) if match else None
+
+
+def named_speakers(question: str, speakers: Iterable[str]) -> frozenset[str]:
+    """The ``speakers`` the question names as a word; empty when it names none or all of them."""
+    known = set(speakers)
+    named = frozenset(s for s in known if re.search(rf"(?<!\w){re.escape(s)}(?!\w)", question))
+    return named if named != known else frozenset()
+
+
+def content_words(event: Event) -> int:
+    """How many content words ``event``'s text holds (module docstring), memoised."""
+    key = (event.event_id, len(event.text))  # a forgotten event's text is purged: counted anew
+    n = _COUNTS.get(key)
+    if n is None:
+        text = event.text
+        match = _LABEL.match(text)
+        if match:
+            text = text[match.end() :]
+        words = _WORD.findall(text[:MAX_CHARS].lower())
+        n = sum(1 for w in words if len(w) > 2 and w not in STOPWORDS)
+        if len(_COUNTS) >= _MEMO_MAX:
+            _COUNTS.clear()
+        _COUNTS[key] = n
+    return n
+
+
+def substance(event: Event, full: int, power: float) -> float:
+    """The substance prior of ``event``: ``((min(n, full) + 1) / (full + 1)) ** power`` — 1.0 at
+    ``full`` content words, never 0 (a bare "Yes!" can still answer the turn before it)."""
+    if full <= 0 or power <= 0:
+        return 1.0
+    share = (min(content_words(event), full) + 1) / (full + 1)
+    return float(share**power)

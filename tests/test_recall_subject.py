@@ -1,0 +1,146 @@
+"""Recall's speaker and substance priors (``recall_subject``), unit by unit and through a real
+store ranked with the real static model."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from zoneinfo import ZoneInfo
+
+import pytest
+
+from memtoc.clock import ManualClock
+from memtoc.memory import Memory
+from memtoc.model import Event, JsonValue
+from memtoc.retrieval.embedding_index import SemanticIndex
+from memtoc.retrieval.recall import rank_only
+from memtoc.retrieval.recall_rank import RankConfig
+from memtoc.retrieval.recall_subject import content_words, named_speakers, speaker, substance
+from memtoc.store.sqlite import SqliteStore
+from search_support import require_model
+
+UTC_TZ = ZoneInfo("UTC")
+
+
+def _ms(text: str) -> int:
+    return int(datetime.fromisoformat(text).replace(tzinfo=UTC).timestamp() * 1000)
+
+
+def _event(text: str, metadata: dict[str, JsonValue] | None = None, n: int = 1) -> Event:
+    return Event(
+        event_id=f"01HX00000000000000000000{n:02d}",
+        session_id="s",
+        project="p",
+        agent="a",
+        ts_ms=_ms("2024-01-01T10:00"),
+        event_type="user_message",
+        role="user",
+        text=text,
+        metadata=metadata or {},
+    )
+
+
+def test_speaker_from_metadata_then_label() -> None:
+    assert speaker(_event("hi there", {"speaker": "Melanie"})) == "Melanie"
+    assert speaker(_event("Caroline: I went to a support group")) == "Caroline"
+    assert speaker(_event("Dr. Chen: take two a day")) == "Dr. Chen"
+    assert speaker(_event("the build failed: exit code 2")) is None
+    assert speaker(_event("Note:no space after the colon")) is None
+
+
+@pytest.mark.parametrize(
+    ("question", "expected"),
+    [
+        ("What activities does Melanie partake in?", {"Melanie"}),
+        ("What do Melanie's kids like?", {"Melanie"}),
+        ("What do Caroline and Melanie both paint?", set()),  # all of them: no preference
+        ("What did we decide about the cache?", set()),
+        ("What does Mel like?", set()),  # a word of its own, not a prefix of a name
+    ],
+)
+def test_named_speakers(question: str, expected: set[str]) -> None:
+    assert named_speakers(question, ["Caroline", "Melanie"]) == expected
+
+
+def test_content_words_leave_out_the_label_and_stopwords() -> None:
+    assert content_words(_event("Melanie: Wow, that's great! Thanks!", n=2)) == 0
+    assert content_words(_event("Melanie: I painted a sunset over the lake", n=3)) == 3
+    chat = _event("Caroline: Thanks, Melanie!", n=4)
+    assert substance(chat, 7, 0.5) == pytest.approx((2 / 8) ** 0.5)  # "melanie"
+    rich = _event(
+        "Melanie: we went camping by the lake, hiked the ridge trail, swam at sunrise", n=5
+    )
+    assert substance(rich, 7, 0.5) == 1.0
+    assert substance(chat, 0, 0.5) == substance(chat, 7, 0.0) == 1.0  # off
+
+
+def _memory(path: Path, turns: list[tuple[str, str]]) -> Memory:
+    clock = ManualClock(_ms("2024-03-01T12:00"))
+    store = SqliteStore(path, clock=clock)
+    semantic = SemanticIndex(store, kind="static", model=str(require_model()))
+    memory = Memory(store, clock=clock, tz=UTC_TZ, semantic=semantic)
+    records: list[dict[str, Any]] = [
+        {
+            "session_id": f"s{n // 4}",
+            "timestamp": _ms("2024-01-01T10:00") + n * 86_400_000,
+            "role": "user" if who == "Caroline" else "assistant",
+            "text": f"{who}: {text}",
+        }
+        for n, (who, text) in enumerate(turns)
+    ]
+    assert memory.ingest_records(records, project="p").ingested == len(records)
+    memory.process()
+    memory.rollup(force=True)
+    return memory
+
+
+TURNS = [
+    ("Caroline", "I went to a support group meeting downtown, it was powerful"),
+    ("Melanie", "Wow, that's great! Thanks!"),
+    ("Caroline", "Thanks, Melanie! How do you like to relax these days?"),
+    ("Melanie", "Pottery class on weekends calms me, I made a bowl with a flower design"),
+    ("Caroline", "I am researching adoption agencies for my future family"),
+    ("Melanie", "Awesome, Caroline!"),
+    ("Caroline", "Relaxing sounds nice, Melanie, I should relax more too"),
+    ("Melanie", "We went camping by the lake with the kids and roasted marshmallows"),
+]
+
+
+def test_the_named_speakers_own_turns_come_first(tmp_path: Path) -> None:
+    memory = _memory(tmp_path / "m.db", TURNS)
+    try:
+        store = memory.sqlite_store("test")
+        question = "How does Melanie relax?"
+        kwargs: dict[str, Any] = {
+            "projects": ("p",),
+            "at_ms": memory.clock.now_ms(),
+            "tz": UTC_TZ,
+            "semantic": memory.semantic,
+        }
+        off = RankConfig(w_speaker=0, substance_words=0)
+        plain = rank_only(store, question, config=off, **kwargs)
+        ranked = rank_only(store, question, **kwargs)
+        assert {"substance", "speaker"} <= set(ranked.stages)
+        assert "speaker" not in plain.stages
+        before = [e.text for e in plain.ranked_events()]
+        after = [e.text for e in ranked.ranked_events()]
+        # without the priors, Caroline's turns holding the question's words lead; with them,
+        # Melanie's own turns with something in them come first, her chit-chat after them
+        assert before[0].startswith("Caroline: "), before
+        told = {TURNS[3][1], TURNS[7][1]}
+        assert {t.split(": ", 1)[1] for t in after[:2]} == told, after
+        chat = [after.index(f"Melanie: {TURNS[n][1]}") for n in (1, 5)]
+        assert min(chat) > 1, after
+        assert min(before.index(f"Melanie: {t}") for t in told) > 0, before
+        cfg = RankConfig()
+        for e in ranked.ranked_events():
+            prior = substance(e, cfg.substance_words, cfg.substance_power)
+            bonus = cfg.w_speaker if e.text.startswith("Melanie: ") else 0.0
+            expected = plain.scores[e.event_id] * prior + bonus
+            assert ranked.scores[e.event_id] == pytest.approx(expected)
+        # naming both speakers prefers neither
+        both = rank_only(store, "How do Caroline and Melanie relax?", **kwargs)
+        assert "speaker" not in both.stages
+    finally:
+        memory.close()
