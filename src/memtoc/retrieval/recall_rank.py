@@ -60,9 +60,9 @@ class RankConfig:
     Defaults tuned on LoCoMo (docs/benchmarks.md, "Recall"), a change kept only when it helped
     both halves of the dataset (conversations 0-4 and 5-9): a small ``rrf_k`` (10, not search's
     60) lets the head of each list count; vectors weigh 0.6 of BM25 with the static model and the
-    expansion list 0.5; a session's evidence adds up to 0.7; neighbours of a hit join at 0.6 of
-    its score. A turn by a speaker the question names gains 0.2; a turn with ``n`` < 7 content
-    words keeps ``((n + 1) / 8) ** 0.5`` of its score.
+    expansion list 0.5; a session's evidence adds up to 0.5 (0.7 before the speaker and substance
+    priors); neighbours of a hit join at 0.6 of its score. A turn by a speaker the question names
+    gains 0.2; a turn with ``n`` < 7 content words keeps ``((n + 1) / 8) ** 0.5`` of its score.
     """
 
     pool: int = 60
@@ -73,7 +73,7 @@ class RankConfig:
     expand: ExpandConfig = field(default_factory=ExpandConfig)
     w_doc: float = 0.1
     docs: int = 5
-    w_session: float = 0.7
+    w_session: float = 0.5
     session_top: int = 3
     neighbours: int = 8
     w_neighbour: float = 0.6
