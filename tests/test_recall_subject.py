@@ -27,15 +27,17 @@ def _ms(text: str) -> int:
     return int(datetime.fromisoformat(text).replace(tzinfo=UTC).timestamp() * 1000)
 
 
-def _event(text: str, metadata: dict[str, JsonValue] | None = None, n: int = 1) -> Event:
+def _event(
+    text: str, metadata: dict[str, JsonValue] | None = None, n: int = 1, role: str = "user"
+) -> Event:
     return Event(
         event_id=f"01HX00000000000000000000{n:02d}",
         session_id="s",
         project="p",
         agent="a",
         ts_ms=_ms("2024-01-01T10:00"),
-        event_type="user_message",
-        role="user",
+        event_type="user_message" if role == "user" else "tool_result",
+        role=role,
         text=text,
         metadata=metadata or {},
     )
@@ -47,6 +49,9 @@ def test_speaker_from_metadata_then_label() -> None:
     assert speaker(_event("Dr. Chen: take two a day")) == "Dr. Chen"
     assert speaker(_event("the build failed: exit code 2")) is None
     assert speaker(_event("Note:no space after the colon")) is None
+    # a tool's output is nobody's turn, whatever it starts with
+    assert speaker(_event("Error: connection refused", role="tool")) is None
+    assert speaker(_event("done", {"speaker": "CI"}, role="tool")) == "CI"
 
 
 @pytest.mark.parametrize(

@@ -4,7 +4,7 @@
 partake in?" is in what *Melanie* said ("I just signed up for a pottery class"), not in the other
 person's "Thanks, Melanie!", which matches the question's name just as well. ``speaker(event)`` is
 the turn's speaker: ``metadata["speaker"]`` when an importer recorded one, else the ``Name: ``
-label a transcript writes before the turn (the form the extractive summariser also reads,
+label a transcript writes before a user or assistant message (the form the extractive summariser also reads,
 ``pipeline.summarize.extractive_facts``). ``named_speakers(question, speakers)`` are the speakers
 among the candidates that the question names as a word ("Melanie", "Melanie's"); recall adds
 ``w_speaker`` to their turns. A question naming none of them, or all of them ("What do Jon and Gina
@@ -35,15 +35,19 @@ _MEMO_MAX = 200_000
 _LABEL = re.compile(r"^([A-Z][\w.'-]{0,30}(?: [A-Z][\w.'-]{0,30})?): (?=\S)")
 """A speaker label before a turn's text ("Melanie: …", "Dr. Chen: …")."""
 _WORD = re.compile(r"[a-z][a-z']+")
+_SPEAKING_ROLES = frozenset({"user", "assistant"})
 
 _COUNTS: dict[tuple[str, int], int] = {}
 
 
 def speaker(event: Event) -> str | None:
-    """Who said ``event``: its ``metadata["speaker"]``, else its text's ``Name: `` label."""
+    """Who said ``event``: its ``metadata["speaker"]``, else the ``Name: `` label of a message's
+    text (not of a tool's output, where "Error: …" is no speaker)."""
     value = event.metadata.get("speaker")
     if isinstance(value, str) and value.strip():
         return value.strip()
+    if event.role not in _SPEAKING_ROLES:
+        return None
     match = _LABEL.match(event.text)
     return match.group(1) if match else None
 
