@@ -4,8 +4,9 @@
 partake in?" is in what *Melanie* said ("I just signed up for a pottery class"), not in the other
 person's "Thanks, Melanie!", which matches the question's name just as well. ``speaker(event)`` is
 the turn's speaker: ``metadata["speaker"]`` when an importer recorded one, else the ``Name: ``
-label a transcript writes before a user or assistant message (the form the extractive summariser also reads,
-``pipeline.summarize.extractive_facts``). ``named_speakers(question, speakers)`` are the speakers
+label a transcript writes before a user or assistant message (the form the extractive summariser
+also reads, ``pipeline.summarize.extractive_facts``; a tool's "Error: …" is no speaker).
+``named_speakers(question, speakers)`` are the speakers
 among the candidates that the question names as a word ("Melanie", "Melanie's"); recall adds
 ``w_speaker`` to their turns. A question naming none of them, or all of them ("What do Jon and Gina
 both like?"), changes nothing; nor does a store without speakers (an agent's own sessions).
@@ -16,8 +17,7 @@ the one name it shares with the question. ``content_words(event)`` counts a turn
 (plain words of 3+ letters, stopwords and the speaker label out, in its first ``MAX_CHARS``
 characters); recall multiplies a turn's score by ``((min(n, full) + 1) / (full + 1)) ** power``:
 a turn with ``full`` content words or more keeps its score, "Thanks, Caroline!" (one content word)
-about half of it.
-Counts are memoised per event (bounded).
+about half of it. Counts are memoised per event (bounded).
 """
 
 from __future__ import annotations
