@@ -26,14 +26,11 @@ import re
 from collections.abc import Iterable
 
 from memtoc.model import Event
-from memtoc.text.keyphrases import STOPWORDS
+from memtoc.text.keyphrases import SPEAKER_LABEL, STOPWORDS
 
 MAX_CHARS = 600
 """Content words are counted in a turn's first characters only (enough to reach ``full``)."""
 _MEMO_MAX = 200_000
-
-_LABEL = re.compile(r"^([A-Z][\w.'-]{0,30}(?: [A-Z][\w.'-]{0,30})?): (?=\S)")
-"""A speaker label before a turn's text ("Melanie: …", "Dr. Chen: …")."""
 _WORD = re.compile(r"[a-z][a-z']+")
 _SPEAKING_ROLES = frozenset({"user", "assistant"})
 
@@ -48,7 +45,7 @@ def speaker(event: Event) -> str | None:
         return value.strip()
     if event.role not in _SPEAKING_ROLES:
         return None
-    match = _LABEL.match(event.text)
+    match = SPEAKER_LABEL.match(event.text)
     return match.group(1) if match else None
 
 
@@ -65,7 +62,7 @@ def content_words(event: Event) -> int:
     n = _COUNTS.get(key)
     if n is None:
         text = event.text
-        match = _LABEL.match(text)
+        match = SPEAKER_LABEL.match(text)
         if match:
             text = text[match.end() :]
         words = _WORD.findall(text[:MAX_CHARS].lower())

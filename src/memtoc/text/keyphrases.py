@@ -34,6 +34,8 @@ _WORD = re.compile(
     """,
     re.VERBOSE,
 )
+SPEAKER_LABEL = re.compile(r"^([A-Z][\w.'-]{0,30}(?: [A-Z][\w.'-]{0,30})?): (?=\S)")
+"""A ``Name: `` label opening a turn (group 1: the name), as chat transcripts write the speaker."""
 _CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
 _SPLIT_PARTS = re.compile(r"[_./\\@+:()'\u2019-]+")
 _ERROR_NAME = re.compile(r"[A-Z]\w*(?:Error|Exception|Warning|Exit|Interrupt)$")

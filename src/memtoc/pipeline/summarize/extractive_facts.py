@@ -16,11 +16,10 @@ from dataclasses import dataclass
 
 from memtoc.model import Event
 from memtoc.pipeline.summarize.tool_calls import render_tool_call
-from memtoc.text.keyphrases import iter_words, token_terms
+from memtoc.text.keyphrases import SPEAKER_LABEL, iter_words, token_terms
 
 MAX_WORDS = 40
 
-_SPEAKER = re.compile(r"^([A-Z][\w.'-]{0,30}(?: [A-Z][\w.'-]{0,30})?): (?=\S)")
 _SENT_SPLIT = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[`*_]*[A-Z0-9])")
 _MD_PREFIX = re.compile(r"^\s*(?:#{1,6}\s+|>\s*|[-*+•]\s+|\d{1,3}[.)]\s+|\[[ xX]\]\s+)+")
 _MD_INLINE = re.compile(r"\*\*|__|~~|(?<!\w)\*(?=\S)|(?<=\S)\*(?!\w)")
@@ -197,7 +196,7 @@ def extract_facts(events: Sequence[Event]) -> list[Fact]:
             continue
         text = event.text
         speaker = event.metadata.get("speaker")
-        match = _SPEAKER.match(text)
+        match = SPEAKER_LABEL.match(text)
         if match:
             speaker, text = match.group(1), text[match.end() :]
         label = speaker if isinstance(speaker, str) and speaker else None
