@@ -194,3 +194,51 @@ def test_bounded_or_pass_sees_a_term_turn_common(tmp_path: Path) -> None:
         assert len(found(10)) == 6  # under a larger cap every match is ranked
     finally:
         mem.close()
+
+
+def test_two_term_pass_finds_an_old_row_beyond_the_scan_cap(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """When the OR expression matches many rows, rows holding two of its terms are ranked first
+    over the whole index — an old one is found although the OR pass alone would rank only the
+    newest ``scan_cap`` matches."""
+    from zoneinfo import ZoneInfo
+
+    from memtoc.clock import ManualClock
+    from memtoc.retrieval import teleport
+    from memtoc.store.sqlite import SqliteStore
+
+    clock = ManualClock(BASE + 10 * DAY)
+    mem = Memory(SqliteStore(tmp_path / "memtoc.db", clock=clock), clock=clock, tz=ZoneInfo("UTC"))
+    old = "the heron and the egret nest upstream"
+    texts = [old] + [
+        f"{bird} fishing at pool {i}" for i in range(20) for bird in ("heron", "egret")
+    ]
+    records = [
+        {"session_id": "s", "timestamp": BASE + i * 60_000, "role": "user", "text": t}
+        for i, t in enumerate(texts)
+    ]
+    mem.ingest_records(records, project="p")
+    mem.process()
+    f = SearchFilters(kinds=("event",))
+
+    def search() -> list[tuple[str, float]]:
+        hits = bm25_search(mem.store, "heron egret bittern", f, limit=10, scan_cap=30)
+        return [(mem.store.get_event(h.item_id).text, h.score) for h in hits]
+
+    try:
+        monkeypatch.setattr(teleport, "MAX_PAIR_TERMS", 1)  # off: the bounded OR pass alone
+        without = search()
+        # each term matches 21 rows (rare under the cap of 30), together 41: the OR pass ranks
+        # the 30 newest, and the old row is not among them
+        assert old not in [t for t, _ in without]
+        monkeypatch.undo()
+        with_pairs = search()
+        assert with_pairs[0][0] == old
+        # two of three terms: its OR score (one matching pair), above the one-term rows, and
+        # like every row without all the terms, at most OR_ONLY_FACTOR
+        assert with_pairs[0][1] == teleport.OR_ONLY_FACTOR > with_pairs[1][1]
+        # fewer two-term rows than candidates: the OR pass still fills the rest
+        assert len(with_pairs) == 10
+    finally:
+        mem.close()

@@ -61,6 +61,11 @@ milliseconds however large the store; only queries made of very common terms are
 rank their newest matches)."""
 OR_ONLY_FACTOR = 0.5
 """Score factor of rows that match some, not all, of the query's terms."""
+PAIR_ENOUGH_DIVISOR = 3
+"""After the two-term pass, the bounded OR pass is skipped once a third of the candidates wanted
+(``limit`` rows at the default ``3 * limit`` candidates) hold every term or two of them."""
+MAX_PAIR_TERMS = 12
+"""The two-term pass is built for at most this many terms (66 pairs)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -276,16 +281,21 @@ def _ranked(
     ranked over its ``scan_cap`` newest matches only — unless filters then leave fewer than
     ``candidates`` rows, when every match is ranked (exact, slower: common terms + a selective
     filter).
+
+    When the OR expression matches more than ``scan_cap`` rows (so its pass would rank only the
+    newest of them), rows holding two of its terms (of different query tokens) are ranked first (``_pairs``: far
+    fewer rows, from the whole index); the bounded OR pass runs only if the rows so far are fewer
+    than a third of ``candidates`` (``PAIR_ENOUGH_DIVISOR``: a search's ``limit`` by default) —
+    with that many rows holding two terms or more, rows holding one are left out (a minimum
+    should-match of two). FTS5 scores such a row ``m - 1`` times its OR score (``m``: the terms it
+    holds, each counted once per matching pair): a row holding two keeps its OR score, one holding
+    more gets a coordination boost, and every row of the pass still carries the OR factor.
     """
     rows: list[tuple[Any, ...]] = []
     seen: set[str] = set()
-    expressions = [match.all_terms]
-    if match.any_terms != match.all_terms:
-        cache = _common_terms(store)
-        rare = [t for t in match.terms if not cache.common(store, index, t, scan_cap)]
-        expressions.append(" OR ".join(quote(t) for t in rare) if rare else match.any_terms)
-    for factor, expression in zip((1.0, OR_ONLY_FACTOR), expressions, strict=False):
-        floor = index.probe(store, expression, scan_cap)
+
+    def take(factor: float, expression: str, floor: int | None) -> bool:
+        """Rank ``expression`` (over matches from rowid ``floor``); True once the cap is full."""
         # the join applies the filters to the best `inner` matches: without filters, the best
         # `candidates`; with filters, all matches when they are at most scan_cap (no floor), else
         # 8x over, re-ranked in full below if the filters leave too few
@@ -296,13 +306,41 @@ def _ranked(
             # session, a time window) still finds what it holds
             found = index.ranked(store, expression, candidates, None, None)
         for row in found:
-            if row[2] in seen:
-                continue
-            seen.add(row[2])
-            rows.append((*row, factor))
-        if len(rows) >= candidates:
-            break
+            if row[2] not in seen:
+                seen.add(row[2])
+                rows.append((*row, factor))
+        return len(rows) >= candidates
+
+    if take(1.0, match.all_terms, index.probe(store, match.all_terms, scan_cap)):
+        return rows[:candidates]
+    if match.any_terms == match.all_terms:
+        return rows
+    cache = _common_terms(store)
+    rare = [t for t in match.terms if not cache.common(store, index, t, scan_cap)]
+    terms = rare or list(match.terms)
+    expression = " OR ".join(quote(t) for t in terms)
+    floor = index.probe(store, expression, scan_cap)
+    pairs = _pairs(terms, match) if floor is not None and len(terms) <= MAX_PAIR_TERMS else None
+    if pairs:
+        take(OR_ONLY_FACTOR, pairs, index.probe(store, pairs, scan_cap))
+        if len(rows) >= candidates // PAIR_ENOUGH_DIVISOR:
+            return rows[:candidates]
+    take(OR_ONLY_FACTOR, expression, floor)
     return rows[:candidates]
+
+
+def _pairs(terms: Sequence[str], match: MatchQuery) -> str | None:
+    """An FTS5 expression matching rows that hold two of ``terms`` from different query tokens
+    (a code token's own forms — ``catalog-api``, ``catalog``, ``api`` — do not pair), or
+    ``None`` when no two terms can pair."""
+    tokens = {t: {i for i, g in enumerate(match.groups) if t in g.forms} for t in terms}
+    pairs = [
+        f"({quote(a)} AND {quote(b)})"
+        for i, a in enumerate(terms)
+        for b in terms[i + 1 :]
+        if len(tokens[a] | tokens[b]) > 1
+    ]
+    return " OR ".join(pairs) or None
 
 
 def _normalise(rows: list[tuple[Any, ...]]) -> list[Hit]:
