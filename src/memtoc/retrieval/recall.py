@@ -25,13 +25,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import tzinfo
 
-from memtoc.errors import QueryError
+from memtoc.errors import NotFoundError, QueryError
 from memtoc.model import JsonValue, iso_ms
 from memtoc.retrieval.embedding_index import SemanticIndex
 from memtoc.retrieval.recall_pack import SEPARATOR, Packer, Unit
 from memtoc.retrieval.recall_rank import Deadline, RankConfig, Ranker, Ranking
 from memtoc.retrieval.teleport import SearchFilters
-from memtoc.retrieval.tiers import SearchItem, TierRenderer
+from memtoc.retrieval.tiers import SearchItem, TierRenderer, find_bookmark
 from memtoc.retrieval.timeparse import parse_time
 from memtoc.store.sqlite import SqliteStore
 from memtoc.text.fts_text import build_match
@@ -87,10 +87,12 @@ def _units(ranking: Ranking, store: SqliteStore) -> list[Unit]:
     """Pinned bookmarks first, then events and docs by score."""
     units: list[Unit] = []
     for project, bookmark_id, score in ranking.bookmarks:
-        found = [b for b in store.list_bookmarks(project) if b.bookmark_id == bookmark_id]
-        if found:
-            events = tuple(store.get_events(found[0].event_ids))
-            units.append(Unit("bookmark", project, bookmark_id, score, events, pinned=True))
+        try:
+            bookmark = find_bookmark(store, project, bookmark_id)
+        except NotFoundError:  # forgotten since it was ranked
+            continue
+        events = tuple(store.get_events(bookmark.event_ids))
+        units.append(Unit("bookmark", project, bookmark_id, score, events, pinned=True))
     ranked: list[Unit] = [
         Unit("event", e.project, e.event_id, ranking.scores[e.event_id], (e,))
         for e in ranking.ranked_events()

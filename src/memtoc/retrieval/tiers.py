@@ -99,7 +99,7 @@ def _grip_cites(grips: Sequence[Grip]) -> tuple[str, ...]:
 _BOOKMARK_MS = re.compile(r"bm:(\d{13}):")
 
 
-def _bookmark(store: PipelineStore, project: str, bookmark_id: str) -> Bookmark:
+def find_bookmark(store: PipelineStore, project: str, bookmark_id: str) -> Bookmark:
     """One bookmark by id: an indexed lookup of its creation instant when the id carries it
     (``bm:{created_ms:013}:…``, see ``memtoc.retrieval.bookmarks``), else a scan of the project's
     bookmarks (ids made elsewhere)."""
@@ -137,7 +137,7 @@ def item_spans(
                 ends = store.get_events([grip.event_id_start, grip.event_id_end])
                 spans[key] = (ends[0].ts_ms, ends[-1].ts_ms) if ends else (grip.ts_ms, grip.ts_ms)
             elif kind == "bookmark":
-                created = _bookmark(store, project, item_id).created_ms
+                created = find_bookmark(store, project, item_id).created_ms
                 spans[key] = (created, created)
         except NotFoundError:  # gone since it was ranked: no span, the caller decides
             continue
@@ -296,7 +296,7 @@ class TierRenderer:
         return sorted(grips.values(), key=lambda g: (g.ts_ms, g.grip_id))
 
     def _bookmark(self, project: str, bookmark_id: str, tier: str, score: float) -> SearchItem:
-        bm = _bookmark(self.store, project, bookmark_id)
+        bm = find_bookmark(self.store, project, bookmark_id)
         span = (bm.created_ms, bm.created_ms)
         title = f"{bm.type} ({bm.importance:.2f})"
         if tier == "L0":
