@@ -242,3 +242,21 @@ def test_two_term_pass_finds_an_old_row_beyond_the_scan_cap(
         assert len(with_pairs) == 10
     finally:
         mem.close()
+
+
+def test_pairs_join_different_words_only() -> None:
+    from memtoc.retrieval.teleport import _pairs
+    from memtoc.text.fts_text import build_match
+
+    match = build_match("refresh_token sockets socket limit")
+    assert match is not None
+    pairs = _pairs(list(match.terms), match)
+    assert pairs is not None
+    clauses = set(pairs.split(" OR "))
+    assert {'("refresh" AND "limit")', '("sockets" AND "limit")'} <= clauses
+    # a code token's own forms, and two forms of one word, never make a pair
+    forms = ('"refresh_token"', '"refreshtoken"', '"refresh"', '"token"')
+    assert not [c for c in clauses if sum(f in c for f in forms) == 2]
+    assert not [c for c in clauses if '"sockets"' in c and '"socket"' in c]
+    one = build_match("socket sockets")
+    assert one is not None and _pairs(list(one.terms), one) is None

@@ -46,6 +46,7 @@ from memtoc.errors import QueryError
 from memtoc.model import LEVELS, ROLES
 from memtoc.store.sqlite import SqliteStore
 from memtoc.text.fts_text import MatchQuery, build_match, original_text, quote, search_text
+from memtoc.text.keyphrases import normalize_term
 
 if TYPE_CHECKING:
     from memtoc.store.postgres import PostgresStore
@@ -330,15 +331,16 @@ def _ranked(
 
 
 def _pairs(terms: Sequence[str], match: MatchQuery) -> str | None:
-    """An FTS5 expression matching rows that hold two of ``terms`` from different query tokens
-    (a code token's own forms — ``catalog-api``, ``catalog``, ``api`` — do not pair), or
-    ``None`` when no two terms can pair."""
+    """An FTS5 expression matching rows that hold two of ``terms`` from different query tokens,
+    or ``None`` when no two terms can pair. A code token's own forms (``catalog-api``,
+    ``catalog``, ``api``) do not pair, nor do two forms of one word (``socket``, ``sockets``:
+    the index stems both alike, so their pair would match every row holding either)."""
     tokens = {t: {i for i, g in enumerate(match.groups) if t in g.forms} for t in terms}
     pairs = [
         f"({quote(a)} AND {quote(b)})"
         for i, a in enumerate(terms)
         for b in terms[i + 1 :]
-        if len(tokens[a] | tokens[b]) > 1
+        if len(tokens[a] | tokens[b]) > 1 and normalize_term(a) != normalize_term(b)
     ]
     return " OR ".join(pairs) or None
 
