@@ -260,3 +260,27 @@ def test_pairs_join_different_words_only() -> None:
     assert not [c for c in clauses if '"sockets"' in c and '"socket"' in c]
     one = build_match("socket sockets")
     assert one is not None and _pairs(list(one.terms), one) is None
+
+
+def test_two_term_pass_with_a_tiny_candidate_cap_still_falls_back_to_or(tmp_path: Path) -> None:
+    from zoneinfo import ZoneInfo
+
+    from memtoc.clock import ManualClock
+    from memtoc.store.sqlite import SqliteStore
+
+    clock = ManualClock(BASE + 10 * DAY)
+    mem = Memory(SqliteStore(tmp_path / "memtoc.db", clock=clock), clock=clock, tz=ZoneInfo("UTC"))
+    texts = [f"{bird} fishing at pool {i}" for i in range(20) for bird in ("heron", "egret")]
+    records = [
+        {"session_id": "s", "timestamp": BASE + i * 60_000, "role": "user", "text": t}
+        for i, t in enumerate(texts)
+    ]
+    mem.ingest_records(records, project="p")
+    mem.process()
+    try:
+        f = SearchFilters(kinds=("event",))
+        # no row holds two of the terms: with one candidate wanted, the OR pass still answers
+        hits = bm25_search(mem.store, "heron egret", f, limit=1, candidates=1, scan_cap=30)
+        assert len(hits) == 1
+    finally:
+        mem.close()

@@ -284,9 +284,10 @@ def _ranked(
     filter).
 
     When the OR expression matches more than ``scan_cap`` rows (so its pass would rank only the
-    newest of them), rows holding two of its terms (of different query tokens) are ranked first (``_pairs``: far
-    fewer rows, from the whole index); the bounded OR pass runs only if the rows so far are fewer
-    than a third of ``candidates`` (``PAIR_ENOUGH_DIVISOR``: a search's ``limit`` by default) —
+    newest of them), rows holding two of its terms, of different query words, are ranked first
+    (``_pairs``: far fewer rows, from the whole index); the bounded OR pass runs only if the rows
+    so far are fewer than a third of ``candidates`` (``PAIR_ENOUGH_DIVISOR``: a search's ``limit``
+    by default, at least one row) —
     with that many rows holding two terms or more, rows holding one are left out (a minimum
     should-match of two). FTS5 scores such a row ``m - 1`` times its OR score (``m``: the terms it
     holds, each counted once per matching pair): a row holding two keeps its OR score, one holding
@@ -324,7 +325,7 @@ def _ranked(
     pairs = _pairs(terms, match) if floor is not None and len(terms) <= MAX_PAIR_TERMS else None
     if pairs:
         take(OR_ONLY_FACTOR, pairs, index.probe(store, pairs, scan_cap))
-        if len(rows) >= candidates // PAIR_ENOUGH_DIVISOR:
+        if len(rows) >= max(1, candidates // PAIR_ENOUGH_DIVISOR):
             return rows[:candidates]
     take(OR_ONLY_FACTOR, expression, floor)
     return rows[:candidates]
@@ -332,9 +333,10 @@ def _ranked(
 
 def _pairs(terms: Sequence[str], match: MatchQuery) -> str | None:
     """An FTS5 expression matching rows that hold two of ``terms`` from different query tokens,
-    or ``None`` when no two terms can pair. A code token's own forms (``catalog-api``,
-    ``catalog``, ``api``) do not pair, nor do two forms of one word (``socket``, ``sockets``:
-    the index stems both alike, so their pair would match every row holding either)."""
+    or ``None`` when no two terms can pair. A code token's own forms (``refresh_token``,
+    ``refreshtoken``, ``refresh``, ``token``) do not pair, nor do two forms of one word
+    (``socket``, ``sockets``: the index stems both alike, so their pair would match every row
+    holding either)."""
     tokens = {t: {i for i, g in enumerate(match.groups) if t in g.forms} for t in terms}
     pairs = [
         f"({quote(a)} AND {quote(b)})"
