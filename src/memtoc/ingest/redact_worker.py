@@ -118,11 +118,8 @@ class GateWorker:
         """Whether the answer for ``ticket`` has arrived (waiting at most ``wait_s``); earlier
         answers nobody asked for are read and dropped on the way."""
         deadline = time.monotonic() + wait_s
-        self._wanted = ticket
         while True:
-            while self._answers and self._answers[0][0] < ticket:
-                self._answers.popleft()
-            if self._answers:
+            if self._head(ticket) is not None:
                 return self._answers[0][0] == ticket
             try:
                 left = max(0.0, deadline - time.monotonic())
@@ -162,6 +159,14 @@ class GateWorker:
         _write(self._out, data)
         return self._ticket
 
+    def _head(self, ticket: int) -> int | None:
+        """Want ``ticket``: drop the answers read ahead for earlier tickets; the oldest one left
+        (``None``: none read yet)."""
+        self._wanted = ticket
+        while self._answers and self._answers[0][0] < ticket:
+            self._answers.popleft()
+        return self._answers[0][0] if self._answers else None
+
     def _take(self) -> bool:
         """Read one answer into the queue (dropping it when older than the oldest wanted);
         False when the worker is gone."""
@@ -181,11 +186,9 @@ class GateWorker:
     def result(self, ticket: int) -> set[int]:
         """The suspects of ``ticket`` (earlier answers not asked for are skipped). Raises
         ``OSError`` when the worker is gone."""
-        self._wanted = ticket
         while True:
-            while self._answers and self._answers[0][0] < ticket:
-                self._answers.popleft()
-            if self._answers and self._answers[0][0] == ticket:
+            head = self._head(ticket)
+            if head == ticket:
                 found = array("q")
                 found.frombytes(self._answers.popleft()[1])
                 return set(found)

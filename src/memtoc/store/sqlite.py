@@ -484,27 +484,20 @@ class SqliteStore:
             lo, hi = max(lo, event.ts_ms - window_ms), min(hi, event.ts_ms + window_ms)
         ts = event.ts_ms
         where = f"project = ? AND ts_ms >= ? AND ts_ms <= ? AND +session_id = ? AND {self._live}"
-        prev_rows = (
-            self._query(
-                f"SELECT {_EVENT_COLS} FROM events WHERE {where} "
-                f"AND (ts_ms < ? OR (ts_ms = ? AND seq < ?)) ORDER BY {session_order(True)} LIMIT ?",
-                (event.project, lo, ts, event.session_id, ts, ts, seq, before),
+
+        def side(earlier: bool, first: int, last: int, n: int) -> list[Event]:
+            """The ``n`` events nearest ``event`` on one side, in time order."""
+            if not n:
+                return []
+            cmp = "<" if earlier else ">"
+            rows = self._query(
+                f"SELECT {_EVENT_COLS} FROM events WHERE {where} AND (ts_ms {cmp} ? OR "
+                f"(ts_ms = ? AND seq {cmp} ?)) ORDER BY {session_order(earlier)} LIMIT ?",
+                (event.project, first, last, event.session_id, ts, ts, seq, n),
             )
-            if before
-            else []
-        )
-        next_rows = (
-            self._query(
-                f"SELECT {_EVENT_COLS} FROM events WHERE {where} "
-                f"AND (ts_ms > ? OR (ts_ms = ? AND seq > ?)) ORDER BY {session_order()} LIMIT ?",
-                (event.project, ts, hi, event.session_id, ts, ts, seq, after),
-            )
-            if after
-            else []
-        )
-        return [_row_to_event(r) for r in reversed(prev_rows)], [
-            _row_to_event(r) for r in next_rows
-        ]
+            return [_row_to_event(r) for r in (reversed(rows) if earlier else rows)]
+
+        return side(True, lo, ts, before), side(False, ts, hi, after)
 
     def count_events(self, project: str | None = None) -> int:
         # total minus tombstones: both counts are index-only (forget: partial index)
