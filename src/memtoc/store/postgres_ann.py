@@ -122,10 +122,9 @@ class PgAnn(PgBase):
                         lists = max(MIN_LISTS, lists * 9 // 10)
                     mb = min(BUILD_MB[1], build_mb(lists, dim))
                     conn.execute(f"SET maintenance_work_mem = '{mb}MB'")
-                    conn.execute(sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS {}").format(
-                        sql.Identifier(nxt)))  # fmt: skip  # a crashed build's leftover
                     drop_next = sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS {}").format(
                         sql.Identifier(nxt))  # fmt: skip
+                    conn.execute(drop_next)  # a crashed build's leftover
                     try:
                         conn.execute(
                             sql.SQL(
