@@ -131,3 +131,16 @@ def test_ingest_survives_the_worker_dying(tmp_path: Path) -> None:
         assert redact_worker.worker() is None  # not used again
     finally:
         redact_worker._WORKER = None  # the next test starts a fresh one
+
+
+def test_a_batch_sends_at_most_in_flight_chunks_and_gates_the_rest_here(tmp_path: Path) -> None:
+    from memtoc.ingest.importer import _IN_FLIGHT
+
+    batch = drafts((_IN_FLIGHT + 2) * _CHUNK)
+    w = ready_worker()
+    w.release()
+    w._rest = 0
+    sent = w.chunks_sent
+    with_worker = ingest(tmp_path / "a.db", batch)
+    assert 0 < w.chunks_sent - sent <= _IN_FLIGHT
+    assert with_worker == ingest(tmp_path / "b.db", batch, helper=False)

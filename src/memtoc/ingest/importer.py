@@ -269,6 +269,10 @@ def _prefix_bytes(text: str, max_bytes: int) -> tuple[str, int | None]:
 _CHUNK = 400
 """Events per chunk when a batch's prefilter is shared with the helper process (a batch of
 fewer than two chunks is gated in-process)."""
+_IN_FLIGHT = 8
+"""Chunks of one batch sent to the helper (later ones are gated here): all are sent before any
+answer is read, so their answers (at most 8 x 6.4 kB) must fit the reply pipe even at its default
+64 kB, or a very large batch of suspects could leave both processes waiting on a full pipe."""
 _PATIENCE_S = 0.0005
 """How long the store's row iterator waits for the helper's answer for a chunk (after the first)
 before gating the chunk itself: a fraction of what gating it takes here."""
@@ -314,7 +318,7 @@ class _Prepared:
         """Chunks whose suspects came from the helper in time."""
         if worker is not None:
             try:
-                for lo, hi in self.bounds:
+                for lo, hi in self.bounds[:_IN_FLIGHT]:
                     data, ends = batch_blob(self._probes(lo, hi))
                     self.tickets.append((worker.submit(data, ends), data, ends))
             except OSError:
