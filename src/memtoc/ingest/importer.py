@@ -287,8 +287,8 @@ class _Prepared:
     truncation changed the metadata. Only the suspects are redacted one by one, so clean events
     cost a few C-level passes over the batch rather than a gate each.
 
-    With a helper (:mod:`memtoc.ingest.redact_worker`) the batch is cut into chunks, all sent to
-    it now (it gates the first while the others' blobs are made), and the rows of each chunk are
+    With a helper (:mod:`memtoc.ingest.redact_worker`) the batch is cut into chunks, the first
+    ``_IN_FLIGHT`` sent to it now (it gates the first while the others' blobs are made), and the rows of each chunk are
     produced as the store consumes them, so the helper gates chunk *k + 1* while the store
     inserts chunk *k*. A chunk whose answer is not back in time (the helper is behind, or the
     machine has no idle core) is gated here instead: the helper can make a batch faster, never

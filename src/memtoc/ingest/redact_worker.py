@@ -2,7 +2,7 @@
 
 The batch prefilter (:func:`~memtoc.ingest.redact_gate.blob_suspects`) is a pure function of one
 UTF-8 blob and the offsets where its texts end, and it is most of redaction's cost. A large ingest
-batch is cut into chunks and all are sent here; the importer inserts chunk by chunk, so gating
+batch is cut into chunks and the first few are sent here (``importer._IN_FLIGHT``); the importer inserts chunk by chunk, so gating
 chunk *k + 1* here overlaps inserting chunk *k* there (SQLite and the gates each keep one core
 busy; with threads they would take turns on the GIL).
 
