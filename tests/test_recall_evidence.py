@@ -14,12 +14,14 @@ import pytest
 from memtoc.clock import ManualClock
 from memtoc.memory import Memory
 from memtoc.model import Event
+from memtoc.retrieval import recall_rank
 from memtoc.retrieval.embedding_index import SemanticIndex
 from memtoc.retrieval.recall import rank_only
 from memtoc.retrieval.recall_expand import content_words, expansion_terms
 from memtoc.retrieval.recall_rank import RankConfig
 from memtoc.retrieval.recall_subject import substance
 from memtoc.retrieval.recall_time import asks_when, mentioned_ranges, mentions_window
+from memtoc.retrieval.teleport import DEFAULT_SCAN_CAP, Hit
 from memtoc.store.sqlite import SqliteStore
 from memtoc.text.embed import HashEmbedder, load_embedder
 from search_support import require_model
@@ -152,6 +154,51 @@ def test_expansion_brings_in_a_turn_sharing_no_word_with_the_question(tmp_path: 
         assert "expand" not in without.stages
         order = [e.text for e in without.ranked_events()]
         assert order.index(first) > 0, order[:5]  # the whole-turn vector alone ranks it lower
+    finally:
+        memory.close()
+
+
+def test_the_expansion_search_ranks_within_its_own_scan_cap(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The expansion's many alternative words are searched with ``expand_scan_cap`` (smaller
+    than search's): with a cap of one row, "taekwondo" (two rows) is a common word, left out
+    of the expansion's OR pass for the rarer expansion words."""
+    model = str(require_model())
+    texts = [(f"2024-01-{10 + n:02d}T10:00", t) for n, t in enumerate(FILLER)]
+    old = "John: my first taekwondo belt test went well"
+    new = "John: off to my taekwondo class tonight, wish me luck"
+    texts += [("2024-02-01T10:00", old), ("2024-02-02T10:00", new)]
+    memory = _memory(tmp_path / "m.db", texts, "static", model)
+    calls: list[tuple[str, int]] = []
+    real = recall_rank.bm25_search
+
+    def spy(*args: Any, **kwargs: Any) -> list[Hit]:
+        hits = real(*args, **kwargs)
+        calls.append((args[1], kwargs.get("scan_cap", DEFAULT_SCAN_CAP)))
+        expanded.extend(h.item_id for h in hits if args[1] != question)
+        return hits
+
+    monkeypatch.setattr(recall_rank, "bm25_search", spy)
+    question = "Which martial arts has John practised?"
+    expanded: list[str] = []
+    try:
+        store = memory.sqlite_store("test")
+        kwargs: dict[str, Any] = {
+            "projects": ("p",),
+            "at_ms": memory.clock.now_ms(),
+            "tz": UTC_TZ,
+            "semantic": memory.semantic,
+        }
+        ids = {e.text: e.event_id for e in store.scan_events()}
+        rank_only(store, question, config=RankConfig(), **kwargs)
+        expansion = [cap for q, cap in calls if q != question and "taekwondo" in q.split()]
+        assert expansion == [RankConfig().expand_scan_cap]
+        assert {ids[old], ids[new]} <= set(expanded)
+        calls.clear()
+        expanded.clear()
+        rank_only(store, question, config=RankConfig(expand_scan_cap=1), **kwargs)
+        assert ids[new] not in expanded and ids[old] not in expanded
     finally:
         memory.close()
 
