@@ -86,6 +86,8 @@ def compact(store: SqliteStore) -> dict[str, int]:
     """Checkpoint the WAL, optimise the FTS indexes and VACUUM; return sizes before and after."""
     before = _size(store.path)
     conn = store.connection
+    if store.checkpointer is not None:
+        store.checkpointer.wait()
     with store._lock:
         try:
             for table in ("events_fts", "docs_fts"):

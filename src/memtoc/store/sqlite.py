@@ -37,6 +37,7 @@ from memtoc.model import (
 )
 from memtoc.store.base import DirtyPeriod, DocRow, EventRow, SegmentRecord
 from memtoc.store.migrations import migrate
+from memtoc.store.sqlite_checkpoint import BackgroundCheckpointer
 from memtoc.store.sqlite_sessions import (
     SPAN_UPSERT,
     session_order,
@@ -261,6 +262,11 @@ class SqliteStore:
         except sqlite3.Error as exc:
             raise StoreError(f"cannot open store {self.path}: {exc}") from exc
         self.durability = durability
+        self.checkpointer = (
+            None if read_only else BackgroundCheckpointer(self.path, _SYNCHRONOUS[durability])
+        )
+        """Copies bulk appends' WAL pages into the database file in the background
+        (``sqlite_checkpoint``); ``None`` for a read-only store."""
 
     # -- plumbing ---------------------------------------------------------------------------------
     @property
@@ -269,6 +275,8 @@ class SqliteStore:
         return self._conn
 
     def close(self) -> None:
+        if self.checkpointer is not None:
+            self.checkpointer.close()
         with self._lock:
             self._conn.close()
 
@@ -385,6 +393,8 @@ class SqliteStore:
                     "INSERT OR REPLACE INTO checkpoints(job, value, updated_ms) VALUES (?, ?, ?)",
                     (job, _dumps(value), now),
                 )
+        if result.inserted and self.checkpointer is not None:
+            self.checkpointer.appended(result.inserted)
         return result
 
     def get_event(self, event_id: str) -> Event:
