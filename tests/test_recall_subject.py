@@ -3,6 +3,7 @@ store ranked with the real static model."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -14,10 +15,17 @@ from memtoc.clock import ManualClock
 from memtoc.memory import Memory
 from memtoc.model import Event, JsonValue
 from memtoc.retrieval.embedding_index import SemanticIndex
-from memtoc.retrieval.recall import rank_only
+from memtoc.retrieval.recall import rank_only, recall
 from memtoc.retrieval.recall_rank import RankConfig
-from memtoc.retrieval.recall_subject import content_words, named_speakers, speaker, substance
+from memtoc.retrieval.recall_subject import (
+    asks_question,
+    content_words,
+    named_speakers,
+    speaker,
+    substance,
+)
 from memtoc.store.sqlite import SqliteStore
+from memtoc.text.tokens import default_counter
 from search_support import require_model
 
 UTC_TZ = ZoneInfo("UTC")
@@ -147,5 +155,66 @@ def test_the_named_speakers_own_turns_come_first(tmp_path: Path) -> None:
         # naming both speakers prefers neither
         both = rank_only(store, "How do Caroline and Melanie relax?", **kwargs)
         assert "speaker" not in both.stages
+    finally:
+        memory.close()
+
+
+def test_asks_question() -> None:
+    assert asks_question(_event("Caroline: What do you do to relax these days? "))
+    assert asks_question(_event("which port does the dev server use?"))
+    assert not asks_question(_event("Melanie: Pottery, mostly. Is it odd? I love it."))
+    assert not asks_question(_event("Melanie: Thanks!"))
+
+
+# the question's words are in Caroline's question; Melanie's answer shares none of them
+REPLY_TURNS = [
+    ("Caroline", "The adoption agency called back about the paperwork"),
+    ("Melanie", "That is great news, fingers crossed for you"),
+    ("Caroline", "So what do your kids enjoy doing on weekends these days?"),
+    ("Melanie", "Mostly pottery in the garage and long bike rides along the river"),
+    ("Caroline", "My kids enjoy weekends at the library reading comics"),
+    ("Melanie", "Comics are fun, I read them as a child too"),
+    ("Caroline", "The weather was rainy, we stayed home and baked bread"),
+    ("Melanie", "Baking bread is relaxing, I should try it again"),
+]
+
+
+def test_the_reply_to_a_question_hit_joins_at_part_of_its_score(tmp_path: Path) -> None:
+    memory = _memory(tmp_path / "m.db", REPLY_TURNS)
+    try:
+        store = memory.sqlite_store("test")
+        question = "What do the kids enjoy on weekends?"
+        kwargs: dict[str, Any] = {
+            "projects": ("p",),
+            "at_ms": memory.clock.now_ms(),
+            "tz": UTC_TZ,
+            "semantic": memory.semantic,
+        }
+        # no plain neighbours and no priors: the reply's score is the stage's alone
+        cfg = RankConfig(neighbours=0, w_speaker=0, substance_words=0)
+        off = rank_only(store, question, config=replace(cfg, w_reply=0), **kwargs)
+        on = rank_only(store, question, config=cfg, **kwargs)
+        ids = {e.text.split(": ", 1)[1]: e.event_id for e in store.scan_events()}
+        asked, answer = ids[REPLY_TURNS[2][1]], ids[REPLY_TURNS[3][1]]
+        top = [e.event_id for e in off.ranked_events()]
+        assert asked in top[:2]  # the question's words; the answer matches by vectors alone
+        assert on.scores[answer] == pytest.approx(
+            max(off.scores.get(answer, 0.0), cfg.w_reply * off.scores[asked])
+        )
+        after = [e.event_id for e in on.ranked_events()].index(answer)
+        assert after <= 2 < top.index(answer), [e.text for e in on.ranked_events()]
+        # a hit that asks nothing passes nothing on: the turn after it keeps its own score
+        told, follow = ids[REPLY_TURNS[4][1]], ids[REPLY_TURNS[5][1]]
+        assert told in top[:2]
+        assert on.scores[follow] == pytest.approx(off.scores[follow])
+        # through recall (every default): a budget of about two turns holds the answer
+        counter = default_counter()
+        result = recall(store, counter, question, budget=45, time_limit_ms=None, **kwargs)
+        assert REPLY_TURNS[3][1] in result.context(), result.context()
+        plain = replace(RankConfig(), w_reply=0)
+        result = recall(
+            store, counter, question, budget=45, time_limit_ms=None, config=plain, **kwargs
+        )
+        assert REPLY_TURNS[3][1] not in result.context(), result.context()
     finally:
         memory.close()

@@ -1,4 +1,4 @@
-"""Two priors of recall's ranking over turns: who said it, and whether it says anything.
+"""Priors of recall's ranking over turns: who said it, whether it says anything, whether it asks.
 
 **Speaker.** In a conversation between named people the answer to "What activities does Melanie
 partake in?" is in what *Melanie* said ("I just signed up for a pottery class"), not in the other
@@ -18,6 +18,9 @@ the one name it shares with the question. ``content_words(event)`` counts a turn
 characters); recall multiplies a turn's score by ``((min(n, full) + 1) / (full + 1)) ** power``:
 a turn with ``full`` content words or more keeps its score, "Thanks, Caroline!" (one content word)
 about half of it. Counts are memoised per event (bounded).
+
+**Questions.** ``asks_question(event)``: a turn that ends with "?" hands the floor over for an
+answer; recall lets the next turn inherit part of such a hit's score.
 """
 
 from __future__ import annotations
@@ -54,6 +57,12 @@ def named_speakers(question: str, speakers: Iterable[str]) -> frozenset[str]:
     known = set(speakers)
     named = frozenset(s for s in known if re.search(rf"(?<!\w){re.escape(s)}(?!\w)", question))
     return named if named != known else frozenset()
+
+
+def asks_question(event: Event) -> bool:
+    """Whether ``event`` ends by asking something (its text ends with "?"): the turn after it is
+    the answer (recall's replies, ``recall_rank`` stage 6)."""
+    return event.text.rstrip().endswith("?")
 
 
 def content_words(event: Event) -> int:
