@@ -9,9 +9,10 @@ events (80-100 ms each, measured at 1M events: 6 commits out of 500, ≈ 7% of t
 After a bulk append the store asks :class:`BackgroundCheckpointer` for a ``PASSIVE`` checkpoint
 on a second connection, in a short-lived thread: it copies what is committed while the writer
 prepares and inserts the next batch (``sqlite3`` releases the GIL while SQLite works; a passive
-checkpoint never waits for readers or writers, and a writer never waits for it). Small,
-frequent checkpoints keep the log short, so the writer's own automatic checkpoint finds little or
-nothing left to copy; it stays on as the safety net (a checkpoint that failed, or fell behind).
+checkpoint never waits for readers or writers, and a writer never waits for it). One every
+``MIN_EVENTS`` events keeps the log well under the automatic limit, so the writer's own
+checkpoint finds little or nothing left to copy; it stays on as the safety net (a checkpoint that
+failed or fell behind, events far larger than the average).
 
 Nothing about durability changes: a commit is acknowledged after the WAL is synced, as before, and
 a checkpoint interrupted by a crash is redone from the WAL on the next open.
