@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -68,3 +69,14 @@ def build_memory(path: Path, semantic_kind: str | None = None, model: str | None
     memory.process()
     memory.rollup(force=True)
     return memory
+
+
+def rank_scope(memory: Memory, project: str) -> dict[str, Any]:
+    """``rank_only``'s keyword arguments for one project of a test memory, asked at its clock's
+    now, in its time zone, with its semantic index."""
+    return {
+        "projects": (project,),
+        "at_ms": memory.clock.now_ms(),
+        "tz": memory.tz,
+        "semantic": memory.semantic,
+    }

@@ -24,7 +24,7 @@ from memtoc.retrieval.recall_time import asks_when, mentioned_ranges, mentions_w
 from memtoc.retrieval.teleport import DEFAULT_SCAN_CAP, Hit
 from memtoc.store.sqlite import SqliteStore
 from memtoc.text.embed import HashEmbedder, load_embedder
-from search_support import require_model
+from search_support import rank_scope, require_model
 
 UTC_TZ = ZoneInfo("UTC")
 
@@ -137,12 +137,7 @@ def test_expansion_brings_in_a_turn_sharing_no_word_with_the_question(tmp_path: 
     try:
         store = memory.sqlite_store("test")
         question = "Which martial arts has John practised?"
-        kwargs: dict[str, Any] = {
-            "projects": ("p",),
-            "at_ms": memory.clock.now_ms(),
-            "tz": UTC_TZ,
-            "semantic": memory.semantic,
-        }
+        kwargs = rank_scope(memory, "p")
         # expansion alone: the substance prior (test_recall_subject) would rank this short turn
         # (three content words) below the longer filler the name's vector brings
         on = RankConfig(substance_words=0)
@@ -184,12 +179,7 @@ def test_the_expansion_search_ranks_within_its_own_scan_cap(
     expanded: list[str] = []
     try:
         store = memory.sqlite_store("test")
-        kwargs: dict[str, Any] = {
-            "projects": ("p",),
-            "at_ms": memory.clock.now_ms(),
-            "tz": UTC_TZ,
-            "semantic": memory.semantic,
-        }
+        kwargs = rank_scope(memory, "p")
         ids = {e.text: e.event_id for e in store.scan_events()}
         rank_only(store, question, config=RankConfig(), **kwargs)
         expansion = [cap for q, cap in calls if q != question and "taekwondo" in q.split()]

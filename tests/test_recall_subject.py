@@ -26,7 +26,7 @@ from memtoc.retrieval.recall_subject import (
 )
 from memtoc.store.sqlite import SqliteStore
 from memtoc.text.tokens import default_counter
-from search_support import require_model
+from search_support import rank_scope, require_model
 
 UTC_TZ = ZoneInfo("UTC")
 
@@ -125,12 +125,7 @@ def test_the_named_speakers_own_turns_come_first(tmp_path: Path) -> None:
     try:
         store = memory.sqlite_store("test")
         question = "How does Melanie relax?"
-        kwargs: dict[str, Any] = {
-            "projects": ("p",),
-            "at_ms": memory.clock.now_ms(),
-            "tz": UTC_TZ,
-            "semantic": memory.semantic,
-        }
+        kwargs = rank_scope(memory, "p")
         off = RankConfig(w_speaker=0, substance_words=0)
         plain = rank_only(store, question, config=off, **kwargs)
         ranked = rank_only(store, question, **kwargs)
@@ -184,12 +179,7 @@ def test_the_reply_to_a_question_hit_joins_at_part_of_its_score(tmp_path: Path) 
     try:
         store = memory.sqlite_store("test")
         question = "What do the kids enjoy on weekends?"
-        kwargs: dict[str, Any] = {
-            "projects": ("p",),
-            "at_ms": memory.clock.now_ms(),
-            "tz": UTC_TZ,
-            "semantic": memory.semantic,
-        }
+        kwargs = rank_scope(memory, "p")
         # no plain neighbours and no priors: the reply's score is the stage's alone
         cfg = RankConfig(neighbours=0, w_speaker=0, substance_words=0)
         off = rank_only(store, question, config=replace(cfg, w_reply=0), **kwargs)
