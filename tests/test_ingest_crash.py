@@ -27,6 +27,9 @@ from memtoc.memory import Memory
 from memtoc.store.sqlite import SqliteStore
 from memtoc.ingest.redact import Redactor
 store = SqliteStore(sys.argv[1])
+# a background WAL checkpoint after every batch (50,000 events by default), so kills land
+# during checkpoints too
+store.checkpointer.min_events = 2_000
 memory = Memory(store, redactor=Redactor())
 def ack(info):
     sys.stdout.write(json.dumps(info.event_ids) + "\\n")
