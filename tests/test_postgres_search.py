@@ -72,6 +72,27 @@ def test_bm25_on_postgres_finds_what_sqlite_finds(pair: tuple[Memory, Memory]) -
     assert days and days == {i.id for i in ref.items if i.id.startswith("toc:day:")}
 
 
+def test_hits_say_whether_they_hold_every_term_on_both_stores(
+    pair: tuple[Memory, Memory],
+) -> None:
+    """``Hit.every_term``: set by the AND pass (recall pins a bookmark only on such a hit), not
+    read back from a normalised score; the same rows on PostgreSQL and SQLite."""
+    flags = []
+    for memory in pair:
+        store = memory.store
+        assert isinstance(store, SqliteStore | PostgresStore)
+        hits = bm25_search(
+            store, "refresh_token expires", SearchFilters(kinds=("event",)), limit=10
+        )
+        texts = {store.get_event(h.item_id).text: h for h in hits}
+        both = texts["The refresh_token expires too early in src/app/auth.py"]
+        one = texts["refreshToken handling in the JS client looks fine"]
+        assert both.every_term and not one.every_term
+        assert both.score == 1.0 and one.score <= 0.5
+        flags.append({t: h.every_term for t, h in texts.items()})
+    assert flags[0] == flags[1]
+
+
 def test_filters_on_postgres(pair: tuple[Memory, Memory]) -> None:
     pg, lite = pair
     store = pg.store

@@ -134,9 +134,9 @@ class Ranking:
     """Matching grips/segments, best first, with their events."""
     bookmarks: list[tuple[str, str, float]] = field(default_factory=list)
     """Pinned bookmarks: (project, bookmark id, score), best first."""
-    bookmark_hits: tuple[list[Hit], float] | None = None
+    bookmark_hits: list[Hit] | None = None
     """Bookmarks the docs stage's BM25 search found beside grips and segments (one search for
-    both; ``None`` when it did not run), and that search's best raw score."""
+    both; ``None`` when it did not run)."""
     method: str = "bm25"
     stages: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
@@ -156,13 +156,6 @@ def _rrf(lists: Sequence[tuple[float, Sequence[str]]], k: float) -> dict[str, fl
             scores[item] = scores.get(item, 0.0) + weight / (k + rank)
     best = max(scores.values(), default=0.0)
     return {i: s / best for i, s in scores.items()} if best > 0 else scores
-
-
-def _every_term(hit: Hit, best_raw: float) -> bool:
-    """Whether a BM25 hit matched every query term. Teleport scores a hit ``factor * raw /
-    best_raw`` (``best_raw``: the highest raw score of its result list), with factor 1 for rows
-    holding every term and 0.5 for the others; this reads the factor back."""
-    return hit.raw > 0 and hit.score * best_raw >= 0.75 * hit.raw
 
 
 class Ranker:
@@ -316,8 +309,7 @@ class Ranker:
             projects=filters.projects, kinds=("node", "grip", "bookmark"), levels=("segment",)
         )
         hits = bm25_search(self.store, query, f, limit=2 * (cfg.docs + cfg.bookmarks))
-        best_raw = max((h.raw for h in hits), default=0.0)
-        out.bookmark_hits = ([h for h in hits if h.kind == "bookmark"], best_raw)
+        out.bookmark_hits = [h for h in hits if h.kind == "bookmark"]
         lexical = [h.key for h in hits if h.kind != "bookmark"][: cfg.docs]
         # vectors over nodes only: grips are 3-4x as many rows and add nothing measurable
         # (LoCoMo within 1,000 tokens 0.8499 with them, 0.8495 without)
@@ -388,11 +380,9 @@ class Ranker:
         f = SearchFilters(projects=filters.projects, kinds=("bookmark",))
         chosen: dict[Key, float] = {}
         if out.bookmark_hits is None:
-            hits = bm25_search(self.store, query, f, limit=cfg.bookmarks)
-            out.bookmark_hits = (hits, max((h.raw for h in hits), default=0.0))
-        hits, best_raw = out.bookmark_hits
-        for h in hits[: cfg.bookmarks]:
-            if _every_term(h, best_raw):
+            out.bookmark_hits = bm25_search(self.store, query, f, limit=cfg.bookmarks)
+        for h in out.bookmark_hits[: cfg.bookmarks]:
+            if h.every_term:
                 chosen[h.key] = h.score
         for key, cos in self._vector_ids(query, f, ("bookmark",), cfg.bookmarks):
             if cos >= cfg.bookmark_cosine:

@@ -121,6 +121,8 @@ class Hit:
     """Normalised to 0..1 (see the module docstring)."""
     raw: float = 0.0
     """The method's own score (``-bm25()``, or a cosine), for diagnostics."""
+    every_term: bool = False
+    """A BM25 hit found by the AND pass: it holds every term of the query."""
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -352,7 +354,7 @@ def _normalise(rows: list[tuple[Any, ...]]) -> list[Hit]:
     hits = []
     for kind, project, item_id, ts_ms, raw, factor in rows:
         rel = raw / best if best > 0 else 1.0
-        hits.append(Hit(kind, project, item_id, ts_ms, min(1.0, factor * rel), raw))
+        hits.append(Hit(kind, project, item_id, ts_ms, min(1.0, factor * rel), raw, factor == 1.0))
     return hits
 
 

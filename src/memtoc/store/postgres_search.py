@@ -72,7 +72,7 @@ lexeme's positions in the row's tsvector, length = its distinct lexemes). Parame
 lexemes, average length, lexemes."""
 DOC_KINDS = ("node", "grip", "bookmark")
 
-ScoredRow = tuple[str, str, str, int, float, float]
+ScoredRow = tuple[str, str, str, int, float, float, bool]
 """``(kind, project, item_id, ts_ms, score 0..1, raw rank)``."""
 Key = tuple[str, str, str]
 
@@ -242,7 +242,7 @@ def _pass(table: str, where: str, gate: str, bound: int, join_events: bool) -> s
 
 def _merge(rows: list[tuple[Any, ...]], passes: list[int], cap: int) -> list[ScoredRow]:
     """The AND rows, then the OR rows not already found, up to ``cap``; scores divided by the best
-    raw score kept, times the pass factor."""
+    raw score kept, times the pass factor; last, whether the row came from the AND pass."""
     kept: list[tuple[Any, ...]] = []
     seen: set[tuple[str, str]] = set()
     for row, p in zip(rows, passes, strict=True):
@@ -253,7 +253,7 @@ def _merge(rows: list[tuple[Any, ...]], passes: list[int], cap: int) -> list[Sco
     best = max((float(r[4]) for r in kept), default=0.0)
     return [
         (r[0], r[1], r[2], int(r[3]), min(1.0, r[5] * (float(r[4]) / best if best > 0 else 1.0)),
-         float(r[4]))
+         float(r[4]), r[5] == 1.0)
         for r in kept
     ]  # fmt: skip
 
