@@ -71,6 +71,15 @@ def build_memory(path: Path, semantic_kind: str | None = None, model: str | None
     return memory
 
 
+def file_records(memory: Memory, records: list[dict[str, Any]], project: str = "p") -> Memory:
+    """Ingest ``records`` into ``project`` (every one accepted), process and roll up."""
+    report = memory.ingest_records(records, project=project)
+    assert report.ingested == len(records), report.to_dict()
+    memory.process()
+    memory.rollup(force=True)
+    return memory
+
+
 def rank_scope(memory: Memory, project: str) -> dict[str, Any]:
     """``rank_only``'s keyword arguments for one project of a test memory, asked at its clock's
     now, in its time zone, with its semantic index."""

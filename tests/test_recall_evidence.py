@@ -24,7 +24,7 @@ from memtoc.retrieval.recall_time import asks_when, mentioned_ranges, mentions_w
 from memtoc.retrieval.teleport import DEFAULT_SCAN_CAP, Hit
 from memtoc.store.sqlite import SqliteStore
 from memtoc.text.embed import HashEmbedder, load_embedder
-from search_support import rank_scope, require_model
+from search_support import file_records, rank_scope, require_model
 
 UTC_TZ = ZoneInfo("UTC")
 
@@ -113,10 +113,7 @@ def _memory(path: Path, texts: list[tuple[str, str]], kind: str, model: str | No
         {"session_id": f"s{n}", "timestamp": _ms(at), "role": "user", "text": text}
         for n, (at, text) in enumerate(texts)
     ]
-    assert memory.ingest_records(records, project="p").ingested == len(records)
-    memory.process()
-    memory.rollup(force=True)
-    return memory
+    return file_records(memory, records)
 
 
 FILLER = [

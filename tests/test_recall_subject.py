@@ -26,7 +26,7 @@ from memtoc.retrieval.recall_subject import (
 )
 from memtoc.store.sqlite import SqliteStore
 from memtoc.text.tokens import default_counter
-from search_support import rank_scope, require_model
+from search_support import file_records, rank_scope, require_model
 
 UTC_TZ = ZoneInfo("UTC")
 
@@ -102,10 +102,7 @@ def _memory(path: Path, turns: list[tuple[str, str]]) -> Memory:
         }
         for n, (who, text) in enumerate(turns)
     ]
-    assert memory.ingest_records(records, project="p").ingested == len(records)
-    memory.process()
-    memory.rollup(force=True)
-    return memory
+    return file_records(memory, records)
 
 
 TURNS = [
