@@ -83,7 +83,8 @@ class RankConfig:
     """Scan cap of the expansion's BM25 search (search's own is ``DEFAULT_SCAN_CAP``, 5,000):
     its up to 30 alternative words make the widest OR expression recall ranks, and a word
     matching more rows than this says little about a question. At 1M events the expansion
-    search took 7.7 ms CPU a question on average, up to 25 ms; 3.6 ms with this cap."""
+    search took 8.5 ms CPU a question on average, up to 26 ms; 3.6 ms with this cap
+    (docs/benchmarks.md, "Query")."""
     w_doc: float = 0.1
     docs: int = 5
     w_session: float = 0.5
