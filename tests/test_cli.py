@@ -93,3 +93,44 @@ def test_compact(tmp_path: Path) -> None:
     run("--db", db, "ingest", str(transcript(tmp_path / "t.jsonl")))
     code, out = run("--db", db, "compact", "--json")
     assert code == 0 and json.loads(out)["bytes_after"] > 0
+
+
+def test_version() -> None:
+    from memtoc import __version__
+
+    code, out = run("--version")
+    assert code == 0 and out.strip() == f"memtoc {__version__}"
+
+
+def test_ingest_exits_non_zero_when_a_file_yields_nothing_usable(tmp_path: Path) -> None:
+    db = str(tmp_path / "m.db")
+    good = transcript(tmp_path / "good.jsonl")
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"session_id": "s", "text": "no timestamp"}\n{broken\n')
+    result = runner.invoke(app, ["--db", db, "ingest", str(good), str(bad), "--json"])
+    assert result.exit_code == 1
+    report = json.loads(result.stdout)  # the report is printed, the error goes to stderr
+    assert report["ingested"] == 12 and report["unusable_files"] == [str(bad)]
+    assert "1 file yielded nothing usable" in result.stderr and str(bad) in result.stderr
+    code, out = run("--db", db, "ingest", str(good))  # nothing new, nothing wrong: exit 0
+    assert code == 0, out
+    unknown = tmp_path / "notes.json"
+    unknown.write_text('{"hello": "world"}')
+    code, out = run("--db", db, "ingest", str(unknown))
+    assert code == 1 and "events ingested" in out and "unrecognised format" in out
+
+
+def test_claude_code_sidecar_is_read_not_rejected(tmp_path: Path) -> None:
+    folder = tmp_path / "-home-dev-app" / "0b6c1f1e-5d7b-4f0e-9a43-3c1d2f6b8a10" / "subagents"
+    folder.mkdir(parents=True)
+    line = {
+        "type": "user", "uuid": "u1", "parentUuid": None, "isSidechain": True, "agentId": "a1",
+        "sessionId": "0b6c1f1e-5d7b-4f0e-9a43-3c1d2f6b8a10", "cwd": "/home/dev/app",
+        "timestamp": "2026-03-01T10:00:00Z", "message": {"role": "user", "content": "Map the repo"},
+    }  # fmt: skip
+    (folder / "agent-a1.jsonl").write_text(json.dumps(line) + "\n")
+    (folder / "agent-a1.meta.json").write_text('{"agentType":"Explore","description":"Map"}')
+    code, out = run("--db", str(tmp_path / "m.db"), "ingest", str(tmp_path), "--json")
+    report = json.loads(out)
+    assert code == 0 and report["rejected"] == 0 and report["ingested"] == 1, out
+    assert report["files"] == 2 and report["skipped"] == 1

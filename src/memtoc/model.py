@@ -319,6 +319,9 @@ class IngestReport:
     rejections: list[Rejection] = field(default_factory=list)
     redactions_by_kind: dict[str, int] = field(default_factory=dict)
     bytes_read: int = 0
+    unusable: list[str] = field(default_factory=list)
+    """Files that yielded nothing usable: unreadable, of no known format, or every record they
+    gave this time rejected (``memtoc ingest`` then exits non-zero, after printing the report)."""
 
     @property
     def rejected(self) -> int:
@@ -334,6 +337,7 @@ class IngestReport:
         self.skipped += other.skipped
         self.bytes_read += other.bytes_read
         self.rejections.extend(other.rejections)
+        self.unusable.extend(other.unusable)
         for k, v in other.redactions_by_kind.items():
             self.redactions_by_kind[k] = self.redactions_by_kind.get(k, 0) + v
 
@@ -350,4 +354,5 @@ class IngestReport:
             "skipped": self.skipped,
             "bytes_read": self.bytes_read,
             "rejections": [r.to_dict() for r in self.rejections],
+            "unusable_files": list(self.unusable),
         }

@@ -456,6 +456,7 @@ class Importer:
             files = list(discover(paths, follow_symlinks=self.options.follow_symlinks))
         except IngestError as exc:
             report.rejections.append(Rejection(exc.source or "?", None, exc.reason))
+            report.unusable.append(exc.source or "?")
             return report
         with gc_paused():
             for path, _root in files:
@@ -474,6 +475,7 @@ class Importer:
         except (OSError, IngestError) as exc:
             reason = exc.reason if isinstance(exc, IngestError) else f"cannot read: {exc}"
             report.rejections.append(Rejection(where, None, reason))
+            report.unusable.append(where)
             return report
         job = f"{CHECKPOINT_PREFIX}{identity}"
         start = self._resume_offset(job, size, source)
@@ -486,12 +488,14 @@ class Importer:
         options = SourceOptions(include_thinking=self.options.include_thinking)
         batch = _Batch()
         consumed = start
+        failed = 0  # rejections that count against the file (not a last line still growing)
         try:
             for record in source.read(path, start, options):
                 if record.error is not None:
                     report.rejections.append(Rejection(where, record.line, record.error))
                     if not record.complete:
                         break  # a growing last line: retried next time, watermark stays
+                    failed += 1
                 else:
                     report.skipped += record.skipped
                     for draft in record.drafts:
@@ -510,8 +514,11 @@ class Importer:
         except (OSError, IngestError) as exc:
             reason = exc.reason if isinstance(exc, IngestError) else f"read failed: {exc}"
             report.rejections.append(Rejection(where, None, reason))
+            failed += 1
         self._flush(batch, job, where, source, report)
         report.bytes_read += max(0, consumed - start)
+        if failed and report.ingested + report.duplicates == 0:
+            report.unusable.append(where)
         return report
 
     def _source_for(self, path: Path) -> Source:

@@ -34,6 +34,7 @@ the same line. ``project`` is the basename of ``cwd``; the full ``cwd`` is in th
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -80,8 +81,11 @@ class ClaudeCodeSource:
     incremental = True
 
     def sniff(self, path: Path, head: bytes) -> bool:
-        """Claude Code's keys (``sessionId``, ``parentUuid``, ``leafUuid``) or record types."""
+        """Claude Code's keys (``sessionId``, ``parentUuid``, ``leafUuid``) or record types, or a
+        sub-agent's ``agent-<id>.meta.json`` sidecar."""
         obj = first_object(head)
+        if is_sidecar(path):
+            return isinstance(obj, dict) or _whole_object(head) is not None
         if obj is None:
             return first_line_cut(head) and b'"sessionId"' in head and b'"parentUuid"' in head
         if "sessionId" in obj or "parentUuid" in obj or "leafUuid" in obj:
@@ -92,7 +96,12 @@ class ClaudeCodeSource:
         return kind in _CC_ONLY_TYPES or (kind in ("user", "assistant", "system") and "uuid" in obj)
 
     def read(self, path: Path, start: int, options: SourceOptions) -> Iterator[RawRecord]:
-        """One record per non-blank line from byte ``start``."""
+        """One record per non-blank line from byte ``start`` (a sidecar: one skipped record)."""
+        if is_sidecar(path):
+            size = path.stat().st_size
+            if start < size:
+                yield RawRecord(1, start, size, skipped=1)
+            return
         stem = path.stem
         context: _FileContext | None = None
         for line_no, offset, raw in iter_lines(path, start):
@@ -118,6 +127,23 @@ class ClaudeCodeSource:
         """``session_id``, ``cwd`` and ``project`` from the first lines that name them."""
         context = _file_context(path)
         return session_hint_from(context.session_id, context.cwd)
+
+
+def is_sidecar(path: Path) -> bool:
+    """Whether ``path`` is the ``agent-<id>.meta.json`` Claude Code writes beside a sub-agent's
+    transcript (``agentType``, ``description``, ``worktreePath``): read with the transcript, never
+    an input of its own."""
+    name = path.name
+    return name.startswith("agent-") and name.endswith(".meta.json")
+
+
+def _whole_object(head: bytes) -> dict[str, Any] | None:
+    """``head`` parsed as one JSON object (a pretty-printed sidecar), or None."""
+    try:
+        obj = json.loads(head)
+    except ValueError:
+        return None
+    return obj if isinstance(obj, dict) else None
 
 
 def _line(obj: dict[str, Any], stem: str, options: SourceOptions, record: RawRecord) -> None:

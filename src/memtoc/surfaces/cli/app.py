@@ -60,6 +60,14 @@ class State:
         return self._settings
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from memtoc import __version__
+
+        typer.echo(f"memtoc {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
 def main_options(
     ctx: typer.Context,
@@ -70,6 +78,12 @@ def main_options(
         str | None,
         typer.Option("--home", help="Data directory (env MEMTOC_HOME; default: user data dir)."),
     ] = None,
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", is_eager=True, callback=_print_version, help="Print memtoc's version."
+        ),
+    ] = False,
 ) -> None:
     ctx.obj = State({"db": db, "home": home})
 

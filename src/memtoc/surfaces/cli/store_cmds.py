@@ -98,6 +98,15 @@ def ingest(
         emit_json(report.to_dict())
     else:
         print_ingest_report(report)
+    if report.unusable:
+        raise fail(unusable_message(report.unusable))
+
+
+def unusable_message(files: list[str]) -> str:
+    """The error ``ingest`` ends with when some files gave nothing usable (after the report)."""
+    named = ", ".join(files[:5]) + (f" and {len(files) - 5} more" if len(files) > 5 else "")
+    noun = "file" if len(files) == 1 else "files"
+    return f"{len(files)} {noun} yielded nothing usable: {named}"
 
 
 def print_ingest_report(report: IngestReport) -> None:
