@@ -17,6 +17,7 @@ from memtoc.errors import ConfigError
 from memtoc.eval.harness import RunConfig, default_workers
 from memtoc.eval.modes import Mode, ModeContext, build_modes
 from memtoc.eval.report import EvalReport, rich_table, write_outputs
+from memtoc.retrieval.context import DEFAULT_BUDGET
 from memtoc.surfaces.cli.app import JsonOpt, app, console, emit_json, err_console, fail, state
 
 eval_app = typer.Typer(help="Retrieval quality on public benchmarks (LoCoMo, LongMemEval).")
@@ -184,3 +185,50 @@ def eval_longmemeval(
                                  workdir=workdir, command=_command_line(),
                                  progress=progress)  # fmt: skip
     _finish(report, out, json_out)
+
+
+@eval_app.command("context")
+def eval_context(
+    path: Annotated[
+        Path,
+        typer.Argument(
+            help="A dataset folder: transcripts/ and reference/checkpoints.jsonl.",
+            exists=True,
+            file_okay=False,
+        ),
+    ],
+    budget: Annotated[int, typer.Option("--budget", min=1, help="Context budget (tokens).")] = (
+        DEFAULT_BUDGET
+    ),
+    limit: Annotated[int | None, typer.Option("--limit", min=1, help="First N sessions.")] = None,
+    workdir: WorkdirOpt = None,
+    show: Annotated[
+        int, typer.Option("--show", min=0, help="Print the N worst-scored sessions' misses.")
+    ] = 0,
+    json_out: JsonOpt = False,
+) -> None:
+    """Session-start context against the previous session's reference summary: key-term recall
+    and tokens, replaying the sessions in time order (see memtoc.eval.context_eval)."""
+    from memtoc.eval.context_eval import run_context_eval
+
+    with _progress(json_out) as progress:
+        report = run_context_eval(
+            path, budget=budget, limit=limit, workdir=workdir, progress=progress
+        )
+    if json_out:
+        emit_json(report.to_dict())
+        return
+    summary = report.summary()
+    console.print(
+        f"{summary['scored']} of {summary['sessions']} session starts scored (budget "
+        f"{summary['budget']}): key-term recall {summary['recall']:.3f}, IDF-weighted "
+        f"{summary['weighted_recall']:.3f} (ceiling {summary['ceiling']:.3f}); tokens mean "
+        f"{summary['tokens_mean']}, max {summary['tokens_max']}; {summary['wall_seconds']} s",
+        highlight=False,
+    )
+    for score in sorted(report.scores, key=lambda s: s.weighted_recall)[:show]:
+        console.print(
+            f"{score.session_id} (after {score.previous}): {score.weighted_recall:.2f} of "
+            f"{score.ceiling:.2f}; missed {', '.join(score.missed)}",
+            highlight=False,
+        )
