@@ -32,6 +32,7 @@ from memtoc.ingest import redact_worker
 from memtoc.ingest.redact_gate import batch_blob, blob_suspects
 from memtoc.ingest.sources import get_source, sniff_format
 from memtoc.ingest.sources.base import EventDraft, RawRecord, Source, SourceOptions
+from memtoc.ingest.sources.specstory import identity_prefix, is_specstory
 from memtoc.model import (
     DEFAULT_ROLE_FOR_TYPE,
     DEFAULT_TYPE_FOR_ROLE,
@@ -51,6 +52,8 @@ if TYPE_CHECKING:
 CHECKPOINT_PREFIX = "ingest:"
 TRUNCATION_MARKER = "\n[… truncated by memtoc: {size} bytes in the original]"
 _SUFFIXES = {".jsonl", ".json", ".ndjson"}
+_MARKDOWN = ".md"
+"""Markdown files found in a folder are taken only when they are SpecStory exports."""
 _IDENTITY_BYTES = 65_536
 _META_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 """The metadata's JSON exactly as the stores write it: the prefilter reads it and the row keeps it,
@@ -218,7 +221,8 @@ def discover(
             dirnames.sort()
             for name in sorted(filenames):
                 path = Path(dirpath) / name
-                if path.suffix.lower() not in _SUFFIXES:
+                suffix = path.suffix.lower()
+                if suffix not in _SUFFIXES and (suffix != _MARKDOWN or not _specstory_file(path)):
                     continue
                 real = path.resolve()
                 if not follow_symlinks and path.is_symlink() and not real.is_relative_to(real_root):
@@ -229,13 +233,25 @@ def discover(
                 yield path, root
 
 
+def _specstory_file(path: Path) -> bool:
+    """Whether ``path`` starts like a SpecStory export (unreadable files are left to ingest)."""
+    try:
+        with path.open("rb") as fh:
+            return is_specstory(fh.read(256))
+    except OSError:
+        return True
+
+
 def file_identity(path: Path) -> str | None:
-    """A stable identity for a transcript: the hash of its first line (None while it is empty)."""
+    """A stable identity for a transcript: the hash of its first line (None while it is empty).
+
+    A SpecStory export's first line is the same in every file, so its identity is the hash of
+    its header up to the session comment (which names the session)."""
     with path.open("rb") as fh:
         head = fh.read(_IDENTITY_BYTES)
     if not head.strip():
         return None
-    first = head.split(b"\n", 1)[0]
+    first = identity_prefix(head) if is_specstory(head) else head.split(b"\n", 1)[0]
     return hashlib.blake2b(first, digest_size=12).hexdigest()
 
 

@@ -15,6 +15,7 @@ from memtoc.ingest.sources.claude_code import ClaudeCodeSource
 from memtoc.ingest.sources.codex import CodexSource
 from memtoc.ingest.sources.jsonl import JsonlSource
 from memtoc.ingest.sources.openai_chat import OpenAIChatSource
+from memtoc.ingest.sources.specstory import SpecStorySource
 
 __all__ = [
     "SNIFF_BYTES",
@@ -29,7 +30,13 @@ __all__ = [
 
 SOURCES: dict[str, Source] = {
     source.name: source
-    for source in (ClaudeCodeSource(), CodexSource(), JsonlSource(), OpenAIChatSource())
+    for source in (
+        ClaudeCodeSource(),
+        CodexSource(),
+        JsonlSource(),
+        OpenAIChatSource(),
+        SpecStorySource(),
+    )
 }
 """Every format by name, in sniffing order: the most specific shapes first."""
 
@@ -49,8 +56,8 @@ def get_source(name: str) -> Source:
 def sniff_format(path: Path) -> Source | None:
     """The format ``path`` looks like from its first bytes, or None (empty, binary, unknown).
 
-    Claude Code and Codex are tried before generic JSONL, and the whole-document OpenAI chat format
-    last. A file that cannot be read raises ``IngestError``.
+    Claude Code and Codex are tried before generic JSONL, then the whole-document OpenAI chat
+    format, then SpecStory Markdown. A file that cannot be read raises ``IngestError``.
     """
     try:
         with path.open("rb") as f:

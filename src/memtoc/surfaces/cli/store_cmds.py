@@ -32,7 +32,7 @@ from memtoc.surfaces.cli.app import (
 from memtoc.surfaces.cli.timeparse import parse_instant
 from memtoc.surfaces.http.auth import ensure_token, token_path
 
-FORMATS = ["auto", "jsonl", "claude-code", "codex", "openai-chat"]
+FORMATS = ["auto", "jsonl", "claude-code", "codex", "openai-chat", "specstory"]
 
 
 @app.command()
