@@ -320,3 +320,36 @@ def test_mcp_tool_in_process(corpus: Memory) -> None:
     assert data["budget"] == 60 and 0 < data["tokens"] <= 60
     assert any("VACUUM" in item["text"] for item in data["items"])
     assert out["bad"].is_error
+
+
+def test_blank_events_never_crash_recall_nor_take_budget(tmp_path: Path) -> None:
+    """Empty and whitespace-only events (a Claude Code tool result with no output is stored with
+    empty text) are in the store beside the turns around them; no question at any budget crashes
+    recall, and none of them is packed: they have nothing to show."""
+    require_model()
+    blanks = ["", " ", "\n", "\n\n\t ", "\u3000"]
+    records: list[dict[str, Any]] = []
+    ts = BASE
+    for n, blank in enumerate(blanks):
+        for role, text in (
+            ("user", f"run the flaky docker build test number {n} again"),
+            ("assistant", f'Bash {{"command":"docker build -t app{n} ."}}'),
+            ("tool", blank),
+            ("assistant", blank),
+            ("user", blank),
+            ("assistant", f"the docker build {n} passed after the retry"),
+        ):
+            records.append({"session_id": f"s{n}", "timestamp": ts, "role": role, "text": text})
+            ts += 60_000
+    memory = _fresh(tmp_path / "m.db", records, kind=str(require_model()))
+    try:
+        blank_ids = {e.event_id for e in memory.events() if not e.text.strip()}
+        assert len(blank_ids) == 3 * len(blanks)
+        for query in ["docker build", "flaky test retry", "what passed?", "", "   ", "\n"]:
+            for budget in (0, 5, 50, 500, 1_000, 2_000):
+                result = memory.recall(query, budget=budget)
+                _check(memory, result)
+                assert not {e.event_id for i in result.items for e in i.events} & blank_ids
+        assert memory.recall("docker build", budget=2_000).items  # the turns themselves come back
+    finally:
+        memory.close()

@@ -6,8 +6,9 @@ unit is tried at L2 (its events' text, compact: one line per event, the event's 
 L1, then L0 (``tiers.TierRenderer``: a grip's bullets and excerpt, a segment's overview or
 abstract, a bookmark's content, an event's head); a unit that fits at no tier is skipped and the
 next one tried. An event is included once: a unit whose events are already in the context brings
-only the new ones (the others become ``cites``), and a turn whose text equals an included turn's
-(case and spacing aside) is left out as a duplicate.
+only the new ones (the others become ``cites``), a turn whose text equals an included turn's
+(case and spacing aside) is left out as a duplicate, and a turn with no text (an empty tool result,
+a whitespace-only message) is never packed: it has nothing to show.
 
 The context is the items in time order, joined by newlines, each day's first item under a date
 line (``[2023-05-08]``). Every separator and date line is counted with the one ``TokenCounter``
@@ -63,6 +64,11 @@ def event_line(event: Event) -> str:
 
 def _dedupe_key(text: str) -> str:
     return " ".join(text.lower().split())
+
+
+def _title(text: str) -> str:
+    """An event's first non-blank line, cut to 80 characters ("" for a text without one)."""
+    return next((line.strip()[:80] for line in text.splitlines() if line.strip()), "")
 
 
 class Packer:
@@ -136,7 +142,7 @@ class Packer:
             events=tuple(new),
             cites=cites,
             score=unit.score,
-            title=new[0].text.splitlines()[0][:80] if unit.kind == "event" else unit.kind,
+            title=_title(new[0].text) if unit.kind == "event" else unit.kind,
         )
 
     def _try(self, item: SearchItem) -> bool:
@@ -159,7 +165,9 @@ class Packer:
         new = [
             e
             for e in unit.events
-            if e.event_id not in self.included and _dedupe_key(e.text) not in self.texts
+            if e.event_id not in self.included
+            and (key := _dedupe_key(e.text))
+            and key not in self.texts
         ]
         if unit.events and not new:
             return False
