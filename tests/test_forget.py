@@ -250,6 +250,42 @@ def test_forget_by_query_and_audit_log(memory: Memory) -> None:
     assert MARKER not in repr(raw) and "password" not in repr(raw)
 
 
+def test_forget_query_takes_every_match_text_and_metadata(memory: Memory) -> None:
+    """80 events hold the marker in their text (mixed case, inside words and JSON), one only in a
+    metadata value, one only in a metadata key: the query selects all 82 — no ranking cut — and
+    ``max_events`` refuses above it, changing nothing."""
+    marker = "Lumen_Quartz%42"
+    rows: list[dict[str, Any]] = []
+    for i in range(80):
+        text = f"note {i}: the token was x{marker.upper() if i % 3 else marker}y, rotate it"
+        rows.append(
+            {
+                "event_id": f"Q{i:02d}",
+                "session_id": f"q{i % 4}",
+                "timestamp": BASE + 2 * DAY + i * 60_000,
+                "role": "user",
+                "text": text,
+            }
+        )
+    rows.append({**rows[0], "event_id": "QV", "text": "clean", "metadata": {"a": [marker]}})
+    rows.append({**rows[0], "event_id": "QK", "text": "clean", "metadata": {marker: 1}})
+    rows.append({**rows[0], "event_id": "QN", "text": "lumen_quartz42 is a near miss"})
+    assert memory.ingest_records(rows, project="alpha").ingested == 83
+    with pytest.raises(QueryError, match="82 events match, more than the limit of 81"):
+        memory.forget(query=marker, max_events=81)
+    assert memory.store.count_events() == 95
+    plan = memory.forget(query=f"  rotate {marker.lower()} ", dry_run=True)
+    assert len(plan.event_ids) == 80  # "rotate" is in the texts, not in the metadata-only pair
+    report = memory.forget(query=marker, max_events=82)
+    assert sorted(report.event_ids) == sorted([f"Q{i:02d}" for i in range(80)] + ["QV", "QK"])
+    left = [e.event_id for e in memory.events(limit=1000)]
+    assert "QN" in left and not any(i.startswith("Q") and i != "QN" for i in left)
+    assert memory.forget(query=marker, dry_run=True).event_ids == []
+    assert memory.verify().ok
+    with pytest.raises(QueryError, match="query is empty"):
+        memory.forget(query="   ")
+
+
 def test_forget_first_event_moves_the_segment(memory: Memory) -> None:
     old = memory.store.list_nodes("alpha", level="segment")[0]
     memory.forget(event_ids=["E0"])

@@ -53,7 +53,7 @@ def prepared(tmp_path: Path) -> str:
 
 
 def event_ids(db: str) -> list[str]:
-    code, out = cli(db, "events", "--json")
+    code, out = cli(db, "events", "--json", "--limit", "1000")
     assert code == 0, out
     return [e["event_id"] for e in json.loads(out)["events"]]
 
@@ -140,3 +140,35 @@ def test_mcp_memory_forget(hermetic_env: Path, tmp_path: Path) -> None:
         # an unknown argument (a free-text query) is not accepted: nothing more was forgotten
         assert len(memory.forget_audit()) == 2
         assert memory.verify().ok
+
+
+def test_cli_query_forgets_all_80_matches_or_refuses_above_limit(tmp_path: Path) -> None:
+    """`forget --query` used to stop at the 50 best BM25 hits and say "Forgot 50" while 30
+    remained; now every match is listed and forgotten, or the forget is refused with the count."""
+    db = str(tmp_path / "m.db")
+    rows = [
+        {
+            "event_id": f"M{i:02d}",
+            "session_id": f"s{i % 5}",
+            "timestamp": BASE + i * 60_000,
+            "role": "user",
+            "text": f"step {i}: the staging password {SECRET} went into the log",
+        }
+        for i in range(80)
+    ]
+    rows.append({**rows[0], "event_id": "META", "text": "clean", "metadata": {"note": SECRET}})
+    rows.append({**rows[0], "event_id": "KEEP", "text": "nothing to see here"})
+    path = tmp_path / "t.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert cli(db, "ingest", str(path), "--json")[0] == 0
+    code, out = cli(db, "forget", "--query", SECRET, "--limit", "50", "--yes")
+    assert code == 1 and "81 events match --query, more than --limit 50" in out, out
+    assert "nothing was forgotten" in out and len(event_ids(db)) == 82
+    code, out = cli(db, "forget", "--query", SECRET, "--dry-run", "--json")
+    assert code == 0 and len(json.loads(out)["event_ids"]) == 81
+    code, out = cli(db, "forget", "--query", SECRET, stdin="y\n")
+    assert code == 0 and "Would forget 81 events" in out and "… and 61 more" in out, out
+    assert "Forgot 81 events" in out
+    assert event_ids(db) == ["KEEP"]
+    code, out = cli(db, "events", "--json", "--limit", "1000")
+    assert SECRET not in out

@@ -19,16 +19,18 @@
    re-embedded when an embedder is configured), the FTS indexes are merged so deleted terms leave
    the file, and the WAL is checkpointed and truncated.
 
-Selectors (``ForgetSelector``): explicit event ids, a session, a time range, or a query (resolved
-by the caller into event ids — ``Memory.forget`` uses BM25 over events); several combine with AND,
-``project`` narrows any of them. A ``dry_run`` reports the selection and changes nothing.
+Selectors (``ForgetSelector``): explicit event ids, a session, a time range, or a query; several
+combine with AND, ``project`` narrows any of them. A query selects **every** live event whose text
+or metadata (keys and values) contains each of its words — a literal scan, not a ranked search: a
+ranking would stop at some number of hits, and a forget must not leave matches behind silently.
+Whoever wants a ceiling passes ``max_events`` (the CLI's ``--limit``): above it the forget is
+refused with the count, never cut. A ``dry_run`` reports the whole selection and changes nothing.
 """
 
 from __future__ import annotations
 
 import time
 from collections import defaultdict
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from memtoc.errors import QueryError
@@ -71,7 +73,8 @@ class ForgetSelector:
     until_ms: int | None = None
     project: str | None = None
     query: str | None = None
-    """Resolved into event ids by the caller; never stored (the audit says only that one was used)."""
+    """Words that must all occur in an event's text or metadata; never stored (the audit says
+    only that one was used)."""
 
     def validate(self) -> None:
         """Refuse a selector that names nothing (``project`` alone would be the whole project)."""
@@ -87,6 +90,8 @@ class ForgetSelector:
             )
         if self.event_ids is not None and not self.event_ids:
             raise QueryError("forget: the list of event ids is empty")
+        if self.query is not None and not self.words:
+            raise QueryError("forget: the query is empty")
         if (
             self.since_ms is not None
             and self.until_ms is not None
@@ -96,6 +101,11 @@ class ForgetSelector:
                 f"forget: empty time range (since {iso_ms(self.since_ms)} is not before "
                 f"until {iso_ms(self.until_ms)})"
             )
+
+    @property
+    def words(self) -> tuple[str, ...]:
+        """The query's words (split on white space)."""
+        return tuple(self.query.split()) if self.query is not None else ()
 
     def describe(self) -> dict[str, JsonValue]:
         """The selector for reports and the audit log: no content, not even the query's text."""
@@ -170,24 +180,17 @@ class ForgetReport:
         }
 
 
-def select(
-    store: SqliteStore, selector: ForgetSelector, query_ids: Sequence[str] | None = None
-) -> tuple[list[EventRef], list[str]]:
+def select(store: SqliteStore, selector: ForgetSelector) -> tuple[list[EventRef], list[str]]:
     """The events the selector names (tombstones flagged) and the requested ids not stored."""
     selector.validate()
-    ids: list[str] | None = list(selector.event_ids) if selector.event_ids is not None else None
-    if query_ids is not None:
-        wanted = set(query_ids)
-        ids = [i for i in ids if i in wanted] if ids is not None else list(query_ids)
-    if ids is not None and not ids:
-        return [], []
     refs = select_events(
         store,
-        event_ids=ids,
+        event_ids=list(selector.event_ids) if selector.event_ids is not None else None,
         project=selector.project,
         session_id=selector.session_id,
         since_ms=selector.since_ms,
         until_ms=selector.until_ms,
+        contains=selector.words or None,
     )
     missing: list[str] = []
     if selector.event_ids is not None:
@@ -202,16 +205,22 @@ def forget(
     store: SqliteStore,
     selector: ForgetSelector,
     *,
-    query_ids: Sequence[str] | None = None,
     dry_run: bool = False,
+    max_events: int | None = None,
     described: dict[str, JsonValue] | None = None,
 ) -> ForgetReport:
     """Forget the selected events (see the module docstring); ``dry_run`` changes nothing.
+    ``max_events``: refuse (``QueryError``, nothing changed) when more live events match.
     ``described`` replaces the selector's description in the report and audit (executing a
     confirmed plan: the user's selector, resolved to the plan's ids)."""
     started = time.perf_counter()
-    refs, missing = select(store, selector, query_ids)
+    refs, missing = select(store, selector)
     live = [r for r in refs if not r.forgotten]
+    if max_events is not None and len(live) > max_events and not dry_run:
+        raise QueryError(
+            f"forget: {len(live)} events match, more than the limit of {max_events}; nothing "
+            "was forgotten (narrow the selection, or raise the limit to forget them all)"
+        )
     report = ForgetReport(
         dry_run=dry_run,
         selector=described if described is not None else selector.describe(),

@@ -620,13 +620,14 @@ class Memory:
         until_ms: int | None = None,
         project: str | None = None,
         query: str | None = None,
-        query_limit: int = 50,
+        max_events: int | None = None,
         dry_run: bool = False,
         plan: ForgetReport | None = None,
     ) -> ForgetReport:
         """Forget events for good: tombstones, re-derived summaries, grips, vectors and bookmarks,
         the raw text purged from the file (``memtoc.forgetting``). Filters combine with AND;
-        ``query`` selects the ``query_limit`` best BM25 matches among events. ``dry_run`` only
+        ``query`` selects every event whose text or metadata contains each of its words.
+        ``max_events``: refuse, changing nothing, when more events match. ``dry_run`` only
         reports what would be forgotten; ``plan`` (a dry run's report) executes exactly its event
         ids, recorded under its selector. Pending events are filed first (``process``)."""
         store = self.sqlite_store("forget")
@@ -645,26 +646,10 @@ class Memory:
             query=query,
         )
         selector.validate()
-        query_ids: list[str] | None = None
-        if query is not None:
-            if not dry_run:
-                self.process(rollup=False)
-            found = self.search(
-                query,
-                project=project,
-                kinds=("event",),
-                session_id=session_id,
-                since_ms=since_ms,
-                until_ms=until_ms,
-                limit=query_limit,
-                mode="bm25",
-                time_mode="off",
-            )
-            query_ids = [item.id for item in found.items if item.kind == "event"]
-        elif not dry_run:
+        if not dry_run:
             self.process(rollup=False)
         return forgetting.forget(
-            self.processor, store, selector, query_ids=query_ids, dry_run=dry_run
+            self.processor, store, selector, dry_run=dry_run, max_events=max_events
         )
 
     def forget_audit(self, limit: int = 50) -> list[AuditEntry]:

@@ -3,7 +3,9 @@
 The service (``memtoc.forgetting``) decides *what* to forget and re-derives the TOC; these
 functions do the store-level work, each joining the caller's ``store.transaction()``:
 
-- ``select_events``: the events a selector names (tombstones included, flagged), without text.
+- ``select_events``: the events a selector names (tombstones included, flagged), without text;
+  ``contains`` selects the live events whose text or metadata holds every given word (a literal,
+  ASCII-case-insensitive scan: every match, no ranking, no cap — see ``memtoc.forgetting``).
 - ``unfile_events``: take events out of their segments (``segment_events``) and out of the
   contentless ``events_fts``. A contentless FTS5 table can only delete a row when given the exact
   values it indexed; SQLite here is 3.40 (``contentless_delete=1`` needs 3.43), so the delete
@@ -97,9 +99,12 @@ def select_events(
     session_id: str | None = None,
     since_ms: int | None = None,
     until_ms: int | None = None,
+    contains: Sequence[str] | None = None,
 ) -> list[EventRef]:
     """Events matching *every* given filter (``since`` inclusive, ``until`` exclusive), in time
-    order. ``event_ids`` None means "any id"; an empty sequence selects nothing."""
+    order. ``event_ids`` None means "any id"; an empty sequence selects nothing. ``contains``:
+    live events whose text or metadata holds each of these words (``LIKE``: ASCII letters
+    match in any case, other characters exactly; in metadata the word as JSON escapes it)."""
     clauses: list[str] = []
     args: list[Any] = []
     if session_id is not None:  # within the session's span (store/sqlite_sessions.py)
@@ -118,6 +123,11 @@ def select_events(
         if value is not None:
             clauses.append(clause)
             args.append(value)
+    for word in contains or ():
+        clauses.append("(text LIKE ? ESCAPE '\\' OR metadata LIKE ? ESCAPE '\\')")
+        args += [_like(word), _like(json.dumps(word, ensure_ascii=False)[1:-1])]
+    if contains and store._live != "1":
+        clauses.append(store._live)
     cols = "SELECT seq, event_id, project, session_id, ts_ms, forgotten_ms FROM events"
     rows: list[Any] = []
     with store._lock:
@@ -130,6 +140,12 @@ def select_events(
                 rows.extend(_run(store, f"{cols} WHERE {where}", [*chunk, *args]))
     rows.sort(key=lambda r: (r[4], r[0]))
     return [EventRef(r[0], r[1], r[2], r[3], r[4], r[5] is not None) for r in rows]
+
+
+def _like(word: str) -> str:
+    """A ``LIKE`` pattern matching ``word`` anywhere, its wildcards escaped."""
+    escaped = word.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%{escaped}%"
 
 
 def segments_of(store: SqliteStore, seqs: Sequence[int]) -> dict[int, tuple[str, str]]:

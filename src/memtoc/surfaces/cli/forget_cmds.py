@@ -2,7 +2,9 @@
 
 The plan is computed first (``Memory.forget(dry_run=True)``) and shown — counts, and with
 ``--query`` the matching events themselves — then confirmed (unless ``--yes``). What is executed is
-exactly the confirmed list of event ids, never a re-run of the query.
+exactly the confirmed list of event ids, never a re-run of the query. ``--query`` selects every
+event whose text or metadata holds each word; more matches than ``--limit`` are refused with the
+count (nothing is cut silently).
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from memtoc.surfaces.cli.timeparse import parse_instant
 
 _SHOWN = 20
 """Matching events listed before the confirmation (the rest are counted)."""
+QUERY_LIMIT = 1000
+"""``--limit``'s default: a query matching more is refused unless the limit is raised."""
 
 
 @app.command()
@@ -37,9 +41,19 @@ def forget(
     ] = None,
     until: Annotated[str | None, typer.Option("--until", help="Until (exclusive).")] = None,
     query: Annotated[
-        str | None, typer.Option("--query", "-q", help="The best BM25 matches among events.")
+        str | None,
+        typer.Option(
+            "--query", "-q", help="Every event whose text or metadata contains each word."
+        ),
     ] = None,
-    limit: Annotated[int, typer.Option("--limit", help="--query: how many matches at most.")] = 50,
+    limit: Annotated[
+        int,
+        typer.Option(
+            "--limit",
+            help="--query: refuse when more events than this match (all matches are forgotten "
+            "otherwise; raise it to forget more).",
+        ),
+    ] = QUERY_LIMIT,
     project: Annotated[
         str | None, typer.Option("--project", "-p", help="Only this project.")
     ] = None,
@@ -66,12 +80,18 @@ def forget(
             until_ms=until_ms,
             project=project,
             query=query,
-            query_limit=limit,
             dry_run=True,
         )
         if dry_run:
             _show(memory, plan, json_out, list_events=True)
             return
+        if query is not None and plan.events > limit:
+            if not json_out:
+                _show(memory, plan, False, list_events=True)
+            raise fail(
+                f"{plan.events} events match --query, more than --limit {limit}: nothing was "
+                f"forgotten (narrow the query, or pass --limit {plan.events} to forget them all)"
+            )
         if not plan.event_ids:
             _show(memory, plan, json_out, list_events=False)
             return
@@ -131,7 +151,9 @@ def _show(memory: Memory, report: ForgetReport, json_out: bool, *, list_events: 
             table.add_row(ev.event_id, iso_ms(ev.ts_ms), ev.session_id, ev.role, head[:60])
         console.print(table)
         if report.events > _SHOWN:
-            console.print(f"… and {report.events - _SHOWN} more")
+            console.print(
+                f"… and {report.events - _SHOWN} more (--dry-run --json lists every one)"
+            )
     if not report.dry_run:
         console.print(
             f"segments removed {report.segments_removed}, rebuilt {report.segments_rebuilt}; "
