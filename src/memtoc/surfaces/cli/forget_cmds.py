@@ -151,9 +151,7 @@ def _show(memory: Memory, report: ForgetReport, json_out: bool, *, list_events: 
             table.add_row(ev.event_id, iso_ms(ev.ts_ms), ev.session_id, ev.role, head[:60])
         console.print(table)
         if report.events > _SHOWN:
-            console.print(
-                f"… and {report.events - _SHOWN} more (--dry-run --json lists every one)"
-            )
+            console.print(f"… and {report.events - _SHOWN} more (--dry-run --json lists every one)")
     if not report.dry_run:
         console.print(
             f"segments removed {report.segments_removed}, rebuilt {report.segments_rebuilt}; "
