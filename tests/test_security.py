@@ -1,6 +1,7 @@
 """Security checks: private files, symlinks that leave the import root, and hostile values that
 must stay values (parameterised SQL everywhere) — project names, queries, sessions and metadata
-with quotes, NUL, LIKE wildcards, FTS operators, SQL fragments, unicode and great length."""
+with quotes, LIKE wildcards, FTS operators, SQL fragments, unicode and length up to the limit (NUL
+and longer identifiers are refused with a reason)."""
 
 from __future__ import annotations
 
@@ -28,7 +29,6 @@ HOSTILE = [
     "_",
     "x' OR '1'='1",
     "'; DROP TABLE events; --",
-    "nul\x00byte",
     "NEAR(auth token)",
     "auth* OR NOT token",
     "col:umn ^start",
@@ -36,8 +36,12 @@ HOSTILE = [
     "emoji 🧪 test",
     "\u202eright-to-left",
     "back\\slash",
-    "x" * 5_000,
+    "x" * 1_024,  # the longest identifier accepted (model.MAX_ID_CHARS)
 ]
+REFUSED = {
+    "nul\x00byte": "contains a NUL character",  # PostgreSQL text cannot hold it
+    "y" * 5_000: "is longer than 1024 characters (5000)",  # nor index it (B-tree entries ~2.7 kB)
+}
 T0 = 1_705_572_000_000
 
 
@@ -134,8 +138,17 @@ def test_hostile_values_are_stored_verbatim_and_match_only_themselves(memory: Me
     ]
     records.append({"session_id": "plain", "project": "plain", "timestamp": T0, "role": "user",
                     "text": "marker plain auth token"})  # fmt: skip
-    report = memory.ingest_records(records)
-    assert report.ingested == len(records) and not report.rejections
+    refused = [
+        {"session_id": "s", "project": "p", "timestamp": T0, "role": "user", "text": "t", key: v}
+        for v in REFUSED
+        for key in ("session_id", "project")
+    ]
+    report = memory.ingest_records(records + refused)
+    assert report.ingested == len(records)
+    assert [r.line for r in report.rejections] == list(range(len(records) + 1, len(records) + 5))
+    assert [r.reason for r in report.rejections] == [
+        f"{key} {why}" for why in REFUSED.values() for key in ("session_id", "project")
+    ]
     memory.process()
     memory.rollup(force=True)
 

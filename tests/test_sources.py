@@ -18,7 +18,14 @@ from memtoc.errors import ConfigError, IngestError
 from memtoc.ingest.sources import SOURCES, get_source, sniff_format
 from memtoc.ingest.sources._lines import parse_timestamp
 from memtoc.ingest.sources.base import EventDraft, RawRecord, SourceOptions
-from memtoc.model import DEFAULT_ROLE_FOR_TYPE, DEFAULT_TYPE_FOR_ROLE, EVENT_TYPES, ROLES, iso_ms
+from memtoc.model import (
+    DEFAULT_ROLE_FOR_TYPE,
+    DEFAULT_TYPE_FOR_ROLE,
+    EVENT_TYPES,
+    MAX_TS_MS,
+    ROLES,
+    iso_ms,
+)
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 CC_DIR = FIXTURES / "claude-code" / "-home-dev-webapp"
@@ -501,7 +508,7 @@ def _event_lines(draw: st.DrawFn) -> tuple[dict[str, Any], EventDraft]:
     event_type = draw(st.sampled_from(EVENT_TYPES))
     role = draw(st.sampled_from(ROLES))
     omit = draw(st.sampled_from(["none", "role", "event_type"]))
-    ts_ms = draw(st.integers(min_value=100_000_000_000, max_value=253_402_300_799_999))
+    ts_ms = draw(st.integers(min_value=100_000_000_000, max_value=MAX_TS_MS))
     draft = EventDraft(
         session_id=draw(st.text(min_size=1)),
         ts_ms=ts_ms,

@@ -30,7 +30,6 @@ from memtoc.model import (
     IngestReport,
     JsonValue,
     OutboxEntry,
-    Rejection,
     TocNode,
 )
 from memtoc.pipeline.rollup import RollupReport
@@ -226,21 +225,18 @@ class Memory:
             clock=self.clock,
             on_commit=on_commit,
         )
-        rejected = IngestReport()
 
-        def drafts() -> Iterable[tuple[EventDraft, str]]:
-            for n, record in enumerate(records, start=1):
+        def drafts() -> Iterable[tuple[EventDraft | str, str]]:
+            for record in records:
                 if isinstance(record, Mapping) and "timestamp" not in record:
                     record = {**record, "timestamp": self.clock.now_ms()}
                 draft = parse_event(record, agent)
                 if isinstance(draft, str):
-                    rejected.rejections.append(Rejection("records", n, draft))
-                    continue
-                yield draft, draft.event_id or self.ids.new(draft.ts_ms)
+                    yield draft, ""
+                else:
+                    yield draft, draft.event_id or self.ids.new(draft.ts_ms)
 
-        report = importer.ingest_drafts(drafts(), source="records")
-        report.merge(rejected)
-        return report
+        return importer.ingest_drafts(drafts(), source="records")
 
     def remember(
         self,

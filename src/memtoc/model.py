@@ -51,10 +51,61 @@ DEFAULT_TYPE_FOR_ROLE: dict[str, str] = {
 }
 
 
+MIN_TS_MS = 0
+"""The earliest instant an event may carry: 1970-01-01T00:00:00.000Z."""
+MAX_TS_MS = 253_402_214_399_999
+"""The latest instant an event may carry: 9999-12-30T23:59:59.999Z. The last day of year 9999 is
+left out so that the instant's local date is still inside year 9999 in every time zone (offsets
+are under a day), which every period computation (``datetime``, ISO weeks) can represent."""
+MAX_ID_CHARS = 1024
+"""Longest ``event_id``, ``session_id``, ``project`` or ``agent`` accepted."""
+_DT_MIN_MS = -62_135_596_800_000
+"""0001-01-01T00:00:00Z: the earliest instant ``datetime`` can show."""
+_DT_MAX_MS = 253_402_300_799_999
+"""9999-12-31T23:59:59.999Z: the latest."""
+
+
+def ts_problem(ts_ms: object) -> str | None:
+    """Why ``ts_ms`` cannot be an event's instant (not an int, or outside
+    ``MIN_TS_MS..MAX_TS_MS``), or None when it can."""
+    if type(ts_ms) is not int:
+        return f"timestamp must be integer epoch milliseconds (got {type(ts_ms).__name__})"
+    if not MIN_TS_MS <= ts_ms <= MAX_TS_MS:
+        return (
+            f"timestamp {ts_ms} ms is outside the supported range "
+            "1970-01-01T00:00:00Z..9999-12-30T23:59:59.999Z"
+        )
+    return None
+
+
 def iso_ms(ts_ms: int) -> str:
-    """Epoch milliseconds as ``2024-01-18T10:00:00.000Z``."""
-    dt = datetime.fromtimestamp(ts_ms / 1000, tz=UTC)
-    return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ts_ms % 1000:03d}Z"
+    """Epoch milliseconds as ``2024-01-18T10:00:00.000Z``.
+
+    Any integer renders, also one no event may carry (a store written by an older memtoc can
+    hold such instants): years past 9999 or before 1 are written with a sign (``+10889-…``).
+    """
+    if _DT_MIN_MS <= ts_ms <= _DT_MAX_MS:
+        dt = datetime.fromtimestamp(ts_ms / 1000, tz=UTC)
+        return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ts_ms % 1000:03d}Z"
+    days, ms = divmod(ts_ms, 86_400_000)
+    year, month, day = _civil_from_days(days)
+    secs, milli = divmod(ms, 1000)
+    clock = f"{secs // 3600:02d}:{secs // 60 % 60:02d}:{secs % 60:02d}.{milli:03d}Z"
+    return f"{year:+05d}-{month:02d}-{day:02d}T{clock}"
+
+
+def _civil_from_days(days: int) -> tuple[int, int, int]:
+    """The proleptic Gregorian date ``days`` after 1970-01-01, for any year (H. Hinnant's
+    ``civil_from_days``)."""
+    z = days + 719_468
+    era = z // 146_097
+    doe = z - era * 146_097
+    yoe = (doe - doe // 1460 + doe // 36_524 - doe // 146_096) // 365
+    doy = doe - (365 * yoe + yoe // 4 - yoe // 100)
+    mp = (5 * doy + 2) // 153
+    day = doy - (153 * mp + 2) // 5 + 1
+    month = mp + 3 if mp < 10 else mp - 9
+    return yoe + era * 400 + (month <= 2), month, day
 
 
 @dataclass(frozen=True, slots=True)

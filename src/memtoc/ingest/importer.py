@@ -31,18 +31,23 @@ from memtoc.ids import derived_ulid
 from memtoc.ingest import redact_worker
 from memtoc.ingest.redact_gate import batch_blob, blob_suspects
 from memtoc.ingest.sources import get_source, sniff_format
+from memtoc.ingest.sources._lines import MAX_NESTING, nesting
 from memtoc.ingest.sources.base import EventDraft, RawRecord, Source, SourceOptions
 from memtoc.ingest.sources.specstory import identity_prefix, is_specstory
 from memtoc.model import (
     DEFAULT_ROLE_FOR_TYPE,
     DEFAULT_TYPE_FOR_ROLE,
     EVENT_TYPES,
+    MAX_ID_CHARS,
+    MAX_TS_MS,
+    MIN_TS_MS,
     ROLES,
     AppendResult,
     Event,
     IngestReport,
     JsonValue,
     Rejection,
+    ts_problem,
 )
 from memtoc.store.base import EventRow, RowAppender, Store
 
@@ -282,6 +287,51 @@ def _prefix_bytes(text: str, max_bytes: int) -> tuple[str, int | None]:
     return raw[:max_bytes].decode("utf-8", "ignore"), len(raw)
 
 
+METADATA_MARKER_KEY = "metadata_truncated_from_bytes"
+
+
+def cap_metadata(meta: Mapping[str, JsonValue], max_bytes: int, size: int) -> dict[str, JsonValue]:
+    """Metadata whose JSON (``size`` bytes) is over ``max_bytes``, cut to fit like a text.
+
+    Keys are kept in order while they fit; the value that does not fit becomes its text (a
+    string's own, anything else's JSON) cut with the truncation marker, and later keys are
+    dropped. ``metadata_truncated_from_bytes`` records the original size.
+    """
+    budget = max_bytes - 256
+    out: dict[str, JsonValue] = {}
+    for key, value in meta.items():
+        piece = len(_META_JSON({key: value}).encode("utf-8", "surrogatepass"))
+        if piece <= budget:
+            out[key] = value
+            budget -= piece
+            continue
+        room = budget - len(_META_JSON({key: ""}).encode("utf-8", "surrogatepass")) - 64
+        if room > 0:
+            text = value if isinstance(value, str) else _META_JSON(value)
+            out[key] = cap_text(text, room)[0]
+        break
+    out[METADATA_MARKER_KEY] = size
+    return out
+
+
+def metadata_problem(meta: object) -> str | None:
+    """Why ``meta`` cannot be an event's metadata (given through the API, not read from a
+    file), or None: an object whose JSON can be written, nested at most ``MAX_NESTING`` deep."""
+    if not isinstance(meta, Mapping):
+        return f"metadata must be an object (got {type(meta).__name__})"
+    if not meta:
+        return None
+    try:
+        js = _META_JSON(meta if type(meta) is dict else dict(meta))
+    except RecursionError:
+        return f"metadata is nested deeper than {MAX_NESTING} levels"
+    except (TypeError, ValueError) as exc:
+        return f"metadata is not JSON: {exc}"
+    if js.count("[") + js.count("{") > MAX_NESTING and nesting(meta) > MAX_NESTING:
+        return f"metadata is nested deeper than {MAX_NESTING} levels"
+    return None
+
+
 _CHUNK = 400
 """Events per chunk when a batch's prefilter is shared with the helper process (a batch of
 fewer than two chunks is gated in-process)."""
@@ -325,6 +375,7 @@ class _Prepared:
         self.texts: list[str] = list(map(_TEXT, pending))
         self.metas: list[Mapping[str, JsonValue]] = list(map(_METADATA, pending))
         self.js = metadata_json(self.metas)  # None: not JSON, redacted whole; raises below
+        self._cap_metadata()
         self.worker = worker
         n = len(pending)
         size = _CHUNK if worker is not None else max(n, 1)
@@ -339,6 +390,20 @@ class _Prepared:
                     self.tickets.append((worker.submit(data, ends), data, ends))
             except OSError:
                 self._drop_worker()
+
+    def _cap_metadata(self) -> None:
+        """Cut every metadata whose JSON is over the cap (before redaction reads it)."""
+        cap, js = self.cap, self.js
+        for i, j in enumerate(js):
+            if (
+                j is not None
+                and len(j) * 4 > cap
+                and (size := len(j.encode("utf-8", "surrogatepass"))) > cap
+            ):
+                meta = cap_metadata(self.metas[i], cap, size)
+                self.metas[i] = meta
+                js[i] = _META_JSON(meta)
+                self.report.truncated += 1
 
     def _probes(self, lo: int, hi: int) -> list[str]:
         return self.texts[lo:hi] + [j or "" for j in self.js[lo:hi]]
@@ -441,6 +506,57 @@ class _Prepared:
             yield rows
 
 
+def _id_problem(name: str, value: object) -> str:
+    if type(value) is not str:
+        return f"{name} must be a string (got {type(value).__name__})"
+    if "\x00" in value:
+        return f"{name} contains a NUL character"
+    return f"{name} is longer than {MAX_ID_CHARS} characters ({len(value)})"
+
+
+def _guarded(source: Source, path: Path, start: int, options: SourceOptions) -> Iterator[RawRecord]:
+    """``source.read`` with a net under it: a reader that fails unexpectedly on a line (a bug
+    a hostile input found) costs that line, not the file. The line becomes a record with the
+    error, and an incremental reader resumes after it; a whole-document reader stops."""
+    pos = start
+    while True:
+        try:
+            for record in source.read(path, pos, options):
+                pos = record.end_offset
+                yield record
+            return
+        except (OSError, IngestError, MemoryError):
+            raise
+        except Exception as exc:
+            reason = f"reader error: {type(exc).__name__}: {exc}"[:500]
+            line, end = _line_at(path, pos)
+            if not source.incremental or end <= pos:
+                yield RawRecord(line, pos, pos, error=reason, complete=source.incremental)
+                return
+            yield RawRecord(line, pos, end, error=reason)
+            pos = end
+
+
+def _line_at(path: Path, pos: int) -> tuple[int, int]:
+    """The 1-based number of the line starting at byte ``pos`` and the offset just past it."""
+    with path.open("rb") as fh:
+        count = 1
+        remaining = pos
+        while remaining:
+            chunk = fh.read(min(1 << 20, remaining))
+            if not chunk:
+                break
+            count += chunk.count(b"\n")
+            remaining -= len(chunk)
+        end = pos
+        while chunk := fh.read(1 << 16):
+            cut = chunk.find(b"\n")
+            if cut >= 0:
+                return count, end + cut + 1
+            end += len(chunk)
+    return count, pos
+
+
 class Importer:
     """Turns files and records into stored events. One instance per ingest run."""
 
@@ -506,7 +622,7 @@ class Importer:
         consumed = start
         failed = 0  # rejections that count against the file (not a last line still growing)
         try:
-            for record in source.read(path, start, options):
+            for record in _guarded(source, path, start, options):
                 if record.error is not None:
                     report.rejections.append(Rejection(where, record.line, record.error))
                     if not record.complete:
@@ -609,6 +725,9 @@ class Importer:
         agent: str = "unknown",
     ) -> Event:
         """Validate, cap and redact one draft into an ``Event`` (counting into ``report``)."""
+        problem = metadata_problem(draft.metadata)
+        if problem is not None:
+            raise IngestError(problem, event_id=event_id)
         rows, metas = self._finish(
             [self._validate(draft, event_id, source, source_pos, agent)], report
         )
@@ -631,6 +750,21 @@ class Importer:
             raise IngestError(f"invalid event_type {event_type!r}", event_id=event_id)
         if not draft.session_id:
             raise IngestError("missing session_id", event_id=event_id)
+        ts = draft.ts_ms
+        if type(ts) is not int or ts < MIN_TS_MS or ts > MAX_TS_MS:
+            raise IngestError(str(ts_problem(ts)), event_id=event_id)
+        project = self._project or draft.project or self._default_project
+        agent_name = draft.agent or agent
+        for name, value in (
+            ("event_id", event_id),
+            ("session_id", draft.session_id),
+            ("project", project),
+            ("agent", agent_name),
+        ):
+            if type(value) is not str or len(value) > MAX_ID_CHARS or "\x00" in value:
+                raise IngestError(_id_problem(name, value), event_id=None)
+        if type(draft.text) is not str:
+            raise IngestError(f"text must be a string (got {type(draft.text).__name__})")
         # Cut with slack first (so a huge text is not redacted in full), redact, then cut to the
         # cap: a secret straddling the cap is still seen whole by the redactor.
         text = draft.text
@@ -640,9 +774,9 @@ class Importer:
         return (
             event_id,
             draft.session_id,
-            self._project or draft.project or self._default_project,
-            draft.agent or agent,
-            draft.ts_ms,
+            project,
+            agent_name,
+            ts,
             event_type,
             role,
             text,
@@ -699,9 +833,12 @@ class Importer:
 
     # -- records given directly (API, MCP remember, hooks) -----------------------------------------
     def ingest_drafts(
-        self, drafts: Iterable[tuple[EventDraft, str]], *, source: str = "api"
+        self, drafts: Iterable[tuple[EventDraft | str, str]], *, source: str = "api"
     ) -> IngestReport:
-        """Store drafts with the ids given beside them, in batches; bad ones are rejected."""
+        """Store drafts with the ids given beside them, in batches; bad ones are rejected.
+
+        A reason in place of a draft (a record its caller could not read) is counted and
+        rejected at its place, so every rejection names its record's number."""
         report = IngestReport()
         batch = _Batch()
         validate, size = self._validate, self.options.batch_size
@@ -710,6 +847,11 @@ class Importer:
             n = 0
             for n, (draft, event_id) in enumerate(drafts, start=1):
                 try:
+                    if isinstance(draft, str):
+                        raise IngestError(draft)
+                    problem = metadata_problem(draft.metadata)
+                    if problem is not None:
+                        raise IngestError(problem, event_id=event_id)
                     pending.append(validate(draft, event_id, None, None, "unknown"))
                 except IngestError as exc:
                     report.rejections.append(Rejection(source, n, exc.reason))

@@ -30,6 +30,7 @@ from datetime import UTC, date, datetime, timedelta, tzinfo
 
 from memtoc.errors import QueryError
 
+_DAY_MS = 86_400_000
 PERIOD_LEVELS: tuple[str, ...] = ("year", "month", "week", "day")
 """Period levels from the root down (segments sit below days)."""
 
@@ -105,9 +106,17 @@ class Calendar:
                 hi_ms = mid
         return hi_ms
 
+    def start_after(self, d: date, days: int) -> int:
+        """``day_start(d + days)``, also past 9999-12-31 (which ``date`` cannot represent: the
+        periods at the end of year 9999 end there, one day per day after its last midnight)."""
+        try:
+            return self.day_start(d + timedelta(days))
+        except OverflowError:
+            return self.day_start(date.max) + ((d - date.max).days + days) * _DAY_MS
+
     # -- periods of an instant ----------------------------------------------------------------
     def day(self, d: date) -> Period:
-        return Period("day", d.isoformat(), self.day_start(d), self.day_start(d + timedelta(1)))
+        return Period("day", d.isoformat(), self.day_start(d), self.start_after(d, 1))
 
     def week(self, d: date) -> Period:
         """The ISO week containing local date ``d``."""
@@ -117,24 +126,22 @@ class Calendar:
             "week",
             f"{iso_year:04d}-W{iso_week:02d}",
             self.day_start(monday),
-            self.day_start(monday + timedelta(7)),
+            self.start_after(monday, 7),
         )
 
     def month(self, year: int, month: int) -> Period:
-        nxt = date(year + 1, 1, 1) if month == 12 else date(year, month + 1, 1)
-        return Period(
-            "month",
-            f"{year:04d}-{month:02d}",
-            self.day_start(date(year, month, 1)),
-            self.day_start(nxt),
-        )
+        if month == 12:
+            end = self.start_after(date(year, 12, 31), 1)
+        else:
+            end = self.day_start(date(year, month + 1, 1))
+        return Period("month", f"{year:04d}-{month:02d}", self.day_start(date(year, month, 1)), end)
 
     def year(self, year: int) -> Period:
         return Period(
             "year",
             f"{year:04d}",
             self.day_start(date(year, 1, 1)),
-            self.day_start(date(year + 1, 1, 1)),
+            self.start_after(date(year, 12, 31), 1),
         )
 
     def period_of(self, level: str, ts_ms: int) -> Period:

@@ -22,13 +22,20 @@ from pathlib import Path
 from typing import Any
 
 from memtoc.errors import IngestError
+from memtoc.model import MAX_TS_MS, MIN_TS_MS
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _ONE_MS = timedelta(milliseconds=1)
-_MAX_TS_MS = (1 << 48) - 1
-"""The largest instant a ULID can carry (year 10889)."""
-_SECONDS_BELOW = 1e11
+_SECONDS_BELOW = 100_000_000_000
 """Epoch numbers below this are seconds (1e11 s is year 5138; 1e11 ms is March 1973)."""
+_TOO_BIG = 10**18
+"""Epoch numbers this large are out of range whatever their unit (checked before arithmetic)."""
+_MAX_DIGITS = 20
+"""Longest digit string read as an epoch number (more is out of range anyway)."""
+TS_RANGE = "supported: 1970-01-01T00:00:00Z to 9999-12-30T23:59:59.999Z"
+MAX_NESTING = 100
+"""Deepest nesting of arrays and objects read from a record; deeper lines are rejected (the
+decoder and everything that walks a value after it recurse)."""
 _COUNT_CHUNK = 1 << 20
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -111,6 +118,8 @@ def decode_line(raw: bytes, offset: int) -> tuple[Any, str | None]:
         value, end = _SCAN(text, 0)
     except (StopIteration, ValueError):
         end = -1
+    except RecursionError:
+        return None, _TOO_DEEP
     if end != len(text) and not (end > 0 and text[end:].isspace()):
         # Leading whitespace, trailing data or a syntax error: the full decoder decides, on the
         # stripped line so that error positions read "line 1 column N".
@@ -118,9 +127,46 @@ def decode_line(raw: bytes, offset: int) -> tuple[Any, str | None]:
             value = _DECODER.decode(text.strip())
         except ValueError as exc:
             return None, f"invalid JSON: {exc}"
+        except RecursionError:
+            return None, _TOO_DEEP
+    if raw.count(b"[") + raw.count(b"{") > MAX_NESTING and nesting(value) > MAX_NESTING:
+        return None, _TOO_DEEP
     if b"\\ud" in raw or b"\\uD" in raw:
         value = replace_surrogates(value)
     return value, None
+
+
+_TOO_DEEP = f"invalid JSON: nested deeper than {MAX_NESTING} levels"
+
+
+def nesting(value: Any) -> int:
+    """How deep arrays and objects nest in ``value`` (0 for a scalar); iterative, any depth."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        depth += 1
+        deepest = max(deepest, depth)
+        stack.extend((child, depth) for child in children if isinstance(child, dict | list))
+    return deepest
+
+
+def loads_bounded(text: str) -> Any:
+    """``json.loads`` for JSON found inside a record (tool arguments, outputs): ``ValueError``
+    also for nesting deeper than ``MAX_NESTING`` and for numbers too long to convert."""
+    try:
+        value = _DECODER.decode(text)
+    except RecursionError:
+        raise ValueError(_TOO_DEEP) from None
+    if text.count("[") + text.count("{") > MAX_NESTING and nesting(value) > MAX_NESTING:
+        raise ValueError(_TOO_DEEP)
+    return value
 
 
 def replace_surrogates(value: Any) -> Any:
@@ -157,27 +203,40 @@ def first_line_cut(head: bytes) -> bool:
 def parse_timestamp(value: Any) -> int:
     """An instant as UTC epoch milliseconds.
 
-    Accepts ISO 8601 strings (``Z`` or an offset; no zone means UTC) and epoch numbers (or digit
-    strings): milliseconds, or seconds when below 1e11. Raises ``ValueError`` with the reason.
+    Accepts ISO 8601 strings (``Z`` or an offset; no zone means UTC) and epoch numbers (or strings
+    of ASCII digits): milliseconds, or seconds when below 1e11. The instant must lie in
+    ``model.MIN_TS_MS..MAX_TS_MS`` (1970 to the end of 9999). Raises ``ValueError`` with the reason.
     """
     if isinstance(value, str):
         try:
             dt = datetime.fromisoformat(value)
         except ValueError:
-            if value.isdigit():
+            if value.isascii() and value.isdigit():
+                if len(value) > _MAX_DIGITS:
+                    raise ValueError(f"timestamp out of range {_show(value)}") from None
                 return parse_timestamp(int(value))
+            if any(c.isdigit() for c in value) and not value.isascii():
+                raise ValueError(
+                    f"unparseable timestamp {_show(value)} (only ASCII digits are read)"
+                ) from None
             raise ValueError(f"unparseable timestamp {_show(value)}") from None
         if dt.tzinfo is None:
             dt = dt.replace(tzinfo=UTC)
         ms: int = (dt - _EPOCH) // _ONE_MS
-    elif isinstance(value, int | float) and not isinstance(value, bool):
+    elif isinstance(value, int) and not isinstance(value, bool):
+        if abs(value) >= _TOO_BIG:  # before any float conversion (a 400-digit int overflows)
+            raise ValueError(f"timestamp out of range {_show(value)}")
+        ms = value * 1000 if abs(value) < _SECONDS_BELOW else value
+    elif isinstance(value, float):
         if not math.isfinite(value):
             raise ValueError(f"unparseable timestamp {value!r}")
+        if abs(value) >= _TOO_BIG:
+            raise ValueError(f"timestamp out of range {_show(value)}")
         ms = round(value * 1000 if abs(value) < _SECONDS_BELOW else value)
     else:
         raise ValueError(f"unparseable timestamp {_show(value)}")
-    if not 0 <= ms <= _MAX_TS_MS:
-        raise ValueError(f"timestamp out of range {_show(value)}")
+    if not MIN_TS_MS <= ms <= MAX_TS_MS:
+        raise ValueError(f"timestamp out of range {_show(value)} ({TS_RANGE})")
     return ms
 
 

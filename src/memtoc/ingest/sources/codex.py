@@ -30,7 +30,6 @@ file order and get the same instant whatever offset a read starts from).
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -45,6 +44,7 @@ from memtoc.ingest.sources._lines import (
     first_line_cut,
     first_object,
     iter_lines,
+    loads_bounded,
     mtime_ms,
     parse_timestamp,
     session_hint_from,
@@ -305,7 +305,7 @@ def _compact_arguments(args: Any) -> str:
     if isinstance(args, str):
         if args[:1] in ("{", "["):
             try:
-                return compact_json(json.loads(args))
+                return compact_json(loads_bounded(args))
             except ValueError:
                 return args
         return args
@@ -325,7 +325,7 @@ def _call_output(output: Any) -> tuple[str, dict[str, JsonValue]]:
     text = output
     if output.startswith("{") and '"output"' in output:
         try:
-            parsed = json.loads(output)
+            parsed = loads_bounded(output)
         except ValueError:
             parsed = None
         if isinstance(parsed, dict) and isinstance(parsed.get("output"), str):
@@ -335,7 +335,10 @@ def _call_output(output: Any) -> tuple[str, dict[str, JsonValue]]:
                 exit_code = meta.get("exit_code")
     elif output.startswith("Exit code: "):
         first = output[len("Exit code: ") :].split("\n", 1)[0].strip()
-        exit_code = int(first) if first.lstrip("-").isdigit() else None
+        digits = first.removeprefix("-")
+        exit_code = (
+            int(first) if digits.isascii() and digits.isdigit() and len(digits) < 19 else None
+        )
     if isinstance(exit_code, int) and not isinstance(exit_code, bool):
         return text, {"exit_code": exit_code, "is_error": exit_code != 0}
     return text, {}

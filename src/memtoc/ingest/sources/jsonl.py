@@ -31,12 +31,18 @@ from memtoc.ingest.sources._lines import (
     parse_timestamp,
 )
 from memtoc.ingest.sources.base import EventDraft, RawRecord, SourceOptions
-from memtoc.model import DEFAULT_ROLE_FOR_TYPE, DEFAULT_TYPE_FOR_ROLE, EVENT_TYPES, ROLES
+from memtoc.model import (
+    DEFAULT_ROLE_FOR_TYPE,
+    DEFAULT_TYPE_FOR_ROLE,
+    EVENT_TYPES,
+    MAX_TS_MS,
+    MIN_TS_MS,
+    ROLES,
+)
 
 _fromisoformat = datetime.fromisoformat
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _ONE_MS = timedelta(milliseconds=1)
-_MAX_TS_MS = (1 << 48) - 1
 _ROLES = frozenset(ROLES)
 _TYPES = frozenset(EVENT_TYPES)
 _ROLE_CHOICES = ", ".join(ROLES)
@@ -141,7 +147,7 @@ def _iso_ms(value: str) -> int:
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=UTC)
     ms: int = (dt - _EPOCH) // _ONE_MS
-    if ms < 0 or ms > _MAX_TS_MS:
+    if ms < MIN_TS_MS or ms > MAX_TS_MS:
         raise ValueError(value)
     return ms
 

@@ -37,7 +37,15 @@ from pathlib import Path
 from typing import Any
 
 from memtoc.errors import IngestError
-from memtoc.ingest.sources._lines import compact_json, mtime_ms, parse_timestamp, replace_surrogates
+from memtoc.ingest.sources._lines import (
+    MAX_NESTING,
+    compact_json,
+    loads_bounded,
+    mtime_ms,
+    nesting,
+    parse_timestamp,
+    replace_surrogates,
+)
 from memtoc.ingest.sources.base import EventDraft, RawRecord, SourceOptions
 from memtoc.model import JsonValue
 
@@ -108,6 +116,10 @@ class OpenAIChatSource:
         except ValueError as exc:
             yield RawRecord(1, 0, len(data), error=f"invalid JSON: {exc}")
             return
+        except RecursionError:
+            yield RawRecord(1, 0, len(data), error="invalid JSON: nested too deeply")
+            return
+        deep = text.count("[") + text.count("{") > MAX_NESTING
         to_bytes = _byte_offsets(text, data)
         line = 0
         for number, conv in enumerate(conversations, start=1):
@@ -118,6 +130,8 @@ class OpenAIChatSource:
                 session_id = given
             elif given is not None:
                 conv.error = conv.error or "field 'session_id' must be a non-empty string"
+            if deep and nesting(conv.fields) > MAX_NESTING + 2:  # + the conversation, messages
+                conv.error = conv.error or f"nested deeper than {MAX_NESTING} levels"
             base_ms = _conversation_start(conv, path)
             for index, (begin, end, message) in enumerate(conv.messages, start=1):
                 line += 1
@@ -125,6 +139,8 @@ class OpenAIChatSource:
                 found = (
                     base_ms if isinstance(base_ms, str) else _message_parts(message, conv.fields)
                 )
+                if deep and nesting(message) > MAX_NESTING:
+                    found = f"nested deeper than {MAX_NESTING} levels"
                 if isinstance(found, str):
                     record.error = f"{where}message {index}: {found}"
                 elif not found:
@@ -243,7 +259,7 @@ def _compact_arguments(args: Any) -> str:
     """Function arguments (a JSON string) re-rendered compactly; other strings verbatim."""
     if isinstance(args, str):
         try:
-            return compact_json(json.loads(args))
+            return compact_json(loads_bounded(args))
         except ValueError:
             return args
     return compact_json(args if args is not None else {})
