@@ -3,6 +3,7 @@
 from memtoc.surfaces.cli import (
     bench_cmds,
     bookmark_cmds,  # memtoc bookmarks list|refresh
+    bookmark_eval_cmds,  # memtoc eval bookmarks
     context_cmds,  # session-start context
     demo,
     eval_cmds,  # memtoc eval locomo|longmemeval
@@ -22,6 +23,7 @@ from memtoc.surfaces.cli import (
 __all__ = [
     "bench_cmds",
     "bookmark_cmds",
+    "bookmark_eval_cmds",
     "context_cmds",
     "demo",
     "eval_cmds",
