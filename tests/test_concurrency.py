@@ -155,7 +155,7 @@ def test_four_ingesters_two_processors_and_readers(tmp_path: Path) -> None:
     def http_reader() -> None:
         """The HTTP API (FastAPI app, its Memory pool) read while the writers run."""
         app = create_app(lambda: open_memory(str(db)), token="t", pool_size=2, web=False)
-        with TestClient(app) as client:
+        with TestClient(app, base_url="http://127.0.0.1:8765") as client:
             while not stop.is_set():
                 for url in ("/v1/toc?project=webapp", "/v1/search?q=auth+token", "/v1/status"):
                     response = client.get(url, headers={"Authorization": "Bearer t"})

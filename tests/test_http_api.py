@@ -22,7 +22,6 @@ from memtoc.errors import ConfigError
 from memtoc.memory import Memory
 from memtoc.surfaces.http.app import create_app
 from memtoc.surfaces.http.auth import (
-    BearerAuthMiddleware,
     check_bind,
     ensure_token,
     is_loopback,
@@ -30,10 +29,13 @@ from memtoc.surfaces.http.auth import (
     token_path,
     write_token,
 )
+from memtoc.surfaces.http.guard import RequestGuard, allowed_hosts
 from memtoc.surfaces.http.pool import MemoryPool
 
 TOKEN = "test-token-0123456789"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
+LOCAL = "http://127.0.0.1:8765"
+"""Where the test client sends requests: a loopback Host, as a browser on this machine would."""
 DAY_MS = 86_400_000
 START_MS = 1_705_572_000_000  # 2024-01-18T10:00:00Z
 
@@ -83,7 +85,7 @@ def settings(tmp_path_factory: pytest.TempPathFactory) -> Settings:
 @pytest.fixture(scope="module")
 def client(settings: Settings) -> Iterator[TestClient]:
     app = create_app(lambda: Memory.open(settings), token=TOKEN, pool_size=2)
-    with TestClient(app) as c:
+    with TestClient(app, base_url=LOCAL) as c:
         yield c
 
 
@@ -166,7 +168,7 @@ def test_openapi_is_public_and_declares_bearer_auth(client: TestClient) -> None:
 
 def test_no_auth_mode_serves_without_a_token(settings: Settings) -> None:
     app = create_app(lambda: Memory.open(settings), token=None, web=False)
-    with TestClient(app) as c:
+    with TestClient(app, base_url=LOCAL) as c:
         assert c.get("/v1/projects").status_code == 200
 
 
@@ -185,7 +187,7 @@ def test_status_includes_daemon_info(settings: Settings) -> None:
     app = create_app(
         lambda: Memory.open(settings), token=TOKEN, daemon=lambda: {"pid": 42}, web=False
     )
-    with TestClient(app) as c:
+    with TestClient(app, base_url=LOCAL) as c:
         assert c.get("/v1/status", headers=AUTH).json()["daemon"] == {"pid": 42}
 
 
@@ -328,7 +330,7 @@ def test_bookmarks_and_context(client: TestClient) -> None:
 def test_remember_stores_an_event(tmp_path: Path) -> None:
     s = make_settings(tmp_path / "home")
     app = create_app(lambda: Memory.open(s), token=TOKEN, web=False)
-    with TestClient(app) as c:
+    with TestClient(app, base_url=LOCAL) as c:
         response = c.post(
             "/v1/remember",
             json={"text": "We chose SQLite for the embedded store.", "kind": "decision"},
@@ -349,7 +351,7 @@ def test_remember_stores_an_event(tmp_path: Path) -> None:
 def test_empty_store_answers_4xx_not_5xx(tmp_path: Path) -> None:
     s = make_settings(tmp_path / "home")
     app = create_app(lambda: Memory.open(s), token=TOKEN, web=False)
-    with TestClient(app) as c:
+    with TestClient(app, base_url=LOCAL) as c:
         assert c.get("/v1/toc", headers=AUTH).status_code == 400
         assert c.get("/v1/timeline", headers=AUTH).status_code == 400
         assert c.get("/v1/search", params={"q": "x"}, headers=AUTH).json()["items"] == []
@@ -385,7 +387,7 @@ def test_loopback_rules() -> None:
         check_bind(host, "a-token")
 
 
-def test_bearer_middleware_guards_mcp_over_http() -> None:
+def test_request_guard_checks_the_token_of_every_path_it_guards() -> None:
     from starlette.applications import Starlette
     from starlette.responses import PlainTextResponse
     from starlette.routing import Route
@@ -394,7 +396,10 @@ def test_bearer_middleware_guards_mcp_over_http() -> None:
         return PlainTextResponse("hi")
 
     inner = Starlette(routes=[Route("/mcp", hello)])
-    with TestClient(BearerAuthMiddleware(inner, TOKEN)) as c:
+    guarded = RequestGuard(
+        inner, hosts=allowed_hosts("127.0.0.1"), token=TOKEN, token_prefixes=("/",)
+    )
+    with TestClient(guarded, base_url=LOCAL) as c:
         assert c.get("/mcp").status_code == 401
         assert c.get("/mcp", headers={"Authorization": "Bearer nope"}).status_code == 401
         assert c.get("/mcp", headers=AUTH).text == "hi"
@@ -452,5 +457,5 @@ def test_unknown_query_parameters_are_rejected(client: TestClient) -> None:
 def test_the_app_restarts_after_its_lifespan_ends(settings: Settings) -> None:
     app = create_app(lambda: Memory.open(settings), token=TOKEN, web=False)
     for _ in range(2):  # each `with` runs startup and shutdown (the pool closes, then reopens)
-        with TestClient(app) as c:
+        with TestClient(app, base_url=LOCAL) as c:
             assert c.get("/v1/projects", headers=AUTH).status_code == 200

@@ -63,6 +63,8 @@ class ServeOptions:
     """While an MCP server's worker processes the store: seconds between tries to take over."""
     pool_size: int = 4
     """Store connections for concurrent HTTP requests."""
+    allow_hosts: tuple[str, ...] = ()
+    """``Host`` names served besides loopback's (``--allow-host``; ``surfaces/http/guard.py``)."""
     log_level: str = "warning"
 
 
@@ -136,7 +138,14 @@ def serve(
             lock = processing.lock.path if processing.lock is not None else lock_path(settings)
             return {"pid": os.getpid(), "lock": str(lock), "worker": worker, "processing": info}
 
-        app = create_app(open_memory, token=token, daemon=daemon_info, pool_size=options.pool_size)
+        app = create_app(
+            open_memory,
+            token=token,
+            daemon=daemon_info,
+            pool_size=options.pool_size,
+            host=options.host,
+            allow_hosts=options.allow_hosts,
+        )
         config = uvicorn.Config(
             app, log_level=options.log_level, access_log=False, timeout_graceful_shutdown=30
         )

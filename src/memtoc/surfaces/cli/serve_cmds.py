@@ -37,6 +37,14 @@ def serve_cmd(
     log_level: Annotated[
         str, typer.Option("--log-level", help="uvicorn/memtoc log level: warning, info, debug.")
     ] = "warning",
+    allow_host: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allow-host",
+            help="Also answer requests for this Host name (repeatable; e.g. behind a proxy). "
+            "A loopback server answers only loopback names otherwise (DNS rebinding).",
+        ),
+    ] = None,
 ) -> None:
     """Run the daemon: outbox worker, rollup scheduler, HTTP API (/v1) and web UI.
 
@@ -54,6 +62,7 @@ def serve_cmd(
         poll_s=poll,
         rollup_interval_s=rollup_interval,
         log_level=log_level.lower(),
+        allow_hosts=tuple(allow_host or ()),
     )
 
     def say(line: str) -> None:

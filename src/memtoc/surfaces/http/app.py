@@ -1,7 +1,9 @@
 """The HTTP API: a FastAPI app over the ``Memory`` facade (``/v1``), plus the web UI at ``/``.
 
-``create_app(memory_factory, token=...)`` builds it. Every ``/v1`` route requires the bearer
-token (when ``token`` is None auth is off: ``memtoc serve --no-auth``, loopback only). The
+``create_app(memory_factory, token=..., host=...)`` builds it. Every ``/v1`` route requires the
+bearer token (when ``token`` is None auth is off: ``memtoc serve --no-auth``, loopback only). In
+front of everything, ``RequestGuard`` (``guard.py``) checks ``Host`` and ``Origin`` (DNS
+rebinding, with or without a token), the token before any body is read, and a body limit. The
 OpenAPI document is published at ``/openapi.json`` (interactive docs at ``/docs``) without a
 token, as are the web UI's static files; the page reads the token from the URL fragment.
 
@@ -15,7 +17,7 @@ leased from a ``MemoryPool`` (one store connection per concurrent request, never
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Collection
 from contextlib import asynccontextmanager
 from importlib import metadata
 
@@ -27,6 +29,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from memtoc.errors import MemtocError, NotFoundError, StoreError
 from memtoc.surfaces.http import routes_navigate, routes_query
 from memtoc.surfaces.http.deps import ApiState, DaemonInfo, reject_unknown_query, require_token
+from memtoc.surfaces.http.guard import MAX_BODY_BYTES, RequestGuard, allowed_hosts
 from memtoc.surfaces.http.pool import MemoryFactory, MemoryPool
 from memtoc.surfaces.web import mount_web
 
@@ -47,10 +50,15 @@ def create_app(
     daemon: DaemonInfo | None = None,
     pool_size: int = 4,
     web: bool = True,
+    host: str = "127.0.0.1",
+    allow_hosts: Collection[str] = (),
+    max_body_bytes: int = MAX_BODY_BYTES,
 ) -> FastAPI:
     """The API over Memories built by ``memory_factory`` (one per concurrent request).
 
     ``daemon`` adds ``memtoc serve``'s state to ``/v1/status``; ``web`` mounts the web UI.
+    ``host``: the interface it is served on (a loopback one answers loopback ``Host`` names and
+    ``allow_hosts`` only); ``max_body_bytes``: the request body limit (``guard.py``).
     """
     pool = MemoryPool(memory_factory, size=pool_size)
 
@@ -77,6 +85,12 @@ def create_app(
     _install_error_handlers(app)
     if web:
         mount_web(app)
+    app.add_middleware(
+        RequestGuard,
+        hosts=allowed_hosts(host, allow_hosts),
+        token=token,
+        max_body_bytes=max_body_bytes,
+    )
     return app
 
 

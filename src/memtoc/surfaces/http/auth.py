@@ -17,8 +17,6 @@ import os
 import secrets
 from pathlib import Path
 
-from starlette.types import ASGIApp, Receive, Scope, Send
-
 from memtoc.errors import ConfigError
 
 TOKEN_FILE = "http-token"
@@ -94,40 +92,3 @@ def bearer_ok(header: str | None, token: str) -> bool:
     if scheme.lower() != "bearer":
         return False
     return secrets.compare_digest(value.strip().encode(), token.encode())
-
-
-class BearerAuthMiddleware:
-    """ASGI middleware: HTTP requests whose path starts with ``prefix`` need the bearer token.
-
-    Used around the MCP-over-HTTP app (``memtoc mcp --transport http``); the ``/v1`` API checks
-    the token with a FastAPI dependency instead, so that the OpenAPI document declares it.
-    """
-
-    def __init__(self, app: ASGIApp, token: str, *, prefix: str = "/") -> None:
-        self.app = app
-        self.token = token
-        self.prefix = prefix
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and str(scope.get("path", "")).startswith(self.prefix):
-            header = None
-            for key, value in scope.get("headers", []):
-                if key == b"authorization":
-                    header = value.decode("latin-1")
-                    break
-            if not bearer_ok(header, self.token):
-                body = b'{"error": "missing or wrong bearer token"}'
-                await send(
-                    {
-                        "type": "http.response.start",
-                        "status": 401,
-                        "headers": [
-                            (b"content-type", b"application/json"),
-                            (b"content-length", str(len(body)).encode()),
-                            (b"www-authenticate", b"Bearer"),
-                        ],
-                    }
-                )
-                await send({"type": "http.response.body", "body": body})
-                return
-        await self.app(scope, receive, send)

@@ -1,7 +1,8 @@
 """MCP over HTTP with the HTTP API's bearer token (``memtoc mcp --transport http``).
 
-The MCP SDK's streamable-HTTP app (endpoint ``/mcp``; DNS-rebinding protection on for loopback
-hosts) wrapped in ``BearerAuthMiddleware``: every request needs the same token as ``/v1``
+The MCP SDK's streamable-HTTP app (endpoint ``/mcp``; its own DNS-rebinding protection on for
+loopback hosts) behind ``RequestGuard`` (``guard.py``: Host and Origin checks, the token before the
+body is read, a body limit): every request needs the same token as ``/v1``
 (``<home>/http-token``), unless auth is off (``--no-auth``), which ``check_bind`` only allows on a
 loopback address. Run with uvicorn on a socket bound by ``memtoc.surfaces.serve.bind_socket``.
 """
@@ -11,7 +12,8 @@ from __future__ import annotations
 from starlette.types import ASGIApp
 
 from memtoc.memory import Memory
-from memtoc.surfaces.http.auth import BearerAuthMiddleware, check_bind
+from memtoc.surfaces.http.auth import check_bind
+from memtoc.surfaces.http.guard import RequestGuard, allowed_hosts
 from memtoc.surfaces.mcp_server import build_server
 from memtoc.surfaces.processing import Processing
 
@@ -27,6 +29,4 @@ def mcp_http_app(
     app: ASGIApp = build_server(memory, processing).streamable_http_app(
         streamable_http_path=MCP_PATH, host=host
     )
-    if token is not None:
-        app = BearerAuthMiddleware(app, token)
-    return app
+    return RequestGuard(app, hosts=allowed_hosts(host), token=token, token_prefixes=("/",))
