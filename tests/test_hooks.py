@@ -101,7 +101,7 @@ def test_install_project_scope_codex_and_gemini(tmp_path: Path, user_home: Path)
         "SessionEnd",
     }
     assert set(codex["hooks"]) == {"SessionStart", "Stop", "PreCompact"}
-    assert set(gemini["hooks"]) == {"SessionStart"}
+    assert set(gemini["hooks"]) == {"SessionStart", "AfterAgent", "PreCompress", "SessionEnd"}
     assert gemini["hooks"]["SessionStart"][0]["hooks"][0]["timeout"] == 5000  # milliseconds
     assert not (user_home / ".claude").exists()
     # --home chosen at install time is baked into the command

@@ -709,15 +709,18 @@ def test_sniff_with_a_first_line_longer_than_the_head(tmp_path: Path) -> None:
 
 
 def test_registry() -> None:
-    assert set(SOURCES) == {"jsonl", "claude-code", "codex", "openai-chat", "specstory"}
+    assert set(SOURCES) == {"jsonl", "claude-code", "codex", "gemini", "openai-chat", "specstory"}
     for name, source in SOURCES.items():
         assert source.name == name
         assert isinstance(source.agent, str) and source.agent
     assert get_source("codex") is SOURCES["codex"]
-    assert [s.incremental for s in SOURCES.values()] == [True, True, True, False, True]
+    assert {n: s.incremental for n, s in SOURCES.items()} == {
+        "gemini": True, "claude-code": True, "codex": True, "jsonl": True, "openai-chat": False,
+        "specstory": True,
+    }  # fmt: skip
     with pytest.raises(
         ConfigError,
-        match=r"unknown format 'csv' \(valid: auto, claude-code, codex, jsonl, openai-chat, "
+        match=r"unknown format 'csv' \(valid: auto, gemini, claude-code, codex, jsonl, openai-chat, "
         r"specstory\)",
     ):
         get_source("csv")

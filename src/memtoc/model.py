@@ -108,6 +108,10 @@ def _civil_from_days(days: int) -> tuple[int, int, int]:
     return yoe + era * 400 + (month <= 2), month, day
 
 
+BOOKKEEPING = "bookkeeping"
+"""The metadata key naming an event's bookkeeping class (summaries, bookmarks, context skip it)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Event:
     """One conversation event. Immutable once stored."""
@@ -129,6 +133,13 @@ class Event:
     @property
     def timestamp(self) -> datetime:
         return datetime.fromtimestamp(self.ts_ms / 1000, tz=UTC)
+
+    @property
+    def bookkeeping(self) -> str | None:
+        """The bookkeeping class an importer marked this event with (``memtoc.ingest.sources.
+        bookkeeping``: an agent's own notice, not something said or done), or None."""
+        value = self.metadata.get(BOOKKEEPING)
+        return value if isinstance(value, str) and value else None
 
     def to_dict(self, *, text: bool = True) -> dict[str, JsonValue]:
         out: dict[str, JsonValue] = {

@@ -610,7 +610,7 @@ class Importer:
             report.unusable.append(where)
             return report
         job = f"{CHECKPOINT_PREFIX}{identity}"
-        start = self._resume_offset(job, size, source)
+        start = self._resume_offset(job, size, source, path)
         if start >= size:
             if progress:
                 progress(size)
@@ -661,12 +661,14 @@ class Importer:
             raise IngestError("unrecognised format (not a known transcript or JSONL file)")
         return found
 
-    def _resume_offset(self, job: str, size: int, source: Source) -> int:
+    def _resume_offset(self, job: str, size: int, source: Source, path: Path) -> int:
         mark = self.store.get_checkpoint(job)
         if self.options.rescan or not isinstance(mark, dict):
             return 0
         offset = int(mark.get("offset", 0))
-        if not source.incremental:
+        # a format with both layouts (Gemini CLI: a JSON document, or a JSONL log) says per file
+        resumable = getattr(source, "resumable", None)
+        if not (resumable(path) if callable(resumable) else source.incremental):
             # A whole-document format: unchanged size means nothing new; otherwise re-read it all
             # (every event already stored is a no-op duplicate).
             return size if offset == size else 0

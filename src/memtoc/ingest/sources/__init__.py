@@ -13,6 +13,7 @@ from memtoc.errors import ConfigError, IngestError
 from memtoc.ingest.sources.base import EventDraft, RawRecord, Source, SourceOptions
 from memtoc.ingest.sources.claude_code import ClaudeCodeSource
 from memtoc.ingest.sources.codex import CodexSource
+from memtoc.ingest.sources.gemini import GeminiSource
 from memtoc.ingest.sources.jsonl import JsonlSource
 from memtoc.ingest.sources.openai_chat import OpenAIChatSource
 from memtoc.ingest.sources.specstory import SpecStorySource
@@ -31,6 +32,7 @@ __all__ = [
 SOURCES: dict[str, Source] = {
     source.name: source
     for source in (
+        GeminiSource(),
         ClaudeCodeSource(),
         CodexSource(),
         JsonlSource(),
@@ -38,7 +40,8 @@ SOURCES: dict[str, Source] = {
         SpecStorySource(),
     )
 }
-"""Every format by name, in sniffing order: the most specific shapes first."""
+"""Every format by name, in sniffing order: the most specific shapes first (a Gemini CLI log's
+header line has Claude Code's ``sessionId`` too, and its documents OpenAI chat's ``messages``)."""
 
 SNIFF_BYTES = 16 * 1024
 """How much of a file ``sniff_format`` reads."""
@@ -56,8 +59,8 @@ def get_source(name: str) -> Source:
 def sniff_format(path: Path) -> Source | None:
     """The format ``path`` looks like from its first bytes, or None (empty, binary, unknown).
 
-    Claude Code and Codex are tried before generic JSONL, then the whole-document OpenAI chat
-    format, then SpecStory Markdown. A file that cannot be read raises ``IngestError``.
+    Gemini CLI, Claude Code and Codex are tried before generic JSONL, then the whole-document
+    OpenAI chat format, then SpecStory Markdown. A file that cannot be read raises ``IngestError``.
     """
     try:
         with path.open("rb") as f:

@@ -73,7 +73,9 @@ class Source(Protocol):
     agent: str
     """Agent name stamped on events that do not name one."""
     incremental: bool
-    """True when the format is append-only lines that can be resumed from a byte offset."""
+    """True when the format is append-only lines that can be resumed from a byte offset. A
+    format with two layouts may also define ``resumable(path) -> bool`` to decide per file (the
+    importer asks it when present)."""
 
     def sniff(self, path: Path, head: bytes) -> bool:
         """Whether the file (whose first bytes are ``head``) looks like this format."""

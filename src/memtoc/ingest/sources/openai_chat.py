@@ -112,7 +112,7 @@ class OpenAIChatSource:
             yield RawRecord(1, 0, len(data), error=f"invalid UTF-8 at byte {bom + exc.start}")
             return
         try:
-            conversations, listed = _parse_document(text)
+            conversations, listed = parse_document(text)
         except ValueError as exc:
             yield RawRecord(1, 0, len(data), error=f"invalid JSON: {exc}")
             return
@@ -120,7 +120,7 @@ class OpenAIChatSource:
             yield RawRecord(1, 0, len(data), error="invalid JSON: nested too deeply")
             return
         deep = text.count("[") + text.count("{") > MAX_NESTING
-        to_bytes = _byte_offsets(text, data)
+        to_bytes = byte_offsets(text, data)
         line = 0
         for number, conv in enumerate(conversations, start=1):
             where = f"conversation {number}, " if listed else ""
@@ -268,7 +268,7 @@ def _compact_arguments(args: Any) -> str:
 # --- walking the document for byte spans -------------------------------------------------------
 
 
-def _parse_document(text: str) -> tuple[list[_Conversation], bool]:
+def parse_document(text: str) -> tuple[list[_Conversation], bool]:
     """The conversations of a document (each message with its character span), and whether the
     document is a list of conversations."""
     i = _skip(text, 0)
@@ -379,7 +379,7 @@ def _expect_end(text: str, end: int) -> None:
         raise json.JSONDecodeError("Extra data", text, end)
 
 
-def _byte_offsets(text: str, data: bytes) -> Callable[[int], int]:
+def byte_offsets(text: str, data: bytes) -> Callable[[int], int]:
     """Maps character positions (visited in increasing order) to byte offsets in ``data``."""
     bom = 3 if data.startswith(codecs.BOM_UTF8) else 0
     if len(data) - bom == len(text):

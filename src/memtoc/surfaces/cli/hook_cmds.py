@@ -169,7 +169,9 @@ def watch(
     ctx: typer.Context,
     paths: Annotated[
         list[Path] | None,
-        typer.Argument(help="Folders or files (default: ~/.claude/projects, ~/.codex/sessions)."),
+        typer.Argument(
+            help="Folders or files (default: ~/.claude/projects, ~/.codex/sessions, ~/.gemini/tmp)."
+        ),
     ] = None,
     interval: Annotated[
         float, typer.Option("--interval", min=0.1, help="Seconds between looks.")

@@ -32,7 +32,7 @@ from memtoc.surfaces.cli.app import (
 from memtoc.surfaces.cli.timeparse import parse_instant
 from memtoc.surfaces.http.auth import ensure_token, token_path
 
-FORMATS = ["auto", "jsonl", "claude-code", "codex", "openai-chat", "specstory"]
+FORMATS = ["auto", "jsonl", "claude-code", "codex", "gemini", "openai-chat", "specstory"]
 
 
 @app.command()
@@ -64,7 +64,8 @@ def ingest(
     ] = False,
     json_out: JsonOpt = False,
 ) -> None:
-    """Import transcripts (Claude Code, Codex, generic JSONL, OpenAI chat JSON) exactly once."""
+    """Import transcripts (Claude Code, Codex, Gemini CLI, generic JSONL, OpenAI chat JSON) exactly
+    once."""
     if fmt not in FORMATS:
         raise fail(f"--format must be one of {', '.join(FORMATS)} (got {fmt!r})")
     settings = state(ctx).settings

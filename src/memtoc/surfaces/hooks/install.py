@@ -12,9 +12,9 @@ claude-code   ``~/.claude/settings.json`` /               SessionStart → conte
                                                           SessionEnd → ingest
 codex         ``~/.codex/hooks.json`` /                   SessionStart → context;         seconds
               ``<project>/.codex/hooks.json``             Stop, PreCompact → ingest
-gemini        ``~/.gemini/settings.json`` /               SessionStart → context          ms
-              ``<project>/.gemini/settings.json``         (no ingest: memtoc has no reader
-                                                          for Gemini's chat files yet)
+gemini        ``~/.gemini/settings.json`` /               SessionStart → context;         ms
+              ``<project>/.gemini/settings.json``         AfterAgent, PreCompress,
+                                                          SessionEnd → ingest
 ============  ==========================================  ==============================  =========
 
 memtoc's handlers are recognised by their command (``… hook session-start`` / ``… hook ingest``
@@ -100,9 +100,12 @@ SPECS: dict[str, AgentSpec] = {
         ".gemini",
         "settings.json",
         True,
-        (HookSpec("SessionStart", "session-start", SESSION_START_TIMEOUT_S),),
-        note="Gemini CLI transcripts are not imported yet: only the session-start context is "
-        "hooked.",
+        (
+            HookSpec("SessionStart", "session-start", SESSION_START_TIMEOUT_S),
+            HookSpec("AfterAgent", "ingest", INGEST_TIMEOUT_S),
+            HookSpec("PreCompress", "ingest", INGEST_TIMEOUT_S),
+            HookSpec("SessionEnd", "ingest --process", INGEST_TIMEOUT_S),
+        ),
     ),
 }
 

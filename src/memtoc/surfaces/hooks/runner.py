@@ -175,7 +175,9 @@ def ingest(
 
     def work() -> IngestOutcome:
         with Memory.open(settings, busy_timeout_ms=INGEST_BUSY_MS) as mem:
-            report = mem.ingest([Path(path).expanduser()])
+            # a transcript that names no working directory (older Gemini CLI sessions) is filed
+            # under the agent's, by the rule the session-start context uses
+            report = mem.ingest([Path(path).expanduser()], default_project=basename(hook.cwd))
             filed = mem.process().events if process else 0
         rejections = report.rejections
         if rejections and not _ends_with_newline(Path(path).expanduser()):

@@ -27,7 +27,11 @@ DEFAULT_INTERVAL_S = 2.0
 
 def default_paths(user_home: Path) -> list[Path]:
     """The transcript folders of the agents memtoc reads that exist on this machine."""
-    candidates = [user_home / ".claude" / "projects", user_home / ".codex" / "sessions"]
+    candidates = [
+        user_home / ".claude" / "projects",
+        user_home / ".codex" / "sessions",
+        user_home / ".gemini" / "tmp",
+    ]
     return [p for p in candidates if p.is_dir()]
 
 
