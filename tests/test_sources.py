@@ -81,7 +81,8 @@ def test_claude_code_session_events_and_skips() -> None:
     assert sum(r.skipped for r in records) == 6
     events = drafts(records)
     assert {d.session_id for d in events} == {CC_SID}
-    assert {d.project for d in events} == {"webapp"}
+    # the project is the one of the session's starting directory (memtoc.projects maps it)
+    assert {(d.project, d.cwd) for d in events} == {(None, "/home/dev/webapp")}
     assert {d.agent for d in events} == {None}
     assert all(d.metadata["cwd"] == "/home/dev/webapp" for d in events)
     assert [d.line for d in records][:14] == [*range(1, 14), 15]  # line 14 is blank
@@ -168,7 +169,7 @@ def test_claude_code_sidechain_and_summary() -> None:
     }
     assert summary.event_id is None
     assert summary.ts_ms == events[1].ts_ms  # the session's first timestamp
-    assert (summary.session_id, summary.project) == (CC_SID, "webapp")
+    assert (summary.session_id, summary.cwd) == (CC_SID, "/home/dev/webapp")
 
 
 def test_claude_code_thinking_included_on_request() -> None:
@@ -258,7 +259,9 @@ def test_codex_current_format() -> None:
     # agent_reasoning, token_count)
     assert sum(r.skipped for r in records) == 7
     events = drafts(records)
-    assert {(d.session_id, d.project, d.event_id) for d in events} == {(CODEX_SID, "api", None)}
+    assert {(d.session_id, d.cwd, d.event_id) for d in events} == {
+        (CODEX_SID, "/home/dev/api", None)
+    }
     assert all(d.metadata["git_branch"] == "feature/healthz" for d in events)
     kinds = [d.metadata.get("kind") for d in events if d.event_type == "system"]
     assert kinds == [
@@ -306,7 +309,7 @@ def test_codex_resumed_read_still_knows_the_session() -> None:
     records = read("codex", CODEX_NEW)
     tail = read("codex", CODEX_NEW, start=records[9].end_offset)
     assert tail == records[10:]
-    assert {d.project for d in drafts(tail)} == {"api"}
+    assert {d.cwd for d in drafts(tail)} == {"/home/dev/api"}
     assert dict(SOURCES["codex"].session_hint(CODEX_NEW)) == {
         "session_id": CODEX_SID,
         "cwd": "/home/dev/api",

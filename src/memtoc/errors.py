@@ -7,6 +7,7 @@
      ├── StoreError           the store cannot be opened, read or written
      │    ├── MigrationError  a schema migration failed or the schema is newer than this code
      │    └── NotFoundError   an id (event, node, grip, bookmark) does not exist
+     │         └── UnknownProjectError  a project named that does not exist (names the known ones)
      ├── IngestError          one input record (file, line, event) cannot be imported
      ├── QueryError           a search, recall or navigation request is malformed
      ├── SummarizerError      a summariser backend failed (the pipeline degrades, never mocks)
@@ -45,6 +46,19 @@ class NotFoundError(StoreError):
         self.kind = kind
         self.ident = ident
         super().__init__(f"{kind} not found: {ident}")
+
+
+class UnknownProjectError(NotFoundError):
+    """A project reference matches no project; the message names the known ones."""
+
+    def __init__(self, ident: str, known: list[str]) -> None:
+        self.known = known
+        NotFoundError.__init__(self, "project", ident)
+        listed = ", ".join(known) if known else "none yet"
+        self.args = (f"unknown project {ident!r} (known projects: {listed})",)
+
+    def __str__(self) -> str:
+        return str(self.args[0])
 
 
 class IngestError(MemtocError):

@@ -320,6 +320,28 @@ class Bookmark:
 
 
 @dataclass(frozen=True, slots=True)
+class Project:
+    """A project: the stable id every row carries, a readable name, and the folders it covers.
+
+    ``project`` never changes once given (renaming changes ``name``); ``roots`` are the canonical
+    folders (a repository's main worktree top, or a plain folder) whose sessions file into it
+    (``memtoc.projects`` holds the rule)."""
+
+    project: str
+    name: str
+    created_ms: int
+    roots: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, JsonValue]:
+        return {
+            "project": self.project,
+            "name": self.name,
+            "roots": list(self.roots),
+            "created_at": iso_ms(self.created_ms),
+        }
+
+
+@dataclass(frozen=True, slots=True)
 class OutboxEntry:
     """A unit of pipeline work, written in the same transaction as the events it announces."""
 

@@ -49,12 +49,15 @@ from memtoc.model import (
     Rejection,
     ts_problem,
 )
-from memtoc.store.base import EventRow, RowAppender, Store
+from memtoc.projects import ProjectRegistry
+from memtoc.store.base import EventRow, ProjectStore, RowAppender, Store
 
 if TYPE_CHECKING:
     from memtoc.ingest.redact import Redactor
 
 CHECKPOINT_PREFIX = "ingest:"
+MAX_PATH_CHARS = 4096
+"""A session's working directory longer than this (Linux's PATH_MAX) is no usable path."""
 TRUNCATION_MARKER = "\n[… truncated by memtoc: {size} bytes in the original]"
 _SUFFIXES = {".jsonl", ".json", ".ndjson"}
 _MARKDOWN = ".md"
@@ -134,9 +137,9 @@ class CommitInfo:
 class IngestOptions:
     format: str = "auto"
     project: str | None = None
-    """Overrides the project of every event (``--project``)."""
+    """Overrides the project of every event (``--project``: an id or name; a new one is created)."""
     default_project: str = "default"
-    """Project of events whose input names none."""
+    """Project of events whose input names no project and no working directory."""
     include_thinking: bool = False
     follow_symlinks: bool = False
     max_event_bytes: int = 1_000_000
@@ -575,8 +578,14 @@ class Importer:
         self.clock = clock or SystemClock()
         self.on_commit = on_commit
         self._slack_bytes = self.options.max_event_bytes + 4096
-        self._project = self.options.project
-        self._default_project = self.options.default_project
+        # which project (memtoc.projects): --project, else the record's own, else the project of
+        # the session's starting directory, else the default — resolved once per name/session
+        self.projects = ProjectRegistry(cast(ProjectStore, store), self.clock)
+        self._project = (
+            self.projects.for_write(self.options.project) if self.options.project else None
+        )
+        self._named: dict[str, str] = {}
+        self._sessions: dict[str, str] = {}
         self._append_rows = store.append_rows if isinstance(store, RowAppender) else None
 
     # -- files ------------------------------------------------------------------------------------
@@ -755,12 +764,12 @@ class Importer:
         ts = draft.ts_ms
         if type(ts) is not int or ts < MIN_TS_MS or ts > MAX_TS_MS:
             raise IngestError(str(ts_problem(ts)), event_id=event_id)
-        project = self._project or draft.project or self._default_project
+        named = self._project or draft.project or self.options.default_project
         agent_name = draft.agent or agent
         for name, value in (
             ("event_id", event_id),
             ("session_id", draft.session_id),
-            ("project", project),
+            ("project", named),
             ("agent", agent_name),
         ):
             if type(value) is not str or len(value) > MAX_ID_CHARS or "\x00" in value:
@@ -776,7 +785,7 @@ class Importer:
         return (
             event_id,
             draft.session_id,
-            project,
+            self._project or self._project_of(draft),
             agent_name,
             ts,
             event_type,
@@ -787,6 +796,26 @@ class Importer:
             source_pos,
             original,
         )
+
+    def _project_of(self, draft: EventDraft) -> str:
+        """The project of a draft without ``--project``: the one its record names, else its
+        session's (from the directory the session started in, else the default), memoised. A
+        directory that is not a usable path (too long, NUL) counts as none."""
+        if draft.project:
+            found = self._named.get(draft.project)
+            if found is None:
+                found = self._named[draft.project] = self.projects.for_write(draft.project)
+            return found
+        found = self._sessions.get(draft.session_id)
+        if found is None:
+            cwd = draft.cwd
+            if type(cwd) is str and cwd and len(cwd) <= MAX_PATH_CHARS and "\x00" not in cwd:
+                project, _ = self.projects.for_directory(cwd)
+                found = project.project if project is not None else None
+            if found is None:
+                found = self.projects.for_write(self.options.default_project)
+            self._sessions[draft.session_id] = found
+        return found
 
     def _finish(
         self, pending: list[_Pending], report: IngestReport

@@ -18,7 +18,16 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from memtoc.model import AppendResult, Bookmark, Event, Grip, JsonValue, OutboxEntry, TocNode
+from memtoc.model import (
+    AppendResult,
+    Bookmark,
+    Event,
+    Grip,
+    JsonValue,
+    OutboxEntry,
+    Project,
+    TocNode,
+)
 
 EventRow = tuple[str, int, str, str, str, str, str, str, str | None, str | None, str]
 """An event as a row: ``event_id, ts_ms, project, session_id, agent, event_type, role, text,
@@ -183,6 +192,25 @@ class Store(Protocol):
 
 
 # -- segments and rollups (pipeline) ----------------------------------------------------------------
+class ProjectStore(Protocol):
+    """The project registry (``memtoc.projects`` holds the rule, the stores the rows)."""
+
+    def list_projects(self) -> list[Project]:
+        """Every registered project with its root folders, by name."""
+        ...
+
+    def register_project(self, project: str, name: str, root: str | None = None) -> str:
+        """Register ``project`` (and ``root``) unless present; the project now holding ``root``.
+        Raises ``NameTaken`` (a ``StoreError``) when the name or id is another project's."""
+        ...
+
+    def add_project_root(self, project: str, root: str) -> str:
+        """Map ``root`` to ``project`` unless mapped already; the project holding it."""
+        ...
+
+    def rename_project(self, project: str, name: str) -> None: ...
+
+
 @dataclass(frozen=True, slots=True)
 class SegmentRecord:
     """The bookkeeping row of one segment: a session's contiguous events of one project.

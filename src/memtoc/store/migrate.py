@@ -153,6 +153,8 @@ TABLES: tuple[TableSpec, ...] = (
     TableSpec("tombstones", ("event_id",), ("event_id", "forgotten_ms", "reason")),
     TableSpec("rollup_dirty", ("project", "node_id"),
               ("project", "node_id", "level", "activity_ms", "marked_ms")),
+    TableSpec("projects", ("project",), ("project", "name", "created_ms")),
+    TableSpec("project_roots", ("root",), ("root", "project", "added_ms")),
 )  # fmt: skip
 
 

@@ -272,6 +272,28 @@ MIGRATIONS: tuple[Migration, ...] = (
         INSERT OR IGNORE INTO meta(key, value) VALUES ('rollup_mark_seq', '0');
         """,
     ),
+    # Project identity (memtoc.projects, store/sqlite_projects.py): every project id the rows
+    # carry is registered with a readable name (renamable) and the folders whose sessions file
+    # into it (a repository's main worktree top, or a plain folder). Existing projects keep their
+    # id, which is also their name; their folders are unknown until a session names one.
+    Migration(
+        "0009_projects",
+        """
+        CREATE TABLE projects (
+            project     TEXT PRIMARY KEY,
+            name        TEXT NOT NULL UNIQUE,
+            created_ms  INTEGER NOT NULL
+        ) WITHOUT ROWID;
+        CREATE TABLE project_roots (
+            root        TEXT PRIMARY KEY,
+            project     TEXT NOT NULL,
+            added_ms    INTEGER NOT NULL
+        ) WITHOUT ROWID;
+        CREATE INDEX project_roots_project ON project_roots(project);
+        INSERT INTO projects(project, name, created_ms)
+            SELECT project, project, MIN(first_ms) FROM sessions GROUP BY project;
+        """,
+    ),
 )
 
 

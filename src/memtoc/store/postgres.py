@@ -30,6 +30,7 @@ from memtoc.errors import NotFoundError, QueryError, StoreError
 from memtoc.model import AppendResult, Bookmark, Event, JsonValue, OutboxEntry, TocNode
 from memtoc.store.postgres_base import APPEND_LOCK, CLAIM_LOCK, SESSION_LOCKERS, dumps, pg_text
 from memtoc.store.postgres_pipeline import EVENT_COLS, PgPipeline, row_to_event
+from memtoc.store.postgres_projects import PgProjects
 from memtoc.store.postgres_search import PgSearch
 from memtoc.store.postgres_vectors import PgVectors
 from memtoc.store.sqlite import _asdict, _bookmark_from_row, _node_data, _node_from_row
@@ -57,7 +58,7 @@ def _session_key(project: str, session_id: str) -> str:
     return f"{project}\x1f{session_id}"
 
 
-class PostgresStore(PgPipeline, PgSearch, PgVectors):
+class PostgresStore(PgPipeline, PgSearch, PgVectors, PgProjects):
     """``Store`` + ``PipelineStore`` on a PostgreSQL database (``postgresql://`` URL)."""
 
     # -- events -------------------------------------------------------------------------------------
@@ -81,6 +82,7 @@ class PostgresStore(PgPipeline, PgSearch, PgVectors):
                 col.append(value)
         job_values = [(job, dumps(value)) for job, value in (checkpoints or {}).items()]
         result = AppendResult()
+        new: set[str] = set()
         with self.transaction():
             rows = self._insert_events(cols) if events else []
             result.inserted = len(rows)
@@ -88,6 +90,9 @@ class PostgresStore(PgPipeline, PgSearch, PgVectors):
             if rows:
                 seqs = [int(r[0]) for r in rows]
                 sessions = sorted({_session_key(r[1], r[2]) for r in rows})
+                new = {str(r[1]) for r in rows} - self._registered
+                if new:
+                    self._ensure_projects(sorted(new))
                 first, last = min(seqs), max(seqs)
                 found = self._query(
                     "INSERT INTO outbox(kind, payload, first_seq, last_seq, sessions, created_ms) "
@@ -109,6 +114,7 @@ class PostgresStore(PgPipeline, PgSearch, PgVectors):
                     "updated_ms = excluded.updated_ms",
                     (job, value, now),
                 )
+        self._registered |= new  # committed
         return result
 
     def _insert_events(self, cols: list[list[Any]]) -> list[tuple[Any, ...]]:

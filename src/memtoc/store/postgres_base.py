@@ -93,6 +93,8 @@ class PgBase:
         self.url = url
         self.location = redact_url(url)
         self.clock = clock or SystemClock()
+        self._registered: set[str] = set()
+        """Project ids known to be in the registry (appends register the others)."""
         self.read_only = False
         self.durability = "server"
         self.outbox_lease_ms = outbox_lease_ms

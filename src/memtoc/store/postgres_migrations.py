@@ -267,6 +267,25 @@ MIGRATIONS: tuple[PgMigration, ...] = (
         ALTER TABLE rollup_dirty ADD COLUMN seq BIGINT NOT NULL DEFAULT nextval('rollup_mark_seq');
         """,
     ),
+    # Project identity (memtoc.projects, store/postgres_projects.py): as SQLite's 0009_projects.
+    PgMigration(
+        "0008_projects",
+        """
+        CREATE TABLE projects (
+            project     TEXT PRIMARY KEY,
+            name        TEXT NOT NULL UNIQUE,
+            created_ms  BIGINT NOT NULL
+        );
+        CREATE TABLE project_roots (
+            root        TEXT PRIMARY KEY,
+            project     TEXT NOT NULL,
+            added_ms    BIGINT NOT NULL
+        );
+        CREATE INDEX project_roots_project ON project_roots(project);
+        INSERT INTO projects(project, name, created_ms)
+            SELECT project, project, MIN(ts_ms) FROM events GROUP BY project;
+        """,
+    ),
 )
 
 

@@ -33,8 +33,10 @@ from memtoc.model import (
     Grip,
     JsonValue,
     OutboxEntry,
+    Project,
     TocNode,
 )
+from memtoc.store import sqlite_projects
 from memtoc.store.base import DirtyPeriod, DocRow, EventRow, SegmentRecord
 from memtoc.store.migrations import migrate
 from memtoc.store.sqlite_checkpoint import BackgroundCheckpointer
@@ -259,9 +261,12 @@ class SqliteStore:
                 migrate(self._conn, self.clock.now_ms())
             self._live = _live_filter(self._conn)
             self._spans = _has_sessions(self._conn)
+            self.has_project_registry = sqlite_projects.has_registry(self._conn)
         except sqlite3.Error as exc:
             raise StoreError(f"cannot open store {self.path}: {exc}") from exc
         self.durability = durability
+        self._registered: set[str] = set()
+        """Project ids known to be in the registry (appends register the others)."""
         self.checkpointer = (
             None if read_only else BackgroundCheckpointer(self.path, _SYNCHRONOUS[durability])
         )
@@ -373,6 +378,7 @@ class SqliteStore:
         else:  # an iterator: a copy of what it yields (kept in C) for the session spans
             rows, given = tee(rows)
         result = AppendResult()
+        new: set[str] = set()
         with self.transaction():
             before = self._exec("SELECT COALESCE(MAX(seq), 0) FROM events").fetchone()[0]
             cur = self._conn.executemany(_INSERT_EVENT, rows)
@@ -387,12 +393,16 @@ class SqliteStore:
                 # spans of every row's session: a duplicate's only widens a span (harmless)
                 spans = session_spans(given if isinstance(given, list) else list(given))
                 self._conn.executemany(SPAN_UPSERT, spans)
+                new = {span[1] for span in spans} - self._registered
+                if new and self.has_project_registry:
+                    sqlite_projects.ensure_projects(self._conn, sorted(new), self.clock.now_ms())
             now = self.clock.now_ms()
             for job, value in (checkpoints or {}).items():
                 self._exec(
                     "INSERT OR REPLACE INTO checkpoints(job, value, updated_ms) VALUES (?, ?, ?)",
                     (job, _dumps(value), now),
                 )
+        self._registered |= new  # committed
         if result.inserted and self.checkpointer is not None:
             self.checkpointer.appended(result.inserted)
         return result
@@ -528,6 +538,19 @@ class SqliteStore:
 
     def projects(self) -> list[str]:
         return [r[0] for r in self._query("SELECT DISTINCT project FROM events ORDER BY project")]
+
+    # -- the project registry (memtoc.projects holds the rule; store/sqlite_projects the SQL) ------
+    def list_projects(self) -> list[Project]:
+        return sqlite_projects.list_projects(self)
+
+    def register_project(self, project: str, name: str, root: str | None = None) -> str:
+        return sqlite_projects.register_project(self, project, name, root, self.clock.now_ms())
+
+    def add_project_root(self, project: str, root: str) -> str:
+        return sqlite_projects.add_root(self, project, root, self.clock.now_ms())
+
+    def rename_project(self, project: str, name: str) -> None:
+        sqlite_projects.rename_project(self, project, name)
 
     # -- outbox and checkpoints ---------------------------------------------------------------------
     def _add_outbox(self, kind: str, payload: Mapping[str, JsonValue]) -> int:

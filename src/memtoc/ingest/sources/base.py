@@ -29,13 +29,18 @@ class EventDraft:
     text: str
     metadata: dict[str, JsonValue] = field(default_factory=dict)
     project: str | None = None
-    """None: the orchestrator applies ``--project`` or the default."""
+    """A project the record itself names (id or name); None: ``--project``, else the project of
+    ``cwd``, else the default (``memtoc.projects``)."""
     agent: str | None = None
     """None: the source's default agent name."""
     event_id: str | None = None
     """An id the input carries (kept verbatim); None: derived from the position key."""
     part: int = 0
     """Index of this event among those read from the same record (content blocks)."""
+    cwd: str | None = None
+    """The directory the event's *session started in* (not the line's own, which may change
+    mid-session): the importer maps it to the session's project with the one rule
+    (``memtoc.projects``). Sources keep each line's own directory in ``metadata["cwd"]``."""
 
 
 @dataclass(slots=True)

@@ -26,7 +26,9 @@ How records become events:
   skipped, not an error.
 
 ``event_id`` is the line's ``uuid`` for its first event and ``uuid#N`` for the N-th further event of
-the same line. ``project`` is the basename of ``cwd``; the full ``cwd`` is in the metadata, with
+the same line. The project is the one of the directory the session started in (its first ``cwd``,
+passed as ``EventDraft.cwd``; ``memtoc.projects`` holds the rule), so a session whose agent changes
+directory stays one project; each line's own ``cwd`` is in the metadata, with
 ``uuid``, ``parent_uuid``, ``git_branch``, ``version``, ``sidechain`` (subagent messages are kept),
 ``model`` (assistant), ``tool_name``/``tool_use_id``/``is_error`` (tools).
 """
@@ -41,7 +43,6 @@ from pathlib import Path
 from typing import Any
 
 from memtoc.ingest.sources._lines import (
-    basename,
     compact_json,
     decode_line,
     first_line_cut,
@@ -115,12 +116,13 @@ class ClaudeCodeSource:
             record = RawRecord(line_no, offset, end)
             if not isinstance(obj, dict):
                 record.error = "line is not a JSON object"
-            elif obj.get("type") == "summary":
-                if context is None:
-                    context = _file_context(path)
-                _summary(obj, context, options, record)
             else:
-                _line(obj, stem, options, record)
+                if context is None:  # the session's start: its first cwd decides the project
+                    context = _file_context(path)
+                if obj.get("type") == "summary":
+                    _summary(obj, context, options, record)
+                else:
+                    _line(obj, stem, options, record, context.cwd)
             yield record
 
     def session_hint(self, path: Path) -> Mapping[str, str]:
@@ -146,8 +148,15 @@ def _whole_object(head: bytes) -> dict[str, Any] | None:
     return obj if isinstance(obj, dict) else None
 
 
-def _line(obj: dict[str, Any], stem: str, options: SourceOptions, record: RawRecord) -> None:
-    """Fill ``record`` from a user, assistant, system or bookkeeping line."""
+def _line(
+    obj: dict[str, Any],
+    stem: str,
+    options: SourceOptions,
+    record: RawRecord,
+    start_cwd: str | None = None,
+) -> None:
+    """Fill ``record`` from a user, assistant, system or bookkeeping line; ``start_cwd`` is the
+    directory the session started in (its project's, whatever this line's own ``cwd`` says)."""
     kind = obj.get("type")
     if kind is None:
         record.error = "missing field 'type'"
@@ -197,7 +206,8 @@ def _line(obj: dict[str, Any], stem: str, options: SourceOptions, record: RawRec
     session_id = obj.get("sessionId")
     if not isinstance(session_id, str) or not session_id:
         session_id = stem
-    project = basename(obj.get("cwd"))
+    line_cwd = obj.get("cwd")
+    cwd = start_cwd or (line_cwd if isinstance(line_cwd, str) and line_cwd else None)
     uuid = obj.get("uuid") if isinstance(obj.get("uuid"), str) else None
     for index, (event_type, role, text, extra) in enumerate(parts):
         event_id = None if uuid is None else (uuid if index == 0 else f"{uuid}#{index}")
@@ -209,7 +219,7 @@ def _line(obj: dict[str, Any], stem: str, options: SourceOptions, record: RawRec
                 role=role,
                 text=text,
                 metadata={**base, **extra},
-                project=project,
+                cwd=cwd,
                 agent=options.default_agent,
                 event_id=event_id,
                 part=index,
@@ -340,7 +350,7 @@ def _summary(
             role="system",
             text=text,
             metadata=metadata,
-            project=basename(context.cwd),
+            cwd=context.cwd,
             agent=options.default_agent,
         )
     )

@@ -24,7 +24,7 @@ their events are placed at the session start plus one millisecond per line numbe
 file order and get the same instant whatever offset a read starts from).
 
 ``session_id`` is the session's ``id`` (else the uuid in the file name, else the file stem),
-``project`` the basename of its ``cwd``. Metadata carries ``cwd``, ``git_branch``, and for tools
+its project the one of its ``cwd`` (``EventDraft.cwd``; ``memtoc.projects``). Metadata carries ``cwd``, ``git_branch``, and for tools
 ``tool_name``, ``tool_use_id`` (Codex's ``call_id``), ``is_error``/``exit_code`` when known.
 """
 
@@ -38,7 +38,6 @@ from typing import Any
 
 from memtoc.errors import IngestError
 from memtoc.ingest.sources._lines import (
-    basename,
     compact_json,
     decode_line,
     first_line_cut,
@@ -118,7 +117,6 @@ class CodexSource:
             base["cwd"] = session.cwd
         if session.git_branch is not None:
             base["git_branch"] = session.git_branch
-        project = basename(session.cwd)
         legacy_start: int | None = session.ts_ms
         for line_no, offset, raw in iter_lines(path, start):
             end = offset + len(raw)
@@ -152,7 +150,7 @@ class CodexSource:
                             role=role,
                             text=text,
                             metadata={**base, **extra},
-                            project=project,
+                            cwd=session.cwd,
                             agent=options.default_agent,
                             part=index,
                         )

@@ -1,0 +1,262 @@
+"""The one project rule (memtoc.projects) over real git layouts and real stores; the migration."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from git_support import git, make_repo
+from memtoc.clock import ManualClock
+from memtoc.errors import QueryError, UnknownProjectError
+from memtoc.memory import Memory
+from memtoc.model import Event
+from memtoc.projects import ProjectRegistry
+from memtoc.store import migrations
+from memtoc.store.sqlite import SqliteStore
+
+pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+T0 = 1_705_572_000_000
+
+
+@pytest.fixture
+def store(tmp_path: Path, clock: ManualClock) -> Iterator[SqliteStore]:
+    with SqliteStore(tmp_path / "m.db", clock=clock) as s:
+        yield s
+
+
+def test_subfolders_and_worktrees_are_one_project_and_same_names_stay_apart(
+    store: SqliteStore, tmp_path: Path
+) -> None:
+    reg = ProjectRegistry(store)
+    app = make_repo(tmp_path / "work" / "app")
+    wt = tmp_path / "wt" / "app-hotfix"
+    git(app, "worktree", "add", "-q", str(wt), "-b", "hotfix")
+    first, _ = reg.for_directory(app / "src" / "pkg")
+    assert first is not None and (first.project, first.name) == ("app", "app")
+    again, _ = reg.for_directory(wt / "src")
+    assert again == first
+    other = make_repo(tmp_path / "play" / "app")
+    second, ws = reg.for_directory(other)
+    assert second is not None and second.project != "app"
+    assert second.project.startswith("app-") and second.name == "play/app"
+    assert second.roots == (ws.root,)
+    # a fresh registry over the same store (another process) agrees
+    fresh = ProjectRegistry(store)
+    assert fresh.for_directory(other / "src", register=False)[0] == second
+    assert [p.name for p in fresh.all()] == ["app", "play/app"]
+
+
+def test_scope_rule(store: SqliteStore, tmp_path: Path) -> None:
+    reg = ProjectRegistry(store)
+    assert reg.scope().how == "empty" and reg.scope().empty
+    a = make_repo(tmp_path / "a")
+    b = make_repo(tmp_path / "b")
+    pa, _ = reg.for_directory(a)
+    assert pa is not None
+    only = reg.scope()
+    assert (only.projects, only.how) == (("a",), "only")
+    pb, _ = reg.for_directory(b)
+    assert pb is not None
+    with pytest.raises(QueryError, match=r"several projects \(a, b\)"):
+        reg.scope()
+    assert reg.scope(working_dir=b / "src").projects == ("b",)
+    # explicit wins over the working directory, by id or name
+    assert reg.scope("a", working_dir=b).projects == ("a",)
+    assert reg.scope(all_projects=True).projects is None
+    with pytest.raises(
+        UnknownProjectError, match=r"unknown project 'nope' \(known projects: a, b\)"
+    ):
+        reg.scope("nope", working_dir=b)
+    # a working directory with no memory yet: nothing, and a note naming the known projects
+    c = make_repo(tmp_path / "c")
+    empty = reg.scope(working_dir=c)
+    assert empty.empty and empty.name == "c"
+    assert empty.note is not None and "known projects: a, b" in empty.note
+    assert reg.find("c") is None  # reads never register
+
+
+def test_rename_keeps_the_id_and_unknown_names_fail(store: SqliteStore, tmp_path: Path) -> None:
+    reg = ProjectRegistry(store)
+    a = make_repo(tmp_path / "a")
+    reg.for_directory(a)
+    renamed = reg.rename("a", "frontend")
+    assert (renamed.project, renamed.name) == ("a", "frontend")
+    assert reg.require("frontend").project == "a" and reg.require("a").name == "frontend"
+    assert reg.for_directory(a / "src")[0] == renamed
+    reg.for_write("notes")
+    with pytest.raises(QueryError, match="taken"):
+        reg.rename("notes", "frontend")
+    with pytest.raises(QueryError, match="taken"):
+        reg.rename("notes", "a")  # another project's id is not a free name either
+    with pytest.raises(UnknownProjectError):
+        reg.rename("ghost", "x")
+
+
+def test_a_folder_claims_a_project_of_its_name_that_has_no_folder(
+    store: SqliteStore, tmp_path: Path
+) -> None:
+    reg = ProjectRegistry(store)
+    assert reg.for_write("webapp") == "webapp"  # e.g. `ingest --project webapp`, or an old store
+    repo = make_repo(tmp_path / "webapp")
+    found, ws = reg.for_directory(repo / "src")
+    assert found is not None and found.project == "webapp" and found.roots == (ws.root,)
+    other, _ = reg.for_directory(make_repo(tmp_path / "x" / "webapp"))
+    assert other is not None and other.project != "webapp"
+
+
+def test_paths_recorded_elsewhere_map_to_the_registered_root_containing_them(
+    store: SqliteStore,
+) -> None:
+    reg = ProjectRegistry(store)
+    top, _ = reg.for_directory("/home/dev/webapp")
+    assert top is not None and top.project == "webapp"
+    sub, ws = reg.for_directory("/home/dev/webapp/services/api")
+    assert ws.kind == "missing" and sub == top
+    apart, _ = reg.for_directory("/home/dev/webapp-old")
+    assert apart is not None and apart.project != "webapp"
+
+
+def test_importer_files_a_session_by_where_it_started(tmp_path: Path) -> None:
+    """A Claude Code session that changes directory mid-session (into a subfolder, then into
+    another repository) stays one project: the one of the directory it started in."""
+    app = make_repo(tmp_path / "app")
+    lib = make_repo(tmp_path / "lib")
+    cwds = [app, app / "src", app / "src" / "pkg", lib, tmp_path]
+    path = tmp_path / "s1.jsonl"
+    lines = []
+    for i, cwd in enumerate(cwds):
+        lines.append(
+            {
+                "type": "user" if i % 2 == 0 else "assistant",
+                "uuid": f"u{i}",
+                "sessionId": "s1",
+                "cwd": str(cwd),
+                "timestamp": f"2024-01-18T10:0{i}:00Z",
+                "message": {"role": "user", "content": f"step {i} of the session"}
+                if i % 2 == 0
+                else {"role": "assistant", "content": [{"type": "text", "text": f"done {i}"}]},
+            }
+        )
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    with Memory(SqliteStore(tmp_path / "m.db")) as memory:
+        report = memory.ingest([path])
+        assert report.ingested == 5 and not report.rejections
+        assert {e.project for e in memory.events()} == {"app"}
+        # each line keeps its own directory in its metadata
+        assert [e.metadata["cwd"] for e in memory.events()] == [str(c) for c in cwds]
+        # a second session started in the library is the library's
+        other = tmp_path / "s2.jsonl"
+        lines2 = [dict(lines[3], uuid="v3", sessionId="s2")]
+        other.write_text(json.dumps(lines2[0]) + "\n")
+        memory.ingest([other])
+        assert memory.events(session_id="s2")[0].project == "lib"
+        projects = {p.project: p for p in memory.store.list_projects()}
+        assert projects["app"].roots == (str(app.resolve()),)
+        assert projects["lib"].roots == (str(lib.resolve()),)
+
+
+def _old_store(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A store as memtoc wrote it before project identity (migrations up to 0008)."""
+    names = [m.name for m in migrations.MIGRATIONS]
+    cut = names.index("0009_projects")
+    with monkeypatch.context() as m:
+        m.setattr(migrations, "MIGRATIONS", migrations.MIGRATIONS[:cut])
+        with SqliteStore(path) as old:
+            assert not old.has_project_registry
+            projects = ["webapp", "webapp", "api", "webapp", "api"]
+            old.append_events(
+                [
+                    Event(f"e{i}", f"s{i % 3}", p, "cc", T0 + i * 1000, "user_message", "user", "t")
+                    for i, p in enumerate(projects)
+                ]
+            )
+
+
+def test_an_old_store_migrates_its_projects(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "old.db"
+    _old_store(path, monkeypatch)
+    with SqliteStore(path, read_only=True) as ro:  # not migrated yet: projects from events
+        assert [(p.project, p.name) for p in ro.list_projects()] == [
+            ("api", "api"),
+            ("webapp", "webapp"),
+        ]
+    with SqliteStore(path) as store:
+        applied = [r[0] for r in store._query("SELECT name FROM schema_migrations")]
+        assert "0009_projects" in applied
+        cols = {r[1]: r[2] for r in store._query("PRAGMA table_info(projects)")}
+        assert cols == {"project": "TEXT", "name": "TEXT", "created_ms": "INTEGER"}
+        roots = {r[1] for r in store._query("PRAGMA table_info(project_roots)")}
+        assert roots == {"root", "project", "added_ms"}
+        listed = store.list_projects()
+        assert [(p.project, p.name, p.created_ms, p.roots) for p in listed] == [
+            ("api", "api", T0 + 2000, ()),
+            ("webapp", "webapp", T0, ()),
+        ]
+        # the old memory continues: a session in a folder named webapp files into it
+        reg = ProjectRegistry(store)
+        found, _ = reg.for_directory("/home/dev/webapp")
+        assert found is not None and found.project == "webapp"
+        assert store.count_events("webapp") == 3
+
+
+def test_appends_register_projects_the_registry_lacks(store: SqliteStore) -> None:
+    store.append_events([Event("e1", "s", "direct", "a", T0, "user_message", "user", "x")])
+    assert [(p.project, p.name) for p in store.list_projects()] == [("direct", "direct")]
+    store.rename_project("direct", "renamed")
+    store.append_events([Event("e2", "s", "renamed", "a", T0, "user_message", "user", "y")])
+    names = sorted((p.project, p.name) for p in store.list_projects())
+    assert names[0] == ("direct", "renamed")
+    assert names[1][0] == "renamed" and names[1][1].startswith("renamed#")
+
+
+def test_an_old_postgres_store_migrates_its_projects(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from memtoc.store import postgres_migrations
+    from memtoc.store.postgres import PostgresStore
+
+    names = [m.name for m in postgres_migrations.MIGRATIONS]
+    cut = names.index("0008_projects")
+    with monkeypatch.context() as m:
+        m.setattr(postgres_migrations, "MIGRATIONS", postgres_migrations.MIGRATIONS[:cut])
+        old = PostgresStore(pg_url)
+        try:
+            old._exec(
+                "INSERT INTO events(event_id, ts_ms, project, session_id, agent, event_type, "
+                "role, text) VALUES ('e1', %s, 'webapp', 's', 'a', 'user_message', 'user', 'x'),"
+                " ('e2', %s, 'api', 's2', 'a', 'user_message', 'user', 'y')",
+                (T0 + 5, T0),
+            )
+        finally:
+            old.close()
+    store = PostgresStore(pg_url)
+    try:
+        applied = [r[0] for r in store._query("SELECT name FROM schema_migrations")]
+        assert "0008_projects" in applied
+        cols = {
+            r[0]: r[1]
+            for r in store._query(
+                "SELECT column_name, data_type FROM information_schema.columns "
+                "WHERE table_name = 'projects'"
+            )
+        }
+        assert cols == {"project": "text", "name": "text", "created_ms": "bigint"}
+        assert [(p.project, p.name, p.created_ms) for p in store.list_projects()] == [
+            ("api", "api", T0),
+            ("webapp", "webapp", T0 + 5),
+        ]
+        reg = ProjectRegistry(store)
+        found, _ = reg.for_directory("/srv/checkouts/webapp")
+        assert found is not None and found.project == "webapp"
+        assert found.roots == ("/srv/checkouts/webapp",)
+        assert reg.rename("api", "backend").name == "backend"
+        store.append_events([Event("e3", "s3", "fresh", "a", T0, "user_message", "user", "z")])
+        assert reg.require("fresh").name == "fresh"
+    finally:
+        store.close()
