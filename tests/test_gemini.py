@@ -52,7 +52,7 @@ def test_document_messages_tool_calls_and_results() -> None:
     }  # fmt: skip
     drafts = [d for r in records for d in r.drafts]
     assert {d.session_id for d in drafts} == {MAIN}
-    assert all(d.project is None for d in drafts)  # the document names no directory
+    assert all(d.project is None and d.cwd is None for d in drafts)  # it names no directory
     assert all(d.metadata["project_hash"].startswith("d53620cc") for d in drafts)
     first = drafts[0]
     assert first.event_id == "12ec20b8-11c7-40d6-b19d-87fd54e78531"
@@ -96,7 +96,7 @@ def test_jsonl_log_upserts_by_id_and_finds_the_working_directory() -> None:
     assert not [r.error for r in records if r.error]
     drafts = [d for r in records for d in r.drafts]
     assert {d.metadata["cwd"] for d in drafts} == {"/home/kingb/aim"}  # from the session context
-    assert {d.project for d in drafts} == {"aim"}
+    assert {(d.project, d.cwd) for d in drafts} == {(None, "/home/kingb/aim")}
     context = [d for d in drafts if d.metadata.get("bookkeeping") == "context"]
     assert len(context) == 1 and context[0].event_type == "system"
     ids = [d.event_id for d in drafts if d.event_id]

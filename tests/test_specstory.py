@@ -65,7 +65,9 @@ def test_claude_code_session() -> None:
     events = drafts(records)
     assert {d.session_id for d in events} == {"3e14b6e6-2330-496e-9c76-3eb7934bc3fd"}
     assert {d.agent for d in events} == {"claude-code"}
-    assert {d.project for d in events} == {"getspecstory"}  # <project>/.specstory/history
+    # <project>/.specstory/history: the session ran in <project> (memtoc.projects names it)
+    assert {Path(d.cwd).name for d in events if d.cwd} == {"getspecstory"}
+    assert all(d.project is None for d in events)
     assert SOURCE.session_hint(CLAUDE) == {
         "session_id": "3e14b6e6-2330-496e-9c76-3eb7934bc3fd",
         "project": "getspecstory",
@@ -296,10 +298,16 @@ def test_a_tool_output_added_to_the_last_turn_is_imported(tmp_path: Path) -> Non
 
 
 def test_ingest_with_format_option_and_moved_file(tmp_path: Path) -> None:
+    # the export's folder outside any repository (the fixture itself sits in memtoc's own
+    # repository, which would be its project)
+    history = tmp_path / "getspecstory" / ".specstory" / "history"
+    history.mkdir(parents=True)
+    original = history / CODEX.name
+    shutil.copy(CODEX, original)
     moved = tmp_path / "renamed.md"
     shutil.copy(CODEX, moved)
     with _memory(tmp_path / "m.db") as memory:
-        first = memory.ingest([CODEX], fmt="specstory")
+        first = memory.ingest([original], fmt="specstory")
         second = memory.ingest([moved], fmt="specstory")
         assert first.ingested > 0 and second.ingested == 0  # same file, same identity
         assert {e.project for e in memory.events()} == {"getspecstory"}

@@ -39,7 +39,8 @@ is new (an upsert by id, the first version kept):
 
 ``session_id`` is the header's ``sessionId`` (a sub-agent's file in ``chats/<parent id>/`` gets
 ``<parent id>/<its id>``, with ``parent_session_id`` in its metadata). The header gives no working
-directory in older versions: the project is the one the file gives — the header's first
+directory in older versions: the working directory (``EventDraft.cwd``, which the importer maps
+to a project with ``memtoc.projects``' rule) is the one the file gives — the header's first
 ``directories`` entry, else the directory named in the session context, else the
 ``.project_root`` file Gemini CLI keeps in ``tmp/<project>/`` — or, when none does, left to the
 importer (``--project`` or the default). Metadata carries ``project_hash`` (Gemini's SHA-256 of
@@ -63,7 +64,6 @@ from typing import Any
 
 from memtoc.errors import IngestError
 from memtoc.ingest.sources._lines import (
-    basename,
     compact_json,
     decode_line,
     first_line_cut,
@@ -100,7 +100,8 @@ class _Session:
     start_ms: int
     base: dict[str, JsonValue] = field(default_factory=dict)
     """Metadata every event of the file carries."""
-    project: str | None = None
+    cwd: str | None = None
+    """The session's working directory (its project: ``memtoc.projects``)."""
 
 
 class GeminiSource:
@@ -209,7 +210,7 @@ def _session_from(header: Mapping[str, Any], path: Path, context: str | None) ->
         session_id=session_id,
         start_ms=start_ms if start_ms is not None else mtime_ms(path),
         base=base,
-        project=basename(cwd),
+        cwd=cwd,
     )
 
 
@@ -407,7 +408,7 @@ def _message(message: Any, session: _Session, options: SourceOptions, record: Ra
                 role=role,
                 text=text,
                 metadata={**session.base, **extra},
-                project=session.project,
+                cwd=session.cwd,
                 agent=options.default_agent,
                 event_id=event_id,
                 part=len(record.drafts) + part,
@@ -607,7 +608,7 @@ def _summary(value: Any, session: _Session, options: SourceOptions, record: RawR
             role="system",
             text=value,
             metadata={**session.base, "kind": "summary"},
-            project=session.project,
+            cwd=session.cwd,
             agent=options.default_agent,
             event_id=f"{session.session_id}#summary:{digest}",
             part=len(record.drafts),
