@@ -232,3 +232,115 @@ def eval_context(
             f"{score.ceiling:.2f}; missed {', '.join(score.missed)}",
             highlight=False,
         )
+
+
+@eval_app.command("coding")
+def eval_coding(
+    ctx: typer.Context,
+    path: Annotated[
+        Path,
+        typer.Argument(
+            help="A coding corpus folder: questions.jsonl and transcripts/ or history/.",
+            exists=True,
+            file_okay=False,
+        ),
+    ],
+    methods: Annotated[
+        str | None,
+        typer.Option(
+            "--methods", help="Comma-separated: recall, bm25, dense, rrf, recency (default: all)."
+        ),
+    ] = None,
+    questions: Annotated[
+        str | None,
+        typer.Option("--questions", help="Comma-separated question ids or categories."),
+    ] = None,
+    budgets: BudgetsOpt = "500,1000,2000",
+    store: Annotated[
+        Path | None,
+        typer.Option(
+            "--store",
+            help="Keep the built store here and reuse it while the corpus, "
+            "embedder and store-building code are unchanged (default: a temp dir).",
+        ),
+    ] = None,
+    rebuild: Annotated[
+        bool, typer.Option("--rebuild", help="Build the store again even if it could be reused.")
+    ] = False,
+    tz: Annotated[
+        str | None,
+        typer.Option(
+            "--tz",
+            help="The developer's time zone (default: the one the corpus README names, else UTC).",
+        ),
+    ] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out",
+            help="Write questions.jsonl, summary.json, report.md and answered_vs_budget.png here.",
+        ),
+    ] = None,
+    no_time_limit: Annotated[
+        bool,
+        typer.Option(
+            "--no-time-limit",
+            help="Ask recall without its time limit (reproducible on a loaded machine).",
+        ),
+    ] = False,
+    embedder: EmbedderOpt = None,
+    embed_model: EmbedModelOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Answered share within token budgets on a real coding history: recall against BM25, dense,
+    RRF and recency over the same events, per category, with latency and contract checks."""
+    import math
+    import tempfile
+
+    from memtoc.eval.coding import load_corpus, select
+    from memtoc.eval.coding_methods import METHODS
+    from memtoc.eval.coding_report import rich_table, write_outputs
+    from memtoc.eval.coding_run import run_coding
+    from memtoc.eval.coding_store import open_store
+
+    corpus = load_corpus(path)
+    chosen = select(corpus.questions, questions)
+    names = [m.strip() for m in methods.split(",") if m.strip()] if methods else list(METHODS)
+    unknown = sorted(set(names) - set(METHODS))
+    if unknown or not names:
+        raise ConfigError(f"unknown methods {unknown} (known: {', '.join(METHODS)})",
+                          setting="--methods")  # fmt: skip
+    cuts = _ints(budgets, "--budgets")
+    mctx = _context(ctx, embedder, embed_model)
+    settings = state(ctx).settings
+    with tempfile.TemporaryDirectory(prefix="memtoc-eval-coding-") as tmp:
+        built = open_store(corpus, mctx, folder=store or Path(tmp), keep=store is not None,
+                           tz=tz, redact=settings.redact, rebuild=rebuild)  # fmt: skip
+        try:
+            with _progress(json_out) as progress:
+                run = run_coding(corpus, chosen, built, mctx, methods=names, budgets=cuts,
+                                 command=_command_line(), progress=progress,
+                                 time_limit_ms=math.inf if no_time_limit else None)  # fmt: skip
+        finally:
+            built.memory.close()
+    paths = write_outputs(run, out) if out is not None else {}
+    if json_out:
+        emit_json({**run.summary(), "outputs": {k: str(v) for k, v in paths.items()}})
+        return
+    console.print(rich_table(run))
+    summary = run.summary()
+    checks = summary["violations"]
+    assert isinstance(checks, dict)
+    missing = summary["gold_not_in_store"]
+    assert isinstance(missing, dict)
+    console.print(
+        f"checks: budget exceeded {checks['budget']}, unresolved citations {checks['citation']}, "
+        f"gold quotes not in store {missing['quotes']}",
+        highlight=False,
+    )
+    for m, why in run.skipped_methods.items():
+        console.print(f"[yellow]not run[/] {m}: {why}", highlight=False)
+    for note in run.notes:
+        console.print(f"note: {note}", highlight=False)
+    for kind, p in paths.items():
+        console.print(f"{kind}: {p}", highlight=False)
