@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from memtoc.clock import ManualClock
-from memtoc.ingest.importer import discover, file_identity
+from memtoc.ingest.importer import discover
+from memtoc.ingest.positions import first_line_hash
 from memtoc.ingest.sources import SOURCES, sniff_format
 from memtoc.ingest.sources.base import EventDraft, RawRecord, SourceOptions
 from memtoc.ingest.sources.specstory import agent_name
@@ -55,7 +56,7 @@ def test_sniffed_and_found_in_folders_beside_other_markdown() -> None:
 
 def test_every_file_has_its_own_identity() -> None:
     # all exports share their first line; the identity must still tell the sessions apart
-    identities = {file_identity(p) for p in (CLAUDE, CODEX, CURSOR, QUOTED)}
+    identities = {first_line_hash(p) for p in (CLAUDE, CODEX, CURSOR, QUOTED)}
     assert len(identities) == 4 and None not in identities
 
 

@@ -403,6 +403,8 @@ class IngestReport:
     rejections: list[Rejection] = field(default_factory=list)
     redactions_by_kind: dict[str, int] = field(default_factory=dict)
     bytes_read: int = 0
+    restarted: int = 0
+    """Files read again from the start: the bytes before their saved position had changed."""
     unusable: list[str] = field(default_factory=list)
     """Files that yielded nothing usable: unreadable, of no known format, or every record they
     gave this time rejected (``memtoc ingest`` then exits non-zero, after printing the report)."""
@@ -420,6 +422,7 @@ class IngestReport:
         self.truncated += other.truncated
         self.skipped += other.skipped
         self.bytes_read += other.bytes_read
+        self.restarted += other.restarted
         self.rejections.extend(other.rejections)
         self.unusable.extend(other.unusable)
         for k, v in other.redactions_by_kind.items():
@@ -437,6 +440,7 @@ class IngestReport:
             "truncated": self.truncated,
             "skipped": self.skipped,
             "bytes_read": self.bytes_read,
+            "restarted": self.restarted,
             "rejections": [r.to_dict() for r in self.rejections],
             "unusable_files": list(self.unusable),
         }

@@ -14,7 +14,6 @@ way, storing it twice is a no-op counted as a duplicate.
 from __future__ import annotations
 
 import gc
-import hashlib
 import json
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -29,11 +28,12 @@ from memtoc.clock import Clock, SystemClock
 from memtoc.errors import IngestError
 from memtoc.ids import derived_ulid
 from memtoc.ingest import redact_worker
+from memtoc.ingest.positions import CHECKPOINT_PREFIX, Fingerprints, first_line_hash, resume
 from memtoc.ingest.redact_gate import batch_blob, blob_suspects
 from memtoc.ingest.sources import get_source, sniff_format
 from memtoc.ingest.sources._lines import MAX_NESTING, nesting
 from memtoc.ingest.sources.base import EventDraft, RawRecord, Source, SourceOptions
-from memtoc.ingest.sources.specstory import identity_prefix, is_specstory
+from memtoc.ingest.sources.specstory import is_specstory
 from memtoc.model import (
     DEFAULT_ROLE_FOR_TYPE,
     DEFAULT_TYPE_FOR_ROLE,
@@ -55,14 +55,12 @@ from memtoc.store.base import EventRow, ProjectStore, RowAppender, Store
 if TYPE_CHECKING:
     from memtoc.ingest.redact import Redactor
 
-CHECKPOINT_PREFIX = "ingest:"
 MAX_PATH_CHARS = 4096
 """A session's working directory longer than this (Linux's PATH_MAX) is no usable path."""
 TRUNCATION_MARKER = "\n[… truncated by memtoc: {size} bytes in the original]"
 _SUFFIXES = {".jsonl", ".json", ".ndjson"}
 _MARKDOWN = ".md"
 """Markdown files found in a folder are taken only when they are SpecStory exports."""
-_IDENTITY_BYTES = 65_536
 _META_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 """The metadata's JSON exactly as the stores write it: the prefilter reads it and the row keeps it,
 so each event's metadata is serialised once."""
@@ -248,19 +246,6 @@ def _specstory_file(path: Path) -> bool:
             return is_specstory(fh.read(256))
     except OSError:
         return True
-
-
-def file_identity(path: Path) -> str | None:
-    """A stable identity for a transcript: the hash of its first line (None while it is empty).
-
-    A SpecStory export's first line is the same in every file, so its identity is the hash of
-    its header up to the session comment (which names the session)."""
-    with path.open("rb") as fh:
-        head = fh.read(_IDENTITY_BYTES)
-    if not head.strip():
-        return None
-    first = identity_prefix(head) if is_specstory(head) else head.split(b"\n", 1)[0]
-    return hashlib.blake2b(first, digest_size=12).hexdigest()
 
 
 def cap_text(
@@ -517,6 +502,19 @@ def _id_problem(name: str, value: object) -> str:
     return f"{name} is longer than {MAX_ID_CHARS} characters ({len(value)})"
 
 
+@dataclass(frozen=True, slots=True)
+class _Position:
+    """What a file's checkpoint is written from."""
+
+    job: str
+    path: Path
+    fmt: str
+    fingerprints: Fingerprints
+
+    def mark(self, offset: int) -> dict[str, JsonValue]:
+        return self.fingerprints.mark(offset, self.path, self.fmt)
+
+
 def _guarded(source: Source, path: Path, start: int, options: SourceOptions) -> Iterator[RawRecord]:
     """``source.read`` with a net under it: a reader that fails unexpectedly on a line (a bug
     a hostile input found) costs that line, not the file. The line becomes a record with the
@@ -533,11 +531,19 @@ def _guarded(source: Source, path: Path, start: int, options: SourceOptions) -> 
         except Exception as exc:
             reason = f"reader error: {type(exc).__name__}: {exc}"[:500]
             line, end = _line_at(path, pos)
-            if not source.incremental or end <= pos:
-                yield RawRecord(line, pos, pos, error=reason, complete=source.incremental)
+            if not resumable(source, path) or end <= pos:
+                yield RawRecord(line, pos, pos, error=reason, complete=False)
                 return
             yield RawRecord(line, pos, end, error=reason)
             pos = end
+
+
+def resumable(source: Source, path: Path) -> bool:
+    """Whether a read of ``path`` can resume from a byte offset: the format's ``incremental``,
+    or, for a format with two layouts (Gemini CLI: a JSON document or a JSONL log), its
+    ``resumable(path)``."""
+    decide = getattr(source, "resumable", None)
+    return bool(decide(path)) if callable(decide) else source.incremental
 
 
 def _line_at(path: Path, pos: int) -> tuple[int, int]:
@@ -608,27 +614,44 @@ class Importer:
         report = IngestReport(files=1)
         where = str(path)
         try:
-            identity = file_identity(path)
+            identity = first_line_hash(path)
             if identity is None:
                 return report  # empty (or blank) file: nothing to import, nothing wrong
             source = self._source_for(path)
             size = path.stat().st_size
+            fingerprints = Fingerprints(path)
         except (OSError, IngestError) as exc:
             reason = exc.reason if isinstance(exc, IngestError) else f"cannot read: {exc}"
             report.rejections.append(Rejection(where, None, reason))
             report.unusable.append(where)
             return report
-        job = f"{CHECKPOINT_PREFIX}{identity}"
-        start = self._resume_offset(job, size, source, path)
+        with fingerprints:
+            self._ingest_file(path, where, identity, source, size, fingerprints, report, progress)
+        return report
+
+    def _ingest_file(
+        self,
+        path: Path,
+        where: str,
+        identity: str,
+        source: Source,
+        size: int,
+        fingerprints: Fingerprints,
+        report: IngestReport,
+        progress: ProgressFn | None,
+    ) -> None:
+        real = path.resolve()
+        start, job = self._resume_offset(identity, real, size, source, fingerprints, report)
         if start >= size:
             if progress:
                 progress(size)
-            return report
+            return
         if progress and start:
             progress(start)
         options = SourceOptions(include_thinking=self.options.include_thinking)
         batch = _Batch()
         consumed = start
+        position = _Position(job, real, source.name, fingerprints)
         failed = 0  # rejections that count against the file (not a last line still growing)
         try:
             for record in _guarded(source, path, start, options):
@@ -651,16 +674,15 @@ class Importer:
                     progress(record.end_offset - consumed)
                 consumed = record.end_offset
                 if len(batch.pending) >= self.options.batch_size:
-                    self._flush(batch, job, where, source, report)
+                    self._flush(batch, position, where, report)
         except (OSError, IngestError) as exc:
             reason = exc.reason if isinstance(exc, IngestError) else f"read failed: {exc}"
             report.rejections.append(Rejection(where, None, reason))
             failed += 1
-        self._flush(batch, job, where, source, report)
+        self._flush(batch, position, where, report)
         report.bytes_read += max(0, consumed - start)
         if failed and report.ingested + report.duplicates == 0:
             report.unusable.append(where)
-        return report
 
     def _source_for(self, path: Path) -> Source:
         if self.options.format != "auto":
@@ -670,27 +692,35 @@ class Importer:
             raise IngestError("unrecognised format (not a known transcript or JSONL file)")
         return found
 
-    def _resume_offset(self, job: str, size: int, source: Source, path: Path) -> int:
-        mark = self.store.get_checkpoint(job)
-        if self.options.rescan or not isinstance(mark, dict):
-            return 0
-        offset = int(mark.get("offset", 0))
-        # a format with both layouts (Gemini CLI: a JSON document, or a JSONL log) says per file
-        resumable = getattr(source, "resumable", None)
-        if not (resumable(path) if callable(resumable) else source.incremental):
+    def _resume_offset(
+        self,
+        identity: str,
+        real: Path,
+        size: int,
+        source: Source,
+        fingerprints: Fingerprints,
+        report: IngestReport,
+    ) -> tuple[int, str]:
+        """Where to start reading the file, and its checkpoint key (:mod:`positions`)."""
+        prefix = f"{CHECKPOINT_PREFIX}{identity}:"
+        own = self.store.get_checkpoint(prefix + str(real))
+        others = {} if own is not None else self.store.list_checkpoints(prefix)
+        found = resume(others, own, first=identity, path=real, size=size, fingerprints=fingerprints)
+        if self.options.rescan:
+            return 0, found.job
+        report.restarted += found.restarted
+        if not resumable(source, real) and found.start != size:
             # A whole-document format: unchanged size means nothing new; otherwise re-read it all
             # (every event already stored is a no-op duplicate).
-            return size if offset == size else 0
-        return offset if offset <= size else 0
+            return 0, found.job
+        return found.start, found.job
 
-    def _flush(
-        self, batch: _Batch, job: str, where: str, source: Source, report: IngestReport
-    ) -> None:
+    def _flush(self, batch: _Batch, position: _Position, where: str, report: IngestReport) -> None:
         if batch.watermark is None and not batch.pending:
             return
         checkpoints: dict[str, JsonValue] = {}
         if batch.watermark is not None:
-            checkpoints[job] = {"offset": batch.watermark, "path": where, "format": source.name}
+            checkpoints[position.job] = position.mark(batch.watermark)
         ids, result = self._store(batch.pending, report, checkpoints)
         if self.on_commit is not None and (ids or batch.watermark is not None):
             self.on_commit(

@@ -122,6 +122,10 @@ class Store(Protocol):
 
     def set_checkpoint(self, job: str, value: JsonValue) -> None: ...
 
+    def list_checkpoints(self, prefix: str = "") -> dict[str, JsonValue]:
+        """Every checkpoint whose job starts with ``prefix``, by job."""
+        ...
+
     # -- TOC nodes and grips ----------------------------------------------------------------------
     def put_node(self, node: TocNode) -> tuple[TocNode, bool]:
         """Store a node; return the latest version and whether a new version was written."""

@@ -294,6 +294,21 @@ MIGRATIONS: tuple[Migration, ...] = (
             SELECT project, project, MIN(first_ms) FROM sessions GROUP BY project;
         """,
     ),
+    # File positions (ingest/positions.py): a file's watermark was kept under the hash of its
+    # first line alone, so two files sharing a first line resumed at each other's offset. It is
+    # now kept under ``ingest:<first line hash>:<path>`` with fingerprints of the bytes read. The
+    # old checkpoints move under the path they record, marked ``legacy`` (no fingerprints: they
+    # are trusted only for that path and at a line start).
+    Migration(
+        "0010_file_positions",
+        """
+        UPDATE checkpoints
+            SET job = job || ':' || json_extract(value, '$.path'),
+                value = json_set(value, '$.legacy', json('true'))
+            WHERE job LIKE 'ingest:%' AND instr(substr(job, 8), ':') = 0
+            AND json_valid(value) AND json_type(value, '$.path') = 'text';
+        """,
+    ),
 )
 
 

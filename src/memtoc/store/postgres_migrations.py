@@ -286,6 +286,19 @@ MIGRATIONS: tuple[PgMigration, ...] = (
             SELECT project, project, MIN(ts_ms) FROM events GROUP BY project;
         """,
     ),
+    # File positions (ingest/positions.py), as SQLite's 0010_file_positions: a file's watermark
+    # moves from ``ingest:<first line hash>`` to ``ingest:<first line hash>:<path>``, marked
+    # ``legacy`` (it has no fingerprints of the bytes read).
+    PgMigration(
+        "0009_file_positions",
+        """
+        UPDATE checkpoints
+            SET job = job || ':' || (value::jsonb ->> 'path'),
+                value = (value::jsonb || '{"legacy": true}'::jsonb)::text
+            WHERE job LIKE 'ingest:%' AND strpos(substr(job, 8), ':') = 0
+            AND jsonb_typeof(value::jsonb -> 'path') = 'string';
+        """,
+    ),
 )
 
 

@@ -122,6 +122,8 @@ def print_ingest_report(report: IngestReport) -> None:
     table.add_row("secrets redacted", str(report.redacted))
     table.add_row("truncated (too large)", str(report.truncated))
     table.add_row("skipped (thinking, bookkeeping)", str(report.skipped))
+    if report.restarted:
+        table.add_row("re-read from the start (changed)", str(report.restarted))
     console.print(table)
     if report.redactions_by_kind:
         kinds = ", ".join(f"{k}: {v}" for k, v in sorted(report.redactions_by_kind.items()))
