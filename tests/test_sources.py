@@ -71,11 +71,11 @@ def test_claude_code_session_events_and_skips() -> None:
     assert len(records) == 31  # 32 lines, one blank
     assert all(r.error is None for r in records)
     assert by_type(records) == {
-        "user_message": 6,
+        "user_message": 4,
         "assistant_message": 7,
         "tool_call": 7,
         "tool_result": 7,
-        "system": 2,
+        "system": 4,  # the summary, the hook notice, the local-command caveat, /cost
     }
     # two file-history-snapshots, a queue-operation, a thinking, a redacted_thinking, an empty text
     assert sum(r.skipped for r in records) == 6
@@ -130,7 +130,16 @@ def test_claude_code_exact_events() -> None:
         "hook",
         "info",
     )
-    assert events["a0000001-0000-4000-8000-000000000021"].metadata["is_meta"] is True
+    caveat = events["a0000001-0000-4000-8000-000000000021"]
+    assert caveat.metadata["is_meta"] is True
+    assert (caveat.event_type, caveat.metadata["bookkeeping"]) == ("system", "caveat")
+    assert hook.metadata["bookkeeping"] == "hook"
+    cost = events["a0000001-0000-4000-8000-000000000022"]
+    assert (cost.text, cost.metadata["bookkeeping"], cost.metadata["command"]) == (
+        "/cost",
+        "command",
+        "/cost",
+    )
 
 
 def test_claude_code_multi_block_line_ids_and_parts() -> None:

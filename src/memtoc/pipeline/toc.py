@@ -26,6 +26,7 @@ from memtoc.model import Bullet, Event, Grip, Summary, TocNode
 from memtoc.pipeline.grips import inherited_grips, segment_grips
 from memtoc.pipeline.periods import Calendar, Period
 from memtoc.pipeline.summarize.base import Summarizer
+from memtoc.pipeline.summarize.extractive import empty_summary
 from memtoc.store.base import DirtyPeriod, DocRow, PipelineStore, SegmentRecord
 from memtoc.text.fts_text import search_text
 from memtoc.text.tokens import TokenCounter
@@ -114,8 +115,17 @@ class TocBuilder:
         return out
 
     def build_segment(self, seg: SegmentRecord) -> BuildOutcome:
-        events = self.store.segment_member_events(seg.project, seg.node_id)
-        summary = self.summarizer.summarize_events(events, self.context_for(seg))
+        # an agent's bookkeeping (warm-up prompts, command wrappers, notices) is never summarised
+        events = [
+            e
+            for e in self.store.segment_member_events(seg.project, seg.node_id)
+            if not e.bookkeeping
+        ]
+        if events:
+            context = [e for e in self.context_for(seg) if not e.bookkeeping]
+            summary = self.summarizer.summarize_events(events, context)
+        else:  # nothing but bookkeeping: nothing to say, and no summariser to ask
+            summary = empty_summary(self.summarizer.name)
         grips = segment_grips(seg.project, seg.node_id, seg.session_id, events, summary.bullets)
         day = self.calendar.period_of("day", seg.start_ms)
         node = TocNode(

@@ -237,6 +237,7 @@ class BookmarkStep:
 
     # -- detection and merge ------------------------------------------------------------------------
     def _scan(self, project: str, window: Sequence[Event]) -> BookmarkReport:
+        window = [e for e in window if not e.bookkeeping]  # an agent's notices are no moments
         report = BookmarkReport(passes=1, events_scanned=len(window))
         if not window:
             return report

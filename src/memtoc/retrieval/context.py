@@ -102,11 +102,21 @@ def _is_error(event: Event) -> bool:
     )
 
 
+def is_work(event: Event) -> bool:
+    """An event of the project's own work: not an agent's bookkeeping (``Event.bookkeeping``),
+    not a sub-agent's session (its parent session holds what it reported)."""
+    return not event.bookkeeping and "parent_session_id" not in event.metadata
+
+
 def open_thread(
     store: Store, counter: TokenCounter, project: str, latest_segment: TocNode | None
 ) -> list[ContextItem]:
     """Where the latest session left off: its title, last user question and a later failure."""
-    tail = list(store.scan_events(project=project, limit=TAIL_EVENTS, descending=True))
+    tail = [
+        e
+        for e in store.scan_events(project=project, limit=TAIL_EVENTS, descending=True)
+        if is_work(e)
+    ]
     if not tail:
         return []
     session = tail[0].session_id

@@ -17,7 +17,22 @@ How records become events:
   ``image``/``document`` → a ``[image]``/``[document]`` placeholder. ``thinking`` blocks are
   skipped (counted) unless ``include_thinking``, when they become assistant_message events with
   ``kind: thinking``; ``redacted_thinking`` is always skipped. Empty text blocks are skipped.
-- ``system`` lines with content → system events (``kind`` = their subtype).
+- ``system`` lines with content → system events (``kind`` = their subtype), marked as
+  bookkeeping (``sources.bookkeeping``: hook progress, compaction and error notices, recorded
+  slash commands) except the "while you were away" recap (``away_summary``).
+- Bookkeeping in user and assistant lines becomes ``system`` events marked with their class,
+  their text kept (wrappers removed): a sub-agent's "Warmup" prompt and its reply (``warmup``),
+  the local-command caveat (``caveat``), a slash command typed without arguments (``command``;
+  with arguments it stays the user's message, ``/plan fix the grid``, with ``command`` in the
+  metadata), command output (``command_output``), "[Request interrupted by user]"
+  (``interrupt``), a message that is only a ``<system-reminder>`` (``context``), the summary a
+  compaction writes (``compact_summary``), and the synthetic replies Claude Code writes for API
+  errors and login notices ("Not logged in · Please run /login": ``notice``). ANSI colour codes
+  are stripped from every text.
+- A sub-agent's lines (``isSidechain`` with an ``agentId``: ``agent-<id>.jsonl``, in the project
+  folder or ``<session>/subagents/``) form a session of their own, ``<parent session>/agent-<id>``,
+  with ``parent_session_id`` and, from the ``agent-<id>.meta.json`` sidecar, ``agent_type``,
+  ``agent_description`` and ``worktree_path`` in their metadata.
 - ``summary`` lines (``{"type": "summary", "summary", "leafUuid"}``) → a system event with
   ``kind: summary``. They carry no time, session or directory, so they take the file's first
   timestamp, session and cwd (or the file's mtime when no line has a timestamp): the same values
@@ -37,8 +52,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +69,12 @@ from memtoc.ingest.sources._lines import (
     session_hint_from,
 )
 from memtoc.ingest.sources.base import EventDraft, RawRecord, SourceOptions
+from memtoc.ingest.sources.bookkeeping import (
+    classify_user_text,
+    is_login_notice,
+    marked,
+    strip_ansi,
+)
 from memtoc.model import JsonValue
 
 _MESSAGE_TYPES = frozenset({"user", "assistant"})
@@ -105,6 +127,7 @@ class ClaudeCodeSource:
             return
         stem = path.stem
         context: _FileContext | None = None
+        state = _ReadState(agent_meta=_sidecar_metadata(path))
         for line_no, offset, raw in iter_lines(path, start):
             end = offset + len(raw)
             if raw.isspace():
@@ -122,7 +145,7 @@ class ClaudeCodeSource:
                 if obj.get("type") == "summary":
                     _summary(obj, context, options, record)
                 else:
-                    _line(obj, stem, options, record, context.cwd)
+                    _line(obj, stem, options, record, state, context.cwd)
             yield record
 
     def session_hint(self, path: Path) -> Mapping[str, str]:
@@ -139,6 +162,37 @@ def is_sidecar(path: Path) -> bool:
     return name.startswith("agent-") and name.endswith(".meta.json")
 
 
+@dataclass(slots=True)
+class _ReadState:
+    """What one read remembers across lines."""
+
+    agent_meta: dict[str, JsonValue]
+    """What the sub-agent's ``.meta.json`` sidecar says (empty for other transcripts)."""
+    warmups: set[str] = field(default_factory=set)
+    """Uuids of sub-agent warm-up prompts seen: their replies are bookkeeping too."""
+
+
+_SIDECAR_FIELDS = (
+    ("agentType", "agent_type"),
+    ("description", "agent_description"),
+    ("worktreePath", "worktree_path"),
+)
+
+
+def _sidecar_metadata(path: Path) -> dict[str, JsonValue]:
+    """The fields of ``agent-<id>.meta.json`` beside a sub-agent transcript, if there is one."""
+    if not path.name.startswith("agent-"):
+        return {}
+    sidecar = path.with_name(f"{path.stem}.meta.json")
+    try:
+        obj = json.loads(sidecar.read_text(encoding="utf-8"))
+    except (OSError, ValueError, UnicodeDecodeError, RecursionError):
+        return {}
+    if not isinstance(obj, dict):
+        return {}
+    return {key: obj[src] for src, key in _SIDECAR_FIELDS if isinstance(obj.get(src), str)}
+
+
 def _whole_object(head: bytes) -> dict[str, Any] | None:
     """``head`` parsed as one JSON object (a pretty-printed sidecar), or None."""
     try:
@@ -153,6 +207,7 @@ def _line(
     stem: str,
     options: SourceOptions,
     record: RawRecord,
+    state: _ReadState,
     start_cwd: str | None = None,
 ) -> None:
     """Fill ``record`` from a user, assistant, system or bookkeeping line; ``start_cwd`` is the
@@ -181,10 +236,7 @@ def _line(
         if not isinstance(content, str) or not content.strip():
             record.skipped = 1
             return
-        extra: dict[str, JsonValue] = {"kind": obj.get("subtype") or "system"}
-        if isinstance(obj.get("level"), str):
-            extra["level"] = obj["level"]
-        parts: list[_Part] = [("system", "system", content, extra)]
+        parts: list[_Part] = [_system_part(obj, strip_ansi(content))]
     else:
         message = obj.get("message")
         if not isinstance(message, dict):
@@ -203,9 +255,16 @@ def _line(
             record.error = parts_or_error
             return
         parts, record.skipped = parts_or_error
+        parts = _bookkeeping(obj, message, kind, parts, state)
     session_id = obj.get("sessionId")
     if not isinstance(session_id, str) or not session_id:
         session_id = stem
+    agent_id = obj.get("agentId")
+    if obj.get("isSidechain") is True and isinstance(agent_id, str) and agent_id:
+        # a sub-agent's transcript is a session of its own, linked to the one that started it
+        base["parent_session_id"] = session_id
+        base.update(state.agent_meta)
+        session_id = f"{session_id}/agent-{agent_id}"
     line_cwd = obj.get("cwd")
     cwd = start_cwd or (line_cwd if isinstance(line_cwd, str) and line_cwd else None)
     uuid = obj.get("uuid") if isinstance(obj.get("uuid"), str) else None
@@ -247,6 +306,89 @@ def _base_metadata(obj: dict[str, Any]) -> dict[str, JsonValue]:
     if obj.get("isCompactSummary") is True:
         meta["is_compact_summary"] = True
     return meta
+
+
+_HOOK_NOTICE = re.compile(
+    r"\s*(?:Running )?(?:PreToolUse|PostToolUse|Stop|SubagentStop|SessionStart|SessionEnd|"
+    r"UserPromptSubmit|PreCompact|Notification)\b|.{0,80}\bhook\b",
+    re.IGNORECASE,
+)
+"""Claude Code's notices about hooks it ran ("Running PostToolUse:Edit...", "Stop [ruff] …")."""
+_NOTICE_SUBTYPES = frozenset({"away_summary"})
+"""System lines that are not Claude Code's own bookkeeping (the "while you were away" recap)."""
+
+
+def _system_part(obj: dict[str, Any], content: str) -> _Part:
+    """A ``system`` line: Claude Code's own notice (hook progress, compaction, errors), a slash
+    command it recorded, or the recap it wrote while the user was away."""
+    subtype = obj.get("subtype")
+    extra: dict[str, JsonValue] = {"kind": subtype if isinstance(subtype, str) else "system"}
+    if isinstance(obj.get("level"), str):
+        extra["level"] = obj["level"]
+    if subtype in _NOTICE_SUBTYPES:
+        return ("system", "system", content, extra)
+    found = classify_user_text(content)
+    if found.kind is None and found.extra:  # a command typed with arguments: a request
+        return ("user_message", "user", found.text, {**extra, **found.extra})
+    hook = subtype == "hook" or _HOOK_NOTICE.match(content) is not None
+    kind = found.kind or ("hook" if hook else "notice")
+    return ("system", "system", found.text, marked(kind, {**extra, **found.extra}))
+
+
+def _bookkeeping(
+    obj: dict[str, Any],
+    message: dict[str, Any],
+    kind: str,
+    parts: list[_Part],
+    state: _ReadState,
+) -> list[_Part]:
+    """The parts of a user or assistant line, with Claude Code's bookkeeping made ``system``
+    events marked with their class (``sources.bookkeeping``) and ANSI codes stripped."""
+    uuid = obj.get("uuid")
+    sidechain_root = obj.get("isSidechain") is True and obj.get("parentUuid") is None
+    texts = [p for p in parts if p[0] in ("user_message", "assistant_message")]
+    if kind == "user" and sidechain_root and [p[2].strip() for p in texts] == ["Warmup"]:
+        if isinstance(uuid, str):
+            state.warmups.add(uuid)
+        return [_marked(p, "warmup") for p in parts]
+    if kind == "assistant" and obj.get("parentUuid") in state.warmups:
+        return [_marked(p, "warmup") for p in parts]
+    if kind == "assistant" and (
+        message.get("model") == "<synthetic>" or obj.get("isApiErrorMessage") is True
+    ):
+        return [_marked(p, "notice") if p[0] == "assistant_message" else p for p in parts]
+    out: list[_Part] = []
+    for part in parts:
+        event_type, role, text, extra = part
+        if event_type == "tool_result":
+            out.append((event_type, role, strip_ansi(text), extra))
+            continue
+        if event_type not in ("user_message", "assistant_message") or extra.get("kind"):
+            out.append(part)
+            continue
+        text = strip_ansi(text)
+        if kind == "assistant":
+            notice = is_login_notice(text)
+            out.append(_marked((event_type, role, text, extra), "notice") if notice else
+                       (event_type, role, text, extra))  # fmt: skip
+            continue
+        if obj.get("isCompactSummary") is True:
+            out.append(_marked((event_type, role, text, extra), "compact_summary"))
+            continue
+        found = classify_user_text(text)
+        if found.kind is None:
+            out.append((event_type, role, found.text, {**extra, **found.extra}))
+        elif found.text.strip():
+            out.append(("system", "system", found.text, marked(found.kind, found.extra)))
+    return out
+
+
+def _marked(part: _Part, kind: str) -> _Part:
+    """``part`` as a ``system`` event of bookkeeping class ``kind`` (text kept, ANSI stripped)."""
+    event_type, role, text, extra = part
+    if event_type in ("tool_call", "tool_result"):
+        return (event_type, role, strip_ansi(text), marked(kind, extra))
+    return ("system", "system", strip_ansi(text), marked(kind, {**extra, "from": role}))
 
 
 def _content_parts(

@@ -226,14 +226,19 @@ class ExtractiveSummarizer:
         )
 
     def _empty(self) -> Summary:
-        return Summary(
-            title=EMPTY_TITLE,
-            bullets=(),
-            keywords=(),
-            abstract=EMPTY_TITLE,
-            overview=EMPTY_TITLE,
-            backend=self.name,
-        )
+        return empty_summary(self.name)
+
+
+def empty_summary(backend: str) -> Summary:
+    """The summary of a segment with nothing to summarise (titled ``EMPTY_TITLE``)."""
+    return Summary(
+        title=EMPTY_TITLE,
+        bullets=(),
+        keywords=(),
+        abstract=EMPTY_TITLE,
+        overview=EMPTY_TITLE,
+        backend=backend,
+    )
 
 
 _FACT_PREFIX = re.compile(

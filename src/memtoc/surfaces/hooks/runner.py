@@ -55,6 +55,8 @@ class HookInput:
     transcript_path: str | None = None
     cwd: str | None = None
     source: str | None = None
+    agent_transcript_path: str | None = None
+    """SubagentStop: the sub-agent's own transcript (``transcript_path`` is its parent's)."""
 
     @classmethod
     def parse(cls, text: str) -> HookInput:
@@ -76,6 +78,7 @@ class HookInput:
             transcript_path=text_of("transcript_path"),
             cwd=text_of("cwd"),
             source=text_of("source") or text_of("trigger"),
+            agent_transcript_path=text_of("agent_transcript_path"),
         )
 
 
@@ -167,21 +170,33 @@ def ingest(
     process: bool = False,
     deadline_s: float = INGEST_DEADLINE_S,
 ) -> IngestOutcome | None:
-    """Import the hook's transcript from its watermark (and process); None on any problem."""
-    path = hook.transcript_path
-    if path is None or not Path(path).expanduser().is_file():
-        log_problem(settings.home, f"ingest {hook.event}", f"no transcript file: {path!r}")
+    """Import the hook's transcript from its watermark (and process); None on any problem.
+
+    A SubagentStop hook names the sub-agent's transcript too (``agent_transcript_path``): both
+    are imported, the sub-agent's first (it finished before its parent's turn goes on)."""
+    given = [p for p in (hook.agent_transcript_path, hook.transcript_path) if p is not None]
+    paths = [Path(p).expanduser() for p in given if Path(p).expanduser().is_file()]
+    missing = [p for p in given if not Path(p).expanduser().is_file()]
+    if missing or not paths:
+        log_problem(
+            settings.home, f"ingest {hook.event}", f"no transcript file: {missing or None!r}"
+        )
+    if not paths:
         return None
 
     def work() -> IngestOutcome:
         with Memory.open(settings, busy_timeout_ms=INGEST_BUSY_MS) as mem:
             # a transcript that names no working directory (older Gemini CLI sessions) is filed
             # under the agent's, by the rule the session-start context uses
-            report = mem.ingest([Path(path).expanduser()], default_project=basename(hook.cwd))
+            report = mem.ingest(paths, default_project=basename(hook.cwd))
             filed = mem.process().events if process else 0
+        growing = {str(p) for p in paths if not _ends_with_newline(p)}
         rejections = report.rejections
-        if rejections and not _ends_with_newline(Path(path).expanduser()):
-            rejections = rejections[:-1]  # the last line is still being written: retried later
+        if growing:  # a last line still being written: retried later, not a problem
+            last = {r.source: r for r in rejections}
+            rejections = [
+                r for r in rejections if r.source not in growing or last[r.source] is not r
+            ]
         for rejection in rejections[:5]:
             log_problem(settings.home, f"ingest {hook.event}", str(rejection))
         return IngestOutcome(report.ingested, report.duplicates, report.rejected, filed)
