@@ -174,21 +174,19 @@ class Memory:
         fmt: str,
         project: str | None,
         rescan: bool = False,
-        default_project: str | None = None,
+        default_cwd: str | None = None,
     ) -> IngestOptions:
         s = self.settings
         if s is None:
             return IngestOptions(
-                format=fmt,
-                project=project,
-                rescan=rescan,
-                default_project=default_project or "default",
+                format=fmt, project=project, rescan=rescan, default_cwd=default_cwd
             )
         return IngestOptions(
             format=fmt,
             project=project,
             rescan=rescan,
-            default_project=default_project or s.project or "default",
+            default_cwd=default_cwd,
+            default_project=s.project or "default",
             include_thinking=s.include_thinking,
             follow_symlinks=s.follow_symlinks,
             max_event_bytes=s.max_event_bytes,
@@ -205,19 +203,19 @@ class Memory:
         rescan: bool = False,
         progress: ProgressFn | None = None,
         on_commit: Callable[[CommitInfo], None] | None = None,
-        default_project: str | None = None,
+        default_cwd: str | None = None,
     ) -> IngestReport:
         """Import transcript files or folders; re-importing stores nothing twice.
 
         Files are resumed from their watermark (the byte offset already imported) unless
         ``rescan``, which re-reads everything and reports what is already stored as duplicates.
-        ``default_project``: the project of events whose file names none (a hook passes the
-        agent's working directory's), instead of the configured default.
+        ``default_cwd``: the working directory of sessions whose file names none (a hook passes
+        the agent's), whose project the one rule then finds — instead of the default project.
         """
         importer = Importer(
             self.store,
             redactor=self.redactor,
-            options=self._ingest_options(fmt, project, rescan, default_project),
+            options=self._ingest_options(fmt, project, rescan, default_cwd),
             clock=self.clock,
             on_commit=on_commit,
         )

@@ -138,6 +138,8 @@ class IngestOptions:
     """Overrides the project of every event (``--project``: an id or name; a new one is created)."""
     default_project: str = "default"
     """Project of events whose input names no project and no working directory."""
+    default_cwd: str | None = None
+    """Working directory of sessions whose input names none (a hook's ``cwd``)."""
     include_thinking: bool = False
     follow_symlinks: bool = False
     max_event_bytes: int = 1_000_000
@@ -838,7 +840,7 @@ class Importer:
             return found
         found = self._sessions.get(draft.session_id)
         if found is None:
-            cwd = draft.cwd
+            cwd = draft.cwd or self.options.default_cwd
             if type(cwd) is str and cwd and len(cwd) <= MAX_PATH_CHARS and "\x00" not in cwd:
                 project, _ = self.projects.for_directory(cwd)
                 found = project.project if project is not None else None

@@ -188,7 +188,7 @@ def ingest(
         with Memory.open(settings, busy_timeout_ms=INGEST_BUSY_MS) as mem:
             # a transcript that names no working directory (older Gemini CLI sessions) is filed
             # under the agent's, by the rule the session-start context uses
-            report = mem.ingest(paths, default_project=basename(hook.cwd))
+            report = mem.ingest(paths, default_cwd=hook.cwd)
             filed = mem.process().events if process else 0
         growing = {str(p) for p in paths if not _ends_with_newline(p)}
         rejections = report.rejections
