@@ -156,7 +156,7 @@ def check_consistency(
         while stack:
             node_id, parent = stack.pop()
             node = nodes[node_id]
-            assert node.parent_id == parent, (node_id, node.parent_id, parent)
+            assert parent in node.parents if parent else not node.parents, (node_id, parent)
             reached[node_id] = node.level
             kids = [nodes[c] for c in node.child_node_ids]
             assert [(k.start_ms, k.node_id) for k in kids] == sorted(

@@ -1,4 +1,4 @@
-"""Calendar periods: node ids, DST-safe spans, ISO weeks and the Thursday rule."""
+"""Calendar periods: node ids, DST-safe spans, ISO weeks in every month they overlap."""
 
 from __future__ import annotations
 
@@ -75,21 +75,31 @@ def test_a_skipped_midnight_starts_the_day_when_clocks_jump() -> None:
     assert day.end_ms - day.start_ms == 23 * 3_600_000
 
 
-def test_iso_week_53_and_the_thursday_rule() -> None:
+def test_a_week_belongs_to_every_month_its_days_belong_to() -> None:
     cal = Calendar(ZoneInfo("UTC"))
-    # 2020-12-31 (Thursday) is in 2020-W53; 2021-01-01..03 too, filed under December 2020.
+    # 2020-W53 runs Monday 2020-12-28 .. Sunday 2021-01-03: under December 2020 and January 2021.
     w = cal.period_of("week", ms(2021, 1, 2, 12))
     assert w.key == "2020-W53"
+    assert [p.node_id for p in cal.parents(w)] == ["toc:month:2020-12", "toc:month:2021-01"]
     parent = cal.parent(w)
     assert parent is not None and parent.node_id == "toc:month:2020-12"
-    # 2024-12-30 (Monday) starts 2025-W01, whose Thursday is 2025-01-02: filed under January 2025.
-    w = cal.period_of("week", ms(2024, 12, 31, 12))
-    assert w.key == "2025-W01"
-    parent = cal.parent(w)
-    assert parent is not None and parent.node_id == "toc:month:2025-01"
-    grand = cal.parent(parent)
-    assert grand is not None and grand.node_id == "toc:year:2025"
-    assert cal.parent(grand) is None
+    # 2022-W35 runs 2022-08-29 .. 09-04 (its Thursday is 1 September): 31 August stays in August.
+    aug31 = cal.period_of("day", ms(2022, 8, 31, 12))
+    week = cal.parent(aug31)
+    assert week is not None and week.key == "2022-W35"
+    assert [p.key for p in cal.parents(week)] == ["2022-08", "2022-09"]
+    assert [p.node_id for p in cal.summary_parents(aug31)] == [
+        "toc:week:2022-W35",
+        "toc:month:2022-08",
+    ]
+    # A week inside one month has one parent; a month's parent is its year.
+    w = cal.period_of("week", ms(2024, 1, 17, 12))
+    assert [p.node_id for p in cal.parents(w)] == ["toc:month:2024-01"]
+    month = cal.parents(w)[0]
+    assert [p.node_id for p in cal.parents(month)] == ["toc:year:2024"]
+    assert cal.summary_parents(w) == ()  # months are summarised from days, not weeks
+    assert cal.parent(cal.year(2024)) is None
+    assert [p.level for p in cal.chain(ms(2024, 1, 17, 12))] == ["day", "week", "month", "year"]
 
 
 def test_keys_round_trip_and_bad_keys_fail() -> None:
@@ -111,21 +121,24 @@ def test_keys_round_trip_and_bad_keys_fail() -> None:
 @settings(max_examples=300, deadline=None)
 @given(t=instants, zone=zones)
 def test_nesting_invariants(t: int, zone: str) -> None:
-    """Every instant lies in its day, week, month and year; a day lies in its week; a month in its
-    year; the week's Thursday lies in the week's parent month (whose year is the ISO year)."""
+    """Every instant lies in its day, week, month and year; a day lies in its week and its month; a
+    month in its year; a week's parents are exactly the months holding one of its days."""
     cal = Calendar(ZoneInfo(zone))
     day, week, month, year = (cal.period_of(level, t) for level in ("day", "week", "month", "year"))
     for p in (day, week, month, year):
         assert p.contains(t), (p, t)
     assert week.start_ms <= day.start_ms and day.end_ms <= week.end_ms
+    assert month.start_ms <= day.start_ms and day.end_ms <= month.end_ms
     assert year.start_ms <= month.start_ms and month.end_ms <= year.end_ms
     assert cal.parent(day) == week
-    parent_month = cal.parent(week)
-    assert parent_month is not None
-    thursday = date.fromisocalendar(int(week.key[:4]), int(week.key[6:]), 4)
-    assert parent_month.contains(cal.day_start(thursday))
-    assert parent_month.key[:4] == week.key[:4]
-    assert cal.parent(parent_month) == cal.year(int(week.key[:4]))
+    assert month in cal.parents(week)  # the day is reachable through the month that holds it
+    monday = date.fromisocalendar(int(week.key[:4]), int(week.key[6:]), 1)
+    months_of_days = {
+        cal.period_of("month", cal.day_start(monday + timedelta(i))).node_id for i in range(7)
+    }
+    assert {p.node_id for p in cal.parents(week)} == months_of_days
+    assert cal.summary_parents(day) == (week, month)
+    assert cal.parents(month) == (year,)
     assert cal.local_date(day.start_ms) == date.fromisoformat(day.key)
 
 

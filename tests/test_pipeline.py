@@ -238,9 +238,12 @@ def test_failures_are_quarantined_and_retried(tmp_path: Path, counter: TokenCoun
     check_consistency(store, counter)
 
 
-def test_rollup_ages_and_backfill(tmp_path: Path, counter: TokenCounter) -> None:
-    """Periods roll up only once old enough (relative to their last activity), bottom-up; a
-    period of long-past history rolls up at once; ``force`` ignores the ages."""
+def test_periods_exist_at_once_and_ages_throttle_resummarising(
+    tmp_path: Path, counter: TokenCounter
+) -> None:
+    """A period with content gets a node in the first run, whatever its age; after that its
+    re-summarising waits for the level's age (quiet for it, or last built that long ago); a period
+    of long-past history rolls up at once; ``force`` ignores the ages."""
     now = T0 + 10 * 60_000
     clock = ManualClock(now)
     store = open_store(tmp_path / "r.db", clock)
@@ -253,16 +256,43 @@ def test_rollup_ages_and_backfill(tmp_path: Path, counter: TokenCounter) -> None
     old = make_events(seed=2, sessions=3, per_session=(5, 8), start_ms=T0 - 400 * 86_400_000)
     store.append_events(live + old)
     report = proc.run()
-    levels = store.stats()["nodes"]
-    assert isinstance(levels, dict)
-    # The old history is complete already; today's day waits an hour after its last event.
-    assert levels.get("year", 0) >= 1 and report.rollup.pending >= 1
-    today = Calendar(UTC_ZONE).period_of("day", live[-1].ts_ms).node_id
-    assert today not in {n.node_id for n in store.list_nodes(live[0].project, level="day")}
-    clock.advance(61 * 60_000)
-    assert proc.rollup(level="day").rolled["day"] == 1
-    assert today in {n.node_id for n in store.list_nodes(live[0].project, level="day")}
+    assert report.rollup is not None and report.rollup.pending == 0
+    project = live[0].project
+    cal = Calendar(UTC_ZONE)
+    chain = {p.level: p.node_id for p in cal.chain(live[-1].ts_ms)}
+    for level, node_id in chain.items():  # today's day, week, month and year exist at once
+        assert node_id in {n.node_id for n in store.list_nodes(project, level=level)}, level
+    check_consistency(store, counter)
+    # New activity today: the day is dirty, but was built minutes ago and is not quiet yet.
+    later = [
+        Event(
+            derived_ulid(now + 20 * 60_000 + i, f"late{i}"),
+            live[0].session_id + "-b",
+            project,
+            "a",
+            now + 20 * 60_000 + i * 1000,
+            "user_message",
+            "user",
+            f"step {i}: the release checklist needs a rollback section",
+        )
+        for i in range(3)
+    ]
+    clock.set(now + 55 * 60_000)  # the new session's segment is closed (30-minute gap)
+    store.append_events(later)
+    again = proc.run()
+    assert again.segments_built >= 1 and again.rollup is not None
+    assert again.rollup.rolled["day"] == 0 and again.rollup.pending >= 1
+    day = store.get_node(project, chain["day"])
+    assert day.version == 1
+    kids = {c.node_id for c in store.list_nodes(project, parent_id=chain["day"])}
+    assert kids - set(day.child_node_ids)  # the new segment is reachable before the day's rebuild
+    # An hour after its last build the day is re-summarised, though activity was recent.
+    clock.advance(61 * 60_000 - (clock.now_ms() - day.created_ms) + 1)
+    third = proc.rollup(level="day")
+    assert third.rolled["day"] == 1
+    assert set(store.get_node(project, chain["day"]).child_node_ids) == kids
     assert proc.rollup(level="day").rolled["day"] == 0  # idempotent
+    assert proc.rollup().pending >= 1  # the week waits for its own age
     forced = proc.rollup(force=True)
     assert forced.rolled["week"] >= 1 and forced.pending == 0
     check_consistency(store, counter)
@@ -322,9 +352,12 @@ def test_nesting_across_boundaries(
                     assert cal.from_node_id(parent.node_id).contains(node.start_ms)
                 elif node.level == "day":
                     assert parent.start_ms <= node.start_ms and node.end_ms <= parent.end_ms
-                elif node.level == "week":
-                    thursday = node.start_ms + 3 * 86_400_000 + 12 * 3_600_000
-                    assert parent.start_ms <= thursday < parent.end_ms
+                elif node.level == "week":  # under every month holding one of its days
+                    days = store.list_nodes("p", parent_id=node.node_id)
+                    held = sorted({cal.period_of("month", d.start_ms).node_id for d in days})
+                    assert list(node.parents) == held and node.parent_id == held[0]
+                    for pid in node.parents:  # each parent exists and lists the week
+                        assert node.node_id in store.get_node("p", pid).child_node_ids
                 else:
                     assert parent.start_ms <= node.start_ms and node.end_ms <= parent.end_ms
         finally:

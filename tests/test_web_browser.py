@@ -19,6 +19,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ import pytest
 from memtoc.config import Settings, load_settings
 from memtoc.eval.synth import SynthConfig, generate_with_facts, write_claude_code
 from memtoc.memory import Memory
+from memtoc.pipeline.periods import Calendar
 
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "test-artifacts" / "web"
@@ -237,6 +239,49 @@ def test_drill_into_a_week_and_expand_a_grip(served: Served, page: Any) -> None:
     bullets.first.focus()
     page.keyboard.press("Enter")
     assert detail.locator("[data-testid=grip-events]").first.is_hidden()
+
+
+def test_a_day_of_a_straddling_week_opens_under_its_own_month(served: Served, page: Any) -> None:
+    """A week running into the next month is listed under both months; a day of it opened from a
+    link shows the breadcrumbs, and is revealed in the tree, under the month that contains it."""
+    with Memory.open(served.settings) as memory:
+        # Two short sessions around a month boundary that falls inside a week.
+        cal = Calendar(memory.tz)
+        months = memory.store.list_nodes(PROJECT, level="month")
+        first = next(d for m in months[1:] if (d := cal.local_date(m.start_ms)).weekday() != 0)
+        for n, on in enumerate((first - timedelta(days=1), first)):
+            start = cal.day_start(on) + 10 * 3_600_000
+            memory.ingest_records(
+                [
+                    {"session_id": f"edge{n}", "timestamp": start, "role": "user",
+                     "text": f"edge-of-month check {n}"},
+                    {"session_id": f"edge{n}", "timestamp": start + 60_000, "role": "assistant",
+                     "text": f"checked the edge-of-month report {n}"},
+                ],
+                project=PROJECT,
+            )  # fmt: skip
+        memory.process()
+        memory.rollup(force=True)
+        straddling = [
+            w for w in memory.store.list_nodes(PROJECT, level="week") if len(w.parents) == 2
+        ]
+        assert straddling
+        week = straddling[0]
+        second = memory.store.find_node(week.parents[1], PROJECT)
+        day = next(
+            d
+            for d in memory.store.list_nodes(PROJECT, parent_id=week.node_id)
+            if second.start_ms <= d.start_ms < second.end_ms
+        )
+        assert week.node_id in second.child_node_ids
+    page.goto(f"{served.url}/#token={TOKEN}&project={PROJECT}&node={day.node_id}")
+    detail = page.locator(f'[data-testid=node-detail][data-node-id="{day.node_id}"]')
+    detail.wait_for()
+    crumbs = [b.get_attribute("title") for b in detail.locator("[data-testid=crumbs] button").all()]
+    assert second.title in crumbs and week.title in crumbs
+    item = tree_row(page, second.node_id).locator("xpath=ancestor::li[1]")
+    item.locator(f'[data-testid=tree-node][data-node-id="{week.node_id}"]').wait_for()
+    shot(page, "02b-straddling-week")
 
 
 def test_search_opens_a_node(served: Served, page: Any) -> None:

@@ -323,10 +323,11 @@ def finish(
     for project, info in sorted(projects.items()):
         levels: dict[str, dict[str, Period]] = {lvl: {} for lvl in _LEVELS}
         for day_id in info["days"]:
-            period: Period | None = calendar.from_node_id(day_id)
-            while period is not None:
+            todo = [calendar.from_node_id(day_id)]
+            while todo:  # the day and every period summarised from it: week, month, year
+                period = todo.pop()
                 levels[period.level][period.node_id] = period
-                period = calendar.parent(period)
+                todo.extend(calendar.summary_parents(period))
         touched: list[str] = []
         for lvl in _LEVELS:
             # the marks as they stand before this level is built (the level below marked them):

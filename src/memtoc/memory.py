@@ -354,9 +354,35 @@ class Memory:
         """The roots of a project's table of contents: its years, oldest first."""
         return navigate.toc_roots(self.store, self._project(project))
 
+    def toc_hint(self, project: str | None = None) -> str:
+        """Why a project's TOC has no years yet, and what to run (for an empty ``toc``)."""
+        names = self.store.projects()
+        if project is not None and project not in names:
+            known = f" (projects: {', '.join(names)})" if names else ""
+            return f"no events recorded for project {project!r}{known}: `memtoc ingest` adds them"
+        if not names:
+            return (
+                "the store holds no events yet: `memtoc ingest PATH` (or the agent hooks) add them"
+            )
+        counts = self.store.outbox_counts()
+        if counts.get("pending") or counts.get("claimed"):
+            waiting = counts.get("pending", 0) + counts.get("claimed", 0)
+            return (
+                f"{waiting} batch(es) of events are not filed yet: run `memtoc process` "
+                "(a running `memtoc serve` or `memtoc mcp` does it on its own)"
+            )
+        if counts.get("failed") or self.store.failed_segments(limit=1):
+            return (
+                "filing failed for some events: see `memtoc status`, then "
+                "`memtoc process --retry-failed`"
+            )
+        return "events are filed but not rolled up into periods yet: run `memtoc rollup`"
+
     def node(self, node_id: str, *, project: str | None = None, tier: str = "L0") -> NodeView:
         """A node's summary and its children's titles and L0s, with its token count."""
-        return navigate.node_view(self.store, self.counter, node_id, project, tier=tier)
+        return navigate.node_view(
+            self.store, self.counter, node_id, project, tier=tier, now_ms=self.clock.now_ms()
+        )
 
     def expand(self, grip_id: str, *, before: int = 3, after: int = 3) -> ExpandView:
         """A grip's events plus ``before``/``after`` neighbours in the same session."""

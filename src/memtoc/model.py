@@ -221,6 +221,16 @@ class TocNode:
     summarizer: str = "extractive"
     degraded: str | None = None
     created_ms: int = 0
+    parent_ids: tuple[str, ...] = ()
+    """Every TOC parent: a week lies in one or two months (``parent_id`` is the first); empty on
+    nodes written before weeks had two parents (then ``parents`` is ``(parent_id,)``)."""
+
+    @property
+    def parents(self) -> tuple[str, ...]:
+        """The node's parents (``parent_ids``, or ``parent_id`` alone for older nodes)."""
+        if self.parent_ids:
+            return self.parent_ids
+        return (self.parent_id,) if self.parent_id else ()
 
     def content_key(self) -> tuple[object, ...]:
         """Everything that makes a new version (not the version number or creation time)."""
@@ -234,6 +244,7 @@ class TocNode:
             self.abstract,
             self.overview,
             self.parent_id,
+            self.parents,
             self.session_id,
             self.event_count,
             self.token_count,
@@ -256,6 +267,7 @@ class TocNode:
             "overview": self.overview,
             "version": self.version,
             "parent_id": self.parent_id,
+            "parent_ids": list(self.parents),
             "session_id": self.session_id,
             "event_count": self.event_count,
             "token_count": self.token_count,

@@ -10,16 +10,20 @@ the first instant that does. Everything is derived from ``Calendar.day_start``, 
 periods of one level tile time exactly.
 
 The hierarchy is year > month > week > day (> segment). ISO weeks straddle months and years, so
-a week's parent is the month (and year) of its **Thursday** — the day that also fixes its ISO
-week-year. The invariants (tested with hypothesis over instants and zones):
+**a week belongs to every month its days belong to** (one or two): ``parents()`` gives the months
+of its first and last day, and in the TOC a month's children are the weeks that hold one of its
+days (``TocBuilder``, ``navigate.children``) — 31 August stays in August even when its week runs
+into September. Months are summarised from their own *days* (``summary_parents``), so a month's
+summary says nothing about the days of a straddling week that lie in the neighbouring month. A
+week's ``parent()`` — the first of its parents — is its ``parent_id`` (breadcrumbs). The
+invariants (tested with hypothesis over instants and zones):
 
 - every instant lies in exactly one day, one week, one month and one year (periods of a level
   tile time: each period's end is the next one's start);
-- a day lies inside its week; a month lies inside its year;
-- the week's Thursday lies inside the week's parent month, and that month's year is the week's
-  ISO year (so the parent chain day → week → month → year is well defined);
-- a week is *not* always inside its parent month: up to three of its days can lie in the
-  neighbouring month (or year), and they are filed under the week's month nonetheless.
+- a day lies inside its week; a month lies inside its year; a day lies inside its month;
+- a week's parents are exactly the months that contain one of its days, and each parent's year
+  contains the week's days in that month (so every day is reachable year → month → week → day
+  through the month that contains it).
 """
 
 from __future__ import annotations
@@ -147,8 +151,8 @@ class Calendar:
     def period_of(self, level: str, ts_ms: int) -> Period:
         """The period of ``level`` that contains ``ts_ms``.
 
-        For ``month`` and ``year`` this is the calendar period of the instant; the *TOC parent* of
-        a week is ``parent()``'s Thursday rule instead.
+        For ``month`` and ``year`` this is the calendar period of the instant (a week may belong
+        to two months: ``parents()``).
         """
         d = self.local_date(ts_ms)
         if level == "day":
@@ -186,27 +190,43 @@ class Calendar:
             raise QueryError(f"a segment is not a calendar period: {node_id!r}")
         return self.from_key(level, key)
 
-    def parent(self, period: Period) -> Period | None:
-        """The TOC parent: day → ISO week, week → month of its Thursday, month → year, year → None."""
+    def parents(self, period: Period) -> tuple[Period, ...]:
+        """The TOC parents: day → its ISO week, week → the months its days lie in (one or two, in
+        time order), month → its year, year → none."""
         if period.level == "day":
-            return self.week(date.fromisoformat(period.key))
+            return (self.week(date.fromisoformat(period.key)),)
         if period.level == "week":
             iso_year, iso_week = int(period.key[:4]), int(period.key[6:])
-            thursday = date.fromisocalendar(iso_year, iso_week, 4)
-            return self.month(thursday.year, thursday.month)
+            first = date.fromisocalendar(iso_year, iso_week, 1)
+            last = date.fromisocalendar(iso_year, iso_week, 7)
+            months = [self.month(first.year, first.month)]
+            if (last.year, last.month) != (first.year, first.month):
+                months.append(self.month(last.year, last.month))
+            return tuple(months)
         if period.level == "month":
-            return self.year(int(period.key[:4]))
-        return None
+            return (self.year(int(period.key[:4])),)
+        return ()
+
+    def parent(self, period: Period) -> Period | None:
+        """The first of ``parents()`` (a week's: the month of its Monday), or None for a year."""
+        found = self.parents(period)
+        return found[0] if found else None
+
+    def summary_parents(self, period: Period) -> tuple[Period, ...]:
+        """The periods whose summary is built from ``period``: a day's week and month (months are
+        summarised from their days, not from weeks that may straddle them), a month's year. A
+        change to ``period`` makes these dirty."""
+        if period.level == "day":
+            d = date.fromisoformat(period.key)
+            return (self.week(d), self.month(d.year, d.month))
+        if period.level == "month":
+            return self.parents(period)
+        return ()
 
     def chain(self, ts_ms: int) -> list[Period]:
-        """Day, week, month, year of an instant along the TOC parent links (bottom-up)."""
-        day = self.period_of("day", ts_ms)
-        out = [day]
-        cur: Period | None = self.parent(day)
-        while cur is not None:
-            out.append(cur)
-            cur = self.parent(cur)
-        return out
+        """Day, week, month and year that contain an instant (bottom-up): the periods whose
+        summaries cover it."""
+        return [self.period_of(level, ts_ms) for level in ("day", "week", "month", "year")]
 
     def segment_node_id(self, start_ms: int, suffix: str) -> str:
         """``toc:segment:2024-01-18T10:00:{suffix}`` with the segment's local start minute."""

@@ -1,20 +1,31 @@
-"""Rollups: day ◀ segments, week ◀ days, month ◀ weeks, year ◀ months.
+"""Rollups: day ◀ segments, week ◀ days, month ◀ days (listing its weeks), year ◀ months.
 
-A period is *dirty* when one of its children got a new version (or was retired); the mark
-(``rollup_dirty``, written in the same transaction as the child) carries the latest data instant
-among the changes (``activity_ms``). A dirty period is *due* once the clock passes
+A period is *dirty* when one of the nodes it is summarised from got a new version (or was
+retired); the mark (``rollup_dirty``, written in the same transaction as the child) carries the
+latest data instant among the changes (``activity_ms``).
 
-    min(activity_ms, period end) + the level's minimum age
+**Periods exist as soon as they have content.** A dirty period without a node is built at once,
+whatever its age, so the current year, month, week and day are in the TOC right after the first
+``process`` that files their first segment. Their summaries are provisional and are rebuilt as
+their children change; the level's minimum age (day 1 h, week and month 24 h, year 7 days by
+default) throttles that re-summarising, never the existence. A dirty period that has a node is
+*due* once the clock passes either
 
-(day 1 h, week and month 24 h, year 7 days by default), so a live day is summarised an hour after
-its last event and history that was just imported rolls up at once. ``force`` ignores the ages.
+- ``min(activity_ms, period end) + age`` — it has been quiet for the age (history that was just
+  imported rolls up at once, since its periods ended long ago), or
+- the node's last version + age — a period that keeps changing is still re-summarised once per
+  age (a live year at most weekly, a live day at most hourly).
+
+``force`` ignores the ages.
 
 One run goes bottom-up — days, then weeks, months and years — so the marks a day leaves on its
-week are seen in the same run, and ``rollup(force=True)`` after processing yields the whole TOC.
-Before each level a back-fill sweep marks every period whose children exist but whose own node
-does not (however old), so no period is ever missed. The marks are the job's checkpoint: a run
-that dies half-way resumes where it stopped, and a second run finds nothing dirty and writes
-nothing (idempotent). A summary per level is kept in the ``rollup:{level}`` checkpoint.
+week and month are seen in the same run, and ``rollup(force=True)`` after processing yields the
+whole TOC. Before each level a back-fill sweep marks every period whose children exist but whose
+own node does not (however old), so no period is ever missed (a month is found through its weeks'
+first months; the second month of a straddling week is marked by its days). The marks are the
+job's checkpoint: a run that dies half-way resumes where it stopped, and a second run finds
+nothing dirty and writes nothing (idempotent). A summary per level is kept in the ``rollup:{level}``
+checkpoint.
 
 Several workers may roll up at once (team mode). A build whose children changed while it was
 summarised writes nothing (``TocBuilder.build_period`` checks under the node's lock) and is built
@@ -29,7 +40,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from memtoc.clock import Clock
-from memtoc.errors import QueryError
+from memtoc.errors import NotFoundError, QueryError
 from memtoc.model import JsonValue
 from memtoc.pipeline.periods import PERIOD_LEVELS, Calendar, Period
 from memtoc.pipeline.toc import BuildOutcome, TocBuilder
@@ -109,6 +120,7 @@ def run_rollups(
     if level is not None and level not in ROLLUP_ORDER:
         raise QueryError(f"not a rollup level: {level!r} (day, week, month or year)")
     report = RollupReport()
+    _upgrade_scheme(store, calendar, clock.now_ms())
     for lvl in ROLLUP_ORDER:
         if level is not None and lvl != level:
             continue
@@ -117,8 +129,7 @@ def run_rollups(
         rolled = pending = 0
         for mark in store.dirty_periods(lvl):
             period = calendar.from_node_id(mark.node_id)
-            due_at = min(mark.activity_ms, period.end_ms) + ages.of(lvl)
-            if not force and now < due_at:
+            if not force and not _due(store, mark, period, ages.of(lvl), now):
                 pending += 1
                 continue
             try:
@@ -144,6 +155,17 @@ def run_rollups(
     return report
 
 
+def _due(store: PipelineStore, mark: DirtyPeriod, period: Period, age_ms: int, now: int) -> bool:
+    """Quiet for ``age_ms``, or never built, or last built ``age_ms`` ago (module docstring)."""
+    if now >= min(mark.activity_ms, period.end_ms) + age_ms:
+        return True
+    try:
+        node = store.get_node(mark.project, mark.node_id)
+    except NotFoundError:
+        return True  # no node yet: a period exists as soon as it has content
+    return now >= node.created_ms + age_ms
+
+
 def _build(builder: TocBuilder, mark: DirtyPeriod, period: Period) -> BuildOutcome:
     """Build one period; when another worker changed its children meanwhile (a ``stale`` outcome,
     nothing written) build again from the new children, a few times at most."""
@@ -153,6 +175,25 @@ def _build(builder: TocBuilder, mark: DirtyPeriod, period: Period) -> BuildOutco
             break
         outcome = builder.build_period(mark.project, period, activity_ms=mark.activity_ms)
     return outcome
+
+
+SCHEME = 2
+"""Version of the period hierarchy (1: a week under the month of its Thursday, months summarised
+from weeks; 2: a week under every month it overlaps, months summarised from their days)."""
+
+
+def _upgrade_scheme(store: PipelineStore, calendar: Calendar, now: int) -> None:
+    """Once per store written under an older scheme: mark every day's week and month dirty, so
+    weeks get both parents and months are re-summarised from their days at the next run."""
+    if store.get_checkpoint("rollup:scheme") == SCHEME:
+        return
+    for project in store.projects():
+        marks: dict[str, DirtyPeriod] = {}
+        for day in store.list_nodes(project, level="day"):
+            for p in calendar.summary_parents(calendar.from_node_id(day.node_id)):
+                marks[p.node_id] = DirtyPeriod(project, p.node_id, p.level, p.end_ms, now)
+        store.mark_dirty(list(marks.values()))
+    store.set_checkpoint("rollup:scheme", SCHEME)
 
 
 def _backfill(store: PipelineStore, level: str, now: int) -> None:

@@ -6,8 +6,11 @@ search documents in one transaction — only as a new version when the content c
 (``Store.put_node`` compares). A written segment marks its day dirty for the rollups.
 
 ``build_period`` does the same for a day, ISO week, month or year from its children's latest nodes
-(``summarize_children``); each bullet inherits the grips of the child bullets it matches. A
-period left without children is retired. A written period marks its parent dirty.
+(``summarize_children``); each bullet inherits the grips of the child bullets it matches. A month
+is summarised from its *days* (a week can straddle two months) and lists as children the weeks
+that overlap it; the others summarise and list the same children. A period left without children
+is retired. A written or retired period marks dirty the periods summarised from it
+(``Calendar.summary_parents``: a day its week and month, a month its year).
 
 Summaries are computed *outside* the write transaction (an LLM call may take seconds), so the
 store is locked only to write. That leaves a race between workers rolling up one period: the
@@ -27,7 +30,7 @@ from memtoc.pipeline.grips import inherited_grips, segment_grips
 from memtoc.pipeline.periods import Calendar, Period
 from memtoc.pipeline.summarize.base import Summarizer
 from memtoc.pipeline.summarize.extractive import empty_summary
-from memtoc.store.base import DirtyPeriod, DocRow, PipelineStore, SegmentRecord
+from memtoc.store.base import DirtyPeriod, DocRow, PipelineStore, SegmentRecord, Store
 from memtoc.text.fts_text import search_text
 from memtoc.text.tokens import TokenCounter
 
@@ -142,6 +145,7 @@ class TocBuilder:
             abstract=summary.abstract,
             overview=summary.overview,
             parent_id=day.node_id,
+            parent_ids=(day.node_id,),
             session_id=seg.session_id,
             event_count=seg.event_count,
             token_count=seg.token_count,
@@ -166,25 +170,40 @@ class TocBuilder:
         return BuildOutcome(seg.node_id, written)
 
     # -- periods --------------------------------------------------------------------------------
+    def summary_children(self, project: str, period: Period) -> list[TocNode]:
+        """The nodes a period is summarised from: a month's days, otherwise its children."""
+        if period.level == "month":
+            return self.store.list_nodes(
+                project, level="day", since_ms=period.start_ms, until_ms=period.end_ms
+            )
+        return self.store.list_nodes(project, parent_id=period.node_id)
+
     def build_period(self, project: str, period: Period, *, activity_ms: int) -> BuildOutcome:
         """(Re)build a period node from its children; retire it when it has none left."""
-        children = self.store.list_nodes(project, parent_id=period.node_id)
-        parent = self.calendar.parent(period)
+        children = self.summary_children(project, period)
+        parents = self.calendar.parents(period)
+        if period.level == "week":  # the months its days lie in (one or two)
+            held = {self.calendar.period_of("month", d.start_ms) for d in children}
+            parents = tuple(p for p in parents if p in held) or parents
         now = self.clock.now_ms()
-        parent_mark = (
-            [DirtyPeriod(project, parent.node_id, parent.level, activity_ms, now)] if parent else []
-        )
+        marks = [
+            DirtyPeriod(project, p.node_id, p.level, activity_ms, now)
+            for p in self.calendar.summary_parents(period)
+        ]
         if not children:
             with self.store.transaction():
                 self.store.lock_node(project, period.node_id)
-                if self.store.list_nodes(project, parent_id=period.node_id):
+                if self.summary_children(project, period):
                     return BuildOutcome(period.node_id, False, stale=True)
                 existed = bool(self.store.node_versions(project, period.node_id))
                 if existed:
                     self.store.delete_node(project, period.node_id)
-                    self.store.mark_dirty(parent_mark)
+                    self.store.mark_dirty(marks)
             return BuildOutcome(period.node_id, False, retired=existed)
         summary = self.summarizer.summarize_children([node_summary(c) for c in children])
+        listed = children
+        if period.level == "month":  # the weeks of its days (a week may lie in two months)
+            listed = weeks_of_days(self.store, project, period.start_ms, period.end_ms, children)
         node = TocNode(
             node_id=period.node_id,
             project=project,
@@ -199,10 +218,11 @@ class TocBuilder:
                 )
             ),
             keywords=summary.keywords,
-            child_node_ids=tuple(c.node_id for c in children),
+            child_node_ids=tuple(c.node_id for c in listed),
             abstract=summary.abstract,
             overview=summary.overview,
-            parent_id=parent.node_id if parent else None,
+            parent_id=parents[0].node_id if parents else None,
+            parent_ids=tuple(p.node_id for p in parents),
             event_count=sum(c.event_count for c in children),
             token_count=sum(c.token_count for c in children),
             summarizer=summary.backend,
@@ -212,15 +232,23 @@ class TocBuilder:
             # Another worker may have rolled this period up from newer children meanwhile: under
             # the node's lock, write only if the children summarised are still the latest ones.
             self.store.lock_node(project, period.node_id)
-            if _versions(self.store.list_nodes(project, parent_id=period.node_id)) != _versions(
-                children
-            ):
+            if _versions(self.summary_children(project, period)) != _versions(children):
                 return BuildOutcome(period.node_id, False, stale=True)
             stored, written = self.store.put_node(node)
             if written:
                 self.store.put_docs([node_doc(stored)])
-                self.store.mark_dirty(parent_mark)
+                self.store.mark_dirty(marks)
         return BuildOutcome(period.node_id, written)
+
+
+def weeks_of_days(
+    store: Store, project: str, start_ms: int, end_ms: int, days: list[TocNode]
+) -> list[TocNode]:
+    """The week nodes that hold one of ``days`` (the days of a month ``[start_ms, end_ms)``): a
+    month's children. A week straddling two months is a child of each month it has days in."""
+    wanted = {d.parent_id for d in days}
+    weeks = store.list_nodes(project, level="week", since_ms=start_ms, until_ms=end_ms)
+    return [w for w in weeks if w.node_id in wanted]
 
 
 def _versions(nodes: list[TocNode]) -> list[tuple[str, int]]:

@@ -5,7 +5,11 @@ the tokens of what it renders (``tokens`` in ``to_dict()``) so an agent can budg
 
 - ``toc_roots``: the year nodes of a project, oldest first.
 - ``node_view``: a node (L0 by default: title, abstract, bullets with grip ids, keywords; L1 adds
-  the overview) plus each child's id, level, title and L0.
+  the overview) plus each child's id, level, title and L0. Children are read live (``children``),
+  not from the parent's summary: a period exists as soon as it has content and its summary is
+  rebuilt at most once per minimum age, so a child newer than the parent's summary is listed
+  (marked ``new``) and the view says the summary is ``provisional``; so is the summary of a
+  period that has not ended yet.
 - ``expand``: a grip's events — its range plus up to ``before``/``after`` events of the *same
   session* within ``window_ms`` of the range — i.e. the evidence behind a bullet.
 - ``timeline``: the nodes of one level overlapping a time range.
@@ -17,6 +21,7 @@ from dataclasses import dataclass
 
 from memtoc.errors import QueryError
 from memtoc.model import LEVELS, Event, Grip, JsonValue, TocNode, iso_ms
+from memtoc.pipeline.toc import weeks_of_days
 from memtoc.store.base import Store
 from memtoc.text.tokens import TokenCounter
 
@@ -35,9 +40,12 @@ class ChildView:
     abstract: str
     start_ms: int
     end_ms: int
+    new: bool = False
+    """Not yet covered by the parent's summary (the parent is rebuilt at most once per age)."""
 
     def render(self) -> str:
-        return f"- [{self.node_id}] {self.title}: {self.abstract}"
+        note = " (new: not yet in the summary above)" if self.new else ""
+        return f"- [{self.node_id}] {self.title}: {self.abstract}{note}"
 
     def to_dict(self) -> dict[str, JsonValue]:
         return {
@@ -47,6 +55,7 @@ class ChildView:
             "abstract": self.abstract,
             "start_time": iso_ms(self.start_ms),
             "end_time": iso_ms(self.end_ms),
+            "new": self.new,
         }
 
 
@@ -58,9 +67,11 @@ class NodeView:
     children: tuple[ChildView, ...]
     tier: str
     tokens: int
+    provisional: bool = False
+    """The summary may change: the period is still running, or a child is newer than it."""
 
     def render(self) -> str:
-        return render_node(self.node, self.children, self.tier)
+        return render_node(self.node, self.children, self.tier, self.provisional)
 
     def to_dict(self) -> dict[str, JsonValue]:
         node = self.node.to_dict()
@@ -71,6 +82,7 @@ class NodeView:
             "children": [c.to_dict() for c in self.children],
             "tier": self.tier,
             "tokens": self.tokens,
+            "provisional": self.provisional,
         }
 
 
@@ -97,9 +109,14 @@ class ExpandView:
         }
 
 
-def render_node(node: TocNode, children: tuple[ChildView, ...], tier: str) -> str:
+def render_node(
+    node: TocNode, children: tuple[ChildView, ...], tier: str, provisional: bool = False
+) -> str:
     """The text an agent reads for a node view (what ``tokens`` counts)."""
-    lines = [f"{node.node_id} — {node.title}", node.abstract]
+    head = f"{node.node_id} — {node.title}"
+    if provisional:
+        head += " (provisional summary)"
+    lines = [head, node.abstract]
     lines += [f"* {b.text} ({', '.join(b.grip_ids)})" for b in node.bullets]
     if node.keywords:
         lines.append("keywords: " + ", ".join(node.keywords))
@@ -114,6 +131,20 @@ def toc_roots(store: Store, project: str) -> list[TocNode]:
     return store.list_nodes(project, level="year")
 
 
+def children(store: Store, node: TocNode) -> list[TocNode]:
+    """A node's children as they stand, in time order: a month's weeks are those holding one of its
+    days (a week straddling two months is a child of each it has days in); otherwise the nodes
+    naming it as parent."""
+    if node.level == "month":
+        days = store.list_nodes(
+            node.project, level="day", since_ms=node.start_ms, until_ms=node.end_ms
+        )
+        return weeks_of_days(store, node.project, node.start_ms, node.end_ms, days)
+    if node.level == "segment":
+        return []
+    return store.list_nodes(node.project, parent_id=node.node_id)
+
+
 def node_view(
     store: Store,
     counter: TokenCounter,
@@ -121,25 +152,31 @@ def node_view(
     project: str | None = None,
     *,
     tier: str = "L0",
+    now_ms: int | None = None,
 ) -> NodeView:
-    """A node with its children (ids, levels, titles, L0s), and the tokens of its rendering."""
+    """A node with its children (ids, levels, titles, L0s), and the tokens of its rendering.
+
+    ``now_ms`` (the memory's clock) decides whether a period is still running."""
     if tier not in _TIERS:
         raise QueryError(f"node views come at L0 or L1, not {tier!r}")
     node = store.find_node(node_id, project)
-    children: list[ChildView] = []
-    if node.child_node_ids:
-        by_id = {n.node_id: n for n in store.list_nodes(node.project, parent_id=node.node_id)}
-        for cid in node.child_node_ids:
-            child = by_id.get(cid)
-            if child is None:  # retired since the parent was rolled up
-                continue
-            children.append(
-                ChildView(
-                    cid, child.level, child.title, child.abstract, child.start_ms, child.end_ms
-                )
-            )
-    kids = tuple(children)
-    return NodeView(node, kids, tier, counter.count(render_node(node, kids, tier)))
+    covered = set(node.child_node_ids)
+    kids = tuple(
+        ChildView(
+            c.node_id,
+            c.level,
+            c.title,
+            c.abstract,
+            c.start_ms,
+            c.end_ms,
+            new=c.node_id not in covered,
+        )
+        for c in children(store, node)
+    )
+    running = node.level != "segment" and now_ms is not None and now_ms < node.end_ms
+    provisional = running or any(k.new for k in kids)
+    text = render_node(node, kids, tier, provisional)
+    return NodeView(node, kids, tier, counter.count(text), provisional)
 
 
 def expand(

@@ -131,6 +131,7 @@ def _node_from_row(project: str, node_id: str, version: int, data: str) -> TocNo
         summarizer=d.get("summarizer", "extractive"),
         degraded=d.get("degraded"),
         created_ms=d.get("created_ms", 0),
+        parent_ids=tuple(d.get("parent_ids", ())),
     )
 
 
@@ -147,6 +148,7 @@ def _node_data(node: TocNode, created_ms: int) -> str:
             "abstract": node.abstract,
             "overview": node.overview,
             "parent_id": node.parent_id,
+            "parent_ids": list(node.parent_ids),
             "session_id": node.session_id,
             "event_count": node.event_count,
             "token_count": node.token_count,

@@ -144,11 +144,14 @@ def build_server(memory: Memory, processing: Processing | None = None) -> MCPSer
         if node_id is None:
             name = project_or_default(project)
             views = [memory.node(r.node_id, project=name, tier=depth) for r in memory.toc(name)]
-            return {
+            out: dict[str, Any] = {
                 "project": name,
                 "roots": [v.to_dict() for v in views],
                 "tokens": sum(v.tokens for v in views),
             }
+            if not views:
+                out["hint"] = memory.toc_hint(name)
+            return out
         return memory.node(node_id, project=project, tier=depth).to_dict()
 
     @app.tool(name="memory_expand", annotations=READ)

@@ -90,6 +90,8 @@ def rollup(
 def _node_tree(view: NodeView) -> Tree:
     node = view.node
     head = f"[bold]{escape(node.title)}[/]  [dim]{node.node_id} · v{node.version}[/]"
+    if view.provisional:
+        head += "  [yellow](provisional: the period is running or has newer children)[/]"
     tree = Tree(head)
     if node.abstract:
         tree.add(f"[italic]{escape(node.abstract)}[/]")
@@ -104,7 +106,8 @@ def _node_tree(view: NodeView) -> Tree:
     if view.children:
         kids = tree.add(f"[bold]children[/] ({len(view.children)})")
         for c in view.children:
-            kids.add(f"[cyan]{c.node_id}[/]  {escape(c.title)}")
+            new = "  [yellow](new)[/]" if c.new else ""
+            kids.add(f"[cyan]{c.node_id}[/]  {escape(c.title)}{new}")
     degraded = f"  [yellow]degraded: {escape(node.degraded)}[/]" if node.degraded else ""
     tree.add(f"[dim]{view.tokens} tokens · summariser {node.summarizer}[/]{degraded}")
     return tree
@@ -125,17 +128,19 @@ def toc(
         if node_id is None:
             roots = memory.toc(project)
             views = [memory.node(r.node_id, project=r.project, tier=depth) for r in roots]
+            hint = None if views else memory.toc_hint(project)
             if json_out:
-                emit_json(
-                    {
-                        "project": roots[0].project if roots else project,
-                        "roots": [v.to_dict() for v in views],
-                        "tokens": sum(v.tokens for v in views),
-                    }
-                )
+                data: dict[str, object] = {
+                    "project": roots[0].project if roots else project,
+                    "roots": [v.to_dict() for v in views],
+                    "tokens": sum(v.tokens for v in views),
+                }
+                if hint:
+                    data["hint"] = hint
+                emit_json(data)
                 return
-            if not views:
-                console.print("The TOC is empty: run `memtoc process` after `memtoc ingest`.")
+            if hint:
+                console.print(f"The TOC has no years yet: {escape(hint)}.")
             for view in views:
                 console.print(_node_tree(view))
             return

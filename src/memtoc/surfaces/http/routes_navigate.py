@@ -39,7 +39,11 @@ def projects(memory: MemoryDep) -> JsonObject:
 def toc(memory: MemoryDep, project: ProjectQ = None) -> JsonObject:
     """The project's year nodes, oldest first (full node dicts: title, bullets, children)."""
     name = _known_project(memory.store.projects(), project)
-    return {"project": name, "nodes": [n.to_dict() for n in memory.toc(name)]}
+    nodes = [n.to_dict() for n in memory.toc(name)]
+    data: JsonObject = {"project": name, "nodes": nodes}
+    if not nodes:
+        data["hint"] = memory.toc_hint(name)
+    return data
 
 
 @router.get("/nodes/{node_id}", summary="A node with its children's summaries")

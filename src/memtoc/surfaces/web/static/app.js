@@ -57,16 +57,33 @@ async function run(task, where) {
   }
 }
 
-/** The node and its ancestors, root first (each as its node dict). */
+/**
+ * The node and its ancestors, root first (each as its node dict). A week can lie in two months
+ * (parent_ids): the one containing the opened node's start is taken, so a day of 31 August is
+ * shown under August even when its week runs into September.
+ */
 async function ancestry(id, project) {
   const chain = [];
   let next = id;
+  let at = null;
   while (next && chain.length < 6) {
     const view = await api.node(next, project, "L0");
-    chain.unshift(view.node);
-    next = view.node.parent_id;
+    const node = view.node;
+    chain.unshift(node);
+    if (at === null) at = Date.parse(node.start_time);
+    next = await parentContaining(node, at, project);
   }
   return chain;
+}
+
+async function parentContaining(node, at, project) {
+  const ids = node.parent_ids && node.parent_ids.length ? node.parent_ids : [node.parent_id];
+  if (ids.length < 2) return ids[0] || null;
+  for (const pid of ids) {
+    const parent = (await api.node(pid, project, "L0")).node;
+    if (Date.parse(parent.start_time) <= at && at < Date.parse(parent.end_time)) return pid;
+  }
+  return ids[0];
 }
 
 let opening = 0; // only the latest openNode renders (a slow earlier one must not win)

@@ -44,6 +44,9 @@ export class Detail {
       h("h2", { tabindex: "-1" }, node.title || node.node_id),
       h("p", { class: "meta" }, meta),
       node.degraded ? notice("warn", "Built in a degraded mode: " + node.degraded) : null,
+      view.provisional ? h("p", { class: "provisional", dataset: { testid: "provisional" } },
+        "Provisional summary: this period is still running or has newer parts, listed below; " +
+        "it is summarised again as they settle.") : null,
       node.abstract ? h("p", { class: "abstract" }, node.abstract) : null,
       chips(node.keywords, 16),
       this.bullets(node),

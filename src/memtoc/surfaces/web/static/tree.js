@@ -29,7 +29,7 @@ export class Tree {
     const nodes = data.nodes || [];
     const list = h("ul", { class: "tree", role: "tree", "aria-label": "Table of contents" });
     for (const node of nodes) list.append(this.item(node));
-    fill(this.root, nodes.length ? list : notice("info", "No table of contents yet: run `memtoc process` (and `memtoc rollup`)."));
+    fill(this.root, nodes.length ? list : notice("info", "No table of contents yet: " + (data.hint || "run `memtoc process`") + "."));
   }
 
   item(node) {
