@@ -174,7 +174,9 @@ def test_http_toc_gives_the_hint_when_empty(tmp_path: Path, processed: bool) -> 
     memory.ingest_records(session("s", ms(2024, 12, 31), ["one", "two"]), project="p")
     if processed:
         memory.process()
-    client = TestClient(create_app(lambda: memory, token=None, web=False))
+    client = TestClient(
+        create_app(lambda: memory, token=None, web=False), base_url="http://127.0.0.1"
+    )
     data = client.get("/v1/toc", params={"project": "p"}).json()
     if processed:
         assert [n["node_id"] for n in data["nodes"]] == ["toc:year:2024"]
