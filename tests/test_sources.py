@@ -264,22 +264,24 @@ def test_codex_current_format() -> None:
         "tool_call": 4,
         "tool_result": 3,
     }
-    # session_meta, turn_context, reasoning, and 4 event_msg mirrors (user/agent message,
-    # agent_reasoning, token_count)
+    # the opening's user instructions (kept by hash on the session event), turn_context,
+    # reasoning, and 4 event_msg mirrors (user/agent message, agent_reasoning, token_count)
     assert sum(r.skipped for r in records) == 7
     events = drafts(records)
     assert {(d.session_id, d.cwd, d.event_id) for d in events} == {
         (CODEX_SID, "/home/dev/api", None)
     }
     assert all(d.metadata["git_branch"] == "feature/healthz" for d in events)
-    kinds = [d.metadata.get("kind") for d in events if d.event_type == "system"]
-    assert kinds == [
-        "user_instructions",
-        "environment_context",
-        "turn_aborted",
-        "compacted",
-        "developer",
+    system = [d for d in events if d.event_type == "system"]
+    assert [(d.metadata.get("kind"), d.metadata["bookkeeping"]) for d in system] == [
+        ("session_meta", "instructions"),
+        (None, "context"),
+        ("turn_aborted", "interrupt"),
+        ("compacted", "compact_summary"),
+        (None, "instructions"),  # a developer message after the opening: a stub with its hash
     ]
+    assert [b["kind"] for b in system[0].metadata["instructions"]] == ["user_instructions"]
+    assert system[4].text.startswith("[Codex developer instructions: developer, 33 characters")
     user = next(d for d in events if d.event_type == "user_message")
     assert user.text == "Add a /healthz endpoint to the API server that returns the git sha."
     assert user.ts_ms == ms("2025-06-03T10:15:01.053Z")
@@ -329,9 +331,10 @@ def test_codex_resumed_read_still_knows_the_session() -> None:
 def test_codex_legacy_format() -> None:
     records = read("codex", CODEX_LEGACY)
     assert all(r.error is None for r in records)
-    assert sum(r.skipped for r in records) == 5  # meta line, three state markers, reasoning
+    assert sum(r.skipped for r in records) == 4  # three state markers, reasoning
     events = drafts(records)
     assert [d.event_type for d in events] == [
+        "system",  # the session, its instructions by hash
         "system",
         "user_message",
         "tool_call",
@@ -339,12 +342,13 @@ def test_codex_legacy_format() -> None:
         "assistant_message",
     ]
     start = ms("2025-04-18T09:30:00Z")
-    lines = [r.line for r in records if r.drafts]
+    lines = [r.line for r in records for _ in r.drafts]
     assert [d.ts_ms for d in events] == [start + line - 1 for line in lines]
     assert {d.session_id for d in events} == {CODEX_LEGACY_SID}
-    assert events[3].text.startswith("ruff check .\nsrc/cli.py:88:101: E501")
-    assert (events[3].metadata["exit_code"], events[3].metadata["is_error"]) == (2, True)
-    assert events[2].text == 'shell {"command":["make","lint"]}'
+    assert events[0].metadata["instructions"][0]["kind"] == "instructions"
+    assert events[4].text.startswith("ruff check .\nsrc/cli.py:88:101: E501")
+    assert (events[4].metadata["exit_code"], events[4].metadata["is_error"]) == (2, True)
+    assert events[3].text == 'shell {"command":["make","lint"]}'
     assert read("codex", CODEX_LEGACY, start=records[5].end_offset) == records[6:]
 
 

@@ -3,19 +3,26 @@
 Current files wrap every line in an envelope ``{"timestamp", "type", "payload"}``:
 
 - ``session_meta`` (the first line): ``id``, ``timestamp``, ``cwd``, ``originator``,
-  ``cli_version``, ``instructions``, ``git`` — read once per file by ``session_hint``, so a read
-  from a later offset still knows the session id and cwd. Not an event itself (skipped).
+  ``cli_version``, ``base_instructions``, ``git``, and for a sub-agent ``parent_thread_id`` —
+  read once per file, so a read from a later offset still knows the session id and cwd. It
+  becomes one ``system`` event (bookkeeping ``instructions``) holding, in its metadata, the
+  session's injected instructions by hash (``sources.codex_injected``): Codex's system prompt,
+  developer messages and ``AGENTS.md`` are kept once per session there, never as text.
 - ``response_item`` payloads are the conversation: ``message`` (role user / assistant / developer /
   system, ``content`` blocks ``input_text`` / ``output_text`` / ``input_image``) → one event per
   block; ``function_call``, ``custom_tool_call``, ``local_shell_call``, ``web_search_call`` →
   tool_call (text: tool name and compact arguments); ``function_call_output`` and
   ``custom_tool_call_output`` → tool_result; ``reasoning`` is skipped unless ``include_thinking``.
-  User messages that are injected context (``<environment_context>``, ``<user_instructions>``,
-  ``# AGENTS.md instructions``) become system events with that ``kind``.
+  Developer messages and injected user blocks (``AGENTS.md``, ``<user_instructions>``,
+  ``<skill>``) of the session's opening are skipped (their hashes are on the session event); a
+  later new one becomes a short ``instructions`` event; ``<environment_context>`` a ``context``
+  event (text kept, fields in metadata); ``<turn_aborted>`` an ``interrupt``.
 - ``event_msg`` payloads mirror the response items for the UI (user_message, agent_message,
-  agent_reasoning, token_count, exec_command_*): skipped, except ``turn_aborted`` and ``error``,
-  which nothing else records (system events).
-- ``compacted`` (the summary that replaces history after compaction) → a system event.
+  agent_reasoning, token_count, exec_command_*, and the ``item_completed`` items of paginated
+  threads): skipped, except ``turn_aborted`` and ``error``, which nothing else records (system
+  events, bookkeeping ``interrupt`` and ``notice``).
+- ``compacted`` (the summary that replaces history after compaction) → a system event
+  (bookkeeping ``compact_summary``: it restates what came before).
 - ``turn_context`` is bookkeeping: skipped.
 
 Older files (early 2025) start with the bare session object ``{"id", "timestamp", "instructions"}``,
@@ -23,7 +30,8 @@ then bare response items and ``{"record_type": "state"}`` markers, with no per-l
 their events are placed at the session start plus one millisecond per line number (so they keep
 file order and get the same instant whatever offset a read starts from).
 
-``session_id`` is the session's ``id`` (else the uuid in the file name, else the file stem),
+``session_id`` is the session's ``id`` (else the uuid in the file name, else the file stem); a
+sub-agent's rollout carries its parent's as ``parent_session_id``;
 its project the one of its ``cwd`` (``EventDraft.cwd``; ``memtoc.projects``). Metadata carries ``cwd``, ``git_branch``, and for tools
 ``tool_name``, ``tool_use_id`` (Codex's ``call_id``), ``is_error``/``exit_code`` when known.
 """
@@ -32,7 +40,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +57,8 @@ from memtoc.ingest.sources._lines import (
     session_hint_from,
 )
 from memtoc.ingest.sources.base import EventDraft, RawRecord, SourceOptions
+from memtoc.ingest.sources.bookkeeping import marked
+from memtoc.ingest.sources.codex_injected import Block, block_of, classify, environment
 from memtoc.model import JsonValue
 
 _ENVELOPE_TYPES = frozenset(
@@ -58,11 +68,8 @@ _UUID_AT_END = re.compile(
     r"([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})$"
 )
 _TEXT_BLOCKS = frozenset({"input_text", "output_text", "text"})
-_INJECTED_PREFIXES = (
-    ("<environment_context>", "environment_context"),
-    ("<user_instructions>", "user_instructions"),
-    ("# AGENTS.md instructions", "user_instructions"),
-)
+_OPENING_LINES = 400
+"""How far into a rollout to look for the opening's injected instructions."""
 _MESSAGE_ROLES = {
     "user": ("user_message", "user"),
     "assistant": ("assistant_message", "assistant"),
@@ -76,12 +83,17 @@ _Part = tuple[str, str, str, dict[str, JsonValue]]
 
 @dataclass(frozen=True, slots=True)
 class _Session:
-    """What the first line says about the whole file."""
+    """What the first line says about the whole file, and the instructions its opening holds."""
 
     session_id: str
     cwd: str | None
     ts_ms: int | None
     git_branch: str | None
+    meta: dict[str, JsonValue] = field(default_factory=dict)
+    """The session event's metadata (CLI, git, lineage, instruction blocks)."""
+    opening: frozenset[str] = frozenset()
+    """Hashes of the instruction blocks of the session's opening (kept on the session event)."""
+    parent: str | None = None
 
 
 class CodexSource:
@@ -117,6 +129,8 @@ class CodexSource:
             base["cwd"] = session.cwd
         if session.git_branch is not None:
             base["git_branch"] = session.git_branch
+        if session.parent is not None:
+            base["parent_session_id"] = session.parent
         legacy_start: int | None = session.ts_ms
         for line_no, offset, raw in iter_lines(path, start):
             end = offset + len(raw)
@@ -132,11 +146,11 @@ class CodexSource:
                 yield record
                 continue
             if "payload" in obj:
-                found = _envelope(obj, options)
+                found = _envelope(obj, options, session)
             else:
                 if legacy_start is None:
                     legacy_start = mtime_ms(path)
-                found = _legacy(obj, legacy_start + line_no - 1, options)
+                found = _legacy(obj, legacy_start + line_no - 1, options, session)
             if isinstance(found, str):
                 record.error = found
             else:
@@ -167,10 +181,10 @@ _Found = tuple[int, list[_Part], int] | str
 """(timestamp, events, skipped parts), or why the line is rejected."""
 
 
-def _envelope(obj: dict[str, Any], options: SourceOptions) -> _Found:
+def _envelope(obj: dict[str, Any], options: SourceOptions, session: _Session) -> _Found:
     """The events of a current-format line."""
     kind = obj.get("type")
-    if kind not in ("response_item", "event_msg", "compacted"):
+    if kind not in ("response_item", "event_msg", "compacted", "session_meta"):
         return 0, [], 1
     payload = obj["payload"]
     if not isinstance(payload, dict):
@@ -181,21 +195,32 @@ def _envelope(obj: dict[str, Any], options: SourceOptions) -> _Found:
         ts_ms = parse_timestamp(obj["timestamp"])
     except ValueError as exc:
         return str(exc)
-    if kind == "response_item":
-        found = _item(payload, options)
+    found: tuple[list[_Part], int] | str
+    if kind == "session_meta":
+        found = _session_event(session)
+    elif kind == "response_item":
+        found = _item(payload, options, session)
     elif kind == "event_msg":
         found = _event_msg(payload)
     else:
         message = payload.get("message")
         found = ([], 1)
         if isinstance(message, str) and message.strip():
-            found = ([("system", "system", message, {"kind": "compacted"})], 0)
+            summary = marked("compact_summary", {"kind": "compacted"})
+            found = ([("system", "system", message, summary)], 0)
     return found if isinstance(found, str) else (ts_ms, *found)
 
 
-def _legacy(obj: dict[str, Any], default_ts: int, options: SourceOptions) -> _Found:
+def _legacy(
+    obj: dict[str, Any], default_ts: int, options: SourceOptions, session: _Session
+) -> _Found:
     """The events of an early-2025 line (a bare response item, or bookkeeping)."""
-    if "record_type" in obj or _is_legacy_meta(obj):
+    if _is_legacy_meta(obj):
+        return (
+            session.ts_ms if session.ts_ms is not None else default_ts,
+            *_session_event(session),
+        )
+    if "record_type" in obj:
         return 0, [], 1
     if "type" not in obj:
         return "missing field 'type'"
@@ -205,22 +230,34 @@ def _legacy(obj: dict[str, Any], default_ts: int, options: SourceOptions) -> _Fo
             ts_ms = parse_timestamp(obj["timestamp"])
         except ValueError as exc:
             return str(exc)
-    found = _item(obj, options)
+    found = _item(obj, options, session)
     return found if isinstance(found, str) else (ts_ms, *found)
+
+
+def _session_event(session: _Session) -> tuple[list[_Part], int]:
+    """The session's one event: where it ran, and its instructions by hash (not their text)."""
+    cli = session.meta.get("originator") or "codex"
+    version = session.meta.get("cli_version")
+    where = f" in {session.cwd}" if session.cwd else ""
+    text = f"Codex session {session.session_id}{where} ({cli}{f' {version}' if version else ''})"
+    return [("system", "system", text, marked("instructions", {"kind": "session_meta",
+                                                               **session.meta}))], 0  # fmt: skip
 
 
 def _is_legacy_meta(obj: dict[str, Any]) -> bool:
     return "id" in obj and "timestamp" in obj and "type" not in obj and "role" not in obj
 
 
-def _item(item: dict[str, Any], options: SourceOptions) -> tuple[list[_Part], int] | str:
+def _item(
+    item: dict[str, Any], options: SourceOptions, session: _Session
+) -> tuple[list[_Part], int] | str:
     """The events of one response item and the count of skipped parts, or an error."""
     kind = item.get("type")
     call_meta: dict[str, JsonValue] = {}
     if isinstance(item.get("call_id"), str):
         call_meta["tool_use_id"] = item["call_id"]
     if kind == "message":
-        return _message(item)
+        return _message(item, session)
     if kind == "reasoning":
         if not options.include_thinking:
             return [], 1
@@ -248,12 +285,14 @@ def _item(item: dict[str, Any], options: SourceOptions) -> tuple[list[_Part], in
     return [], 1
 
 
-def _message(item: dict[str, Any]) -> tuple[list[_Part], int] | str:
-    """One event per content block of a ``message`` item."""
+def _message(item: dict[str, Any], session: _Session) -> tuple[list[_Part], int] | str:
+    """One event per content block of a ``message`` item (injected ones as bookkeeping)."""
     role = item.get("role")
-    mapped = _MESSAGE_ROLES.get(role) if isinstance(role, str) else None
-    if mapped is None:
+    if not isinstance(role, str):
         return f"unknown message role {role!r}" if role is not None else "missing field 'role'"
+    mapped = _MESSAGE_ROLES.get(role)
+    if mapped is None:
+        return f"unknown message role {role!r}"
     content = item.get("content")
     if isinstance(content, str):
         content = [{"type": "text", "text": content}]
@@ -269,16 +308,19 @@ def _message(item: dict[str, Any]) -> tuple[list[_Part], int] | str:
         if btype == "refusal":
             text = block.get("refusal")
         if isinstance(text, str) and text.strip():
-            extra = base
-            if role == "user":
-                for prefix, injected in _INJECTED_PREFIXES:
-                    if text.startswith(prefix):
-                        parts.append(("system", "system", text, {"kind": injected}))
-                        break
-                else:
-                    parts.append((event_type, event_role, text, extra))
+            injected = classify(role, text)
+            if injected is None:
+                parts.append((event_type, event_role, text, base))
+                continue
+            kind, found = injected
+            if found is None:
+                extra = environment(text) if kind == "context" else {}
+                parts.append(("system", "system", text, marked(kind, extra)))
+            elif found.sha256 in session.opening:
+                skipped += 1  # kept once, on the session event
             else:
-                parts.append((event_type, event_role, text, extra))
+                info: dict[str, JsonValue] = {"instructions": found.describe()}
+                parts.append(("system", "system", found.stub(role), marked(kind, info)))
         elif btype == "input_image":
             parts.append((event_type, event_role, "[image]", {**base, "kind": "image"}))
         else:
@@ -292,9 +334,9 @@ def _event_msg(payload: dict[str, Any]) -> tuple[list[_Part], int]:
     if kind == "turn_aborted":
         reason = payload.get("reason")
         text = f"turn aborted: {reason}" if isinstance(reason, str) else "turn aborted"
-        return [("system", "system", text, {"kind": "turn_aborted"})], 0
+        return [("system", "system", text, marked("interrupt", {"kind": "turn_aborted"}))], 0
     if kind == "error" and isinstance(payload.get("message"), str) and payload["message"]:
-        return [("system", "system", payload["message"], {"kind": "error"})], 0
+        return [("system", "system", payload["message"], marked("notice", {"kind": "error"}))], 0
     return [], 1
 
 
@@ -343,7 +385,8 @@ def _call_output(output: Any) -> tuple[str, dict[str, JsonValue]]:
 
 
 def _read_session(path: Path) -> _Session:
-    """The session described by the file's first line (current or legacy), with fallbacks."""
+    """The session described by the file's first line (current or legacy), with fallbacks, and
+    the instruction blocks of its opening (up to the first prompt the user typed)."""
     try:
         with path.open("rb") as f:
             first = f.readline()
@@ -368,9 +411,88 @@ def _read_session(path: Path) -> _Session:
     git = meta.get("git")
     branch = git.get("branch") if isinstance(git, dict) else None
     cwd = meta.get("cwd")
+    blocks = [b for b in (_base_block(meta), *_opening_blocks(path)) if b is not None]
+    parent = meta.get("parent_thread_id") or _spawn_parent(meta.get("source"))
     return _Session(
         session_id=session_id,
         cwd=cwd if isinstance(cwd, str) else None,
         ts_ms=ts_ms,
         git_branch=branch if isinstance(branch, str) else None,
+        meta=_session_meta(meta, blocks),
+        opening=frozenset(b.sha256 for b in blocks),
+        parent=parent if isinstance(parent, str) and parent else None,
     )
+
+
+_META_FIELDS = (
+    "cli_version", "originator", "model_provider", "thread_source", "agent_role",
+    "parent_thread_id", "forked_from_thread_id",
+)  # fmt: skip
+
+
+def _session_meta(meta: dict[str, Any], blocks: list[Block]) -> dict[str, JsonValue]:
+    """The session event's metadata: the session's own fields, git state, instructions by hash."""
+    out: dict[str, JsonValue] = {k: meta[k] for k in _META_FIELDS if isinstance(meta.get(k), str)}
+    source = meta.get("source")
+    if isinstance(source, str | dict):
+        out["source"] = source
+    git = meta.get("git")
+    if isinstance(git, dict):
+        out["git"] = {k: v for k, v in git.items() if isinstance(v, str)}
+    if blocks:
+        out["instructions"] = [b.describe() for b in blocks]
+    return out
+
+
+def _base_block(meta: dict[str, Any]) -> Block | None:
+    """Codex's own system prompt (``base_instructions``; the legacy layout's ``instructions``)."""
+    value = meta.get("base_instructions", meta.get("instructions"))
+    if isinstance(value, dict):
+        value = value.get("text")
+    if not isinstance(value, str) or not value.strip():
+        return None
+    return block_of(value, "base_instructions" if "base_instructions" in meta else "instructions")
+
+
+def _spawn_parent(source: Any) -> Any:
+    """The parent thread a sub-agent's ``source`` names (``{"subagent": {"thread_spawn":
+    {"parent_thread_id": …}}}`` and similar shapes), else None."""
+    if not isinstance(source, dict):
+        return None
+    stack: list[Any] = [source]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, dict):
+            if isinstance(value.get("parent_thread_id"), str):
+                return value["parent_thread_id"]
+            stack.extend(value.values())
+    return None
+
+
+def _opening_blocks(path: Path) -> list[Block]:
+    """The instruction blocks injected before the first prompt the user typed."""
+    blocks: list[Block] = []
+    for line_no, offset, raw in iter_lines(path, 0):
+        if line_no > _OPENING_LINES:
+            break
+        obj, error = decode_line(raw, offset) if raw.strip() else (None, "blank")
+        if error is not None or not isinstance(obj, dict):
+            continue
+        item = obj.get("payload") if "payload" in obj else obj
+        if not isinstance(item, dict) or item.get("type") != "message":
+            continue
+        role, content = item.get("role"), item.get("content")
+        if not isinstance(role, str) or not isinstance(content, list):
+            continue
+        for part in content:
+            text = part.get("text") if isinstance(part, dict) else None
+            if not isinstance(text, str) or not text.strip():
+                continue
+            injected = classify(role, text)
+            if injected is None:
+                if role == "user":
+                    return blocks  # the first prompt: the opening is over
+                continue
+            if injected[1] is not None:
+                blocks.append(injected[1])
+    return blocks
