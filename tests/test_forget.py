@@ -107,11 +107,16 @@ def all_nodes(memory: Memory) -> list[Any]:
 
 def test_forget_by_id_rederives_and_purges(memory: Memory, tmp_path: Path) -> None:
     store = sqlite(memory)
-    store.put_bookmark(
-        Bookmark("bm-secret", "alpha", "Deploy password chosen.", ("E3",), 0.9, "conclusion", 1, 1)
-    )
-    store.put_bookmark(
-        Bookmark("bm-keep", "alpha", "Vacuum settings tuned.", ("E5",), 0.5, "conclusion", 1, 1)
+    memory.bookmark_step.merge(  # as the pipeline writes them: with their search documents
+        "alpha",
+        [
+            Bookmark(
+                "bm-secret", "alpha", "Deploy password chosen.", ("E3",), 0.9, "conclusion", 1, 1
+            ),
+            Bookmark(
+                "bm-keep", "alpha", "Vacuum settings tuned.", ("E5",), 0.5, "conclusion", 1, 1
+            ),
+        ],
     )
     # the secret is really there first: events, search, derived summaries, the file
     hits = memory.search(MARKER, kinds=("event",), mode="bm25").items

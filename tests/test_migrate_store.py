@@ -25,6 +25,7 @@ from memtoc.pipeline.embed_step import EmbedStep
 from memtoc.pipeline.embed_step_pg import PgEmbedStep
 from memtoc.pipeline.summarize.extractive import ExtractiveSummarizer
 from memtoc.pipeline.worker import PipelineConfig, Processor
+from memtoc.retrieval.bookmark_step import bookmark_doc
 from memtoc.store import postgres_maintenance
 from memtoc.store.base import PipelineStore
 from memtoc.store.migrate import CHECKPOINT_PREFIX, migrate_store
@@ -65,18 +66,12 @@ def build_source(path: Path, sessions: int = 8) -> tuple[list[Event], list[Event
         proc = processor(store)
         proc.run(rollup=False)
         proc.rollup(force=True)
-        store.put_bookmark(
-            Bookmark(
-                "bm-1",
-                "alpha",
-                "The lexer bug was the \x00 escape.",
-                (nul.event_id,),
-                0.8,
-                "resolution",
-                T0,
-                T0,
-            )
-        )
+        mark = Bookmark(
+            "bm-1", "alpha", "The lexer bug was the \x00 escape.", (nul.event_id,), 0.8,
+            "resolution", T0, T0,
+        )  # fmt: skip
+        store.put_bookmark(mark)
+        store.put_docs([bookmark_doc(mark)])  # as the bookmark step writes it
         EmbedStep(store, HashEmbedder(16)).run()  # vectors of every event and doc
         store.append_events(pending)  # stays pending in the outbox
     finally:
@@ -145,7 +140,9 @@ def test_copy_is_whole_verified_and_the_pipeline_continues_on_postgres(
                       "user_message", "user", "after the move")  # fmt: skip
         pg.append_events([extra])
         assert pg.events_by_seq(src.max_seq() + 1, src.max_seq() + 1)[0][1] == extra
-        assert postgres_maintenance.verify(pg).ok
+        PgEmbedStep(pg, HashEmbedder(16)).run()  # the pipeline's embedding step (no hook here)
+        report = postgres_maintenance.verify(pg)
+        assert report.ok, report.problems
     finally:
         src.close()
         pg.close()

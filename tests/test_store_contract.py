@@ -319,3 +319,21 @@ def test_concurrent_writer_waits_instead_of_failing(sqlite_store: SqliteStore) -
     t.join(5)
     assert done.is_set() and sqlite_store.count_events() == 1
     other.close()
+
+
+def test_a_node_without_its_latest_pointer_keeps_its_versions(store: SqliteStore) -> None:
+    # retired (``delete_node``) or its pointer lost: putting it again never reuses a version
+    # number; the same content as its last version only gets the pointer back
+    store.put_node(node())
+    store.put_node(node(title="Auth and billing"))
+    store.delete_node("p", "toc:day:2024-01-18")
+    with pytest.raises(NotFoundError):
+        store.get_node("p", "toc:day:2024-01-18")
+    back, written = store.put_node(node(title="Auth and billing"))
+    assert written and back.version == 2
+    assert store.get_node("p", "toc:day:2024-01-18").title == "Auth and billing"
+    store.delete_node("p", "toc:day:2024-01-18")
+    new, written = store.put_node(node(title="Auth, billing and search"))
+    assert written and new.version == 3
+    assert store.node_versions("p", "toc:day:2024-01-18") == [1, 2, 3]
+    assert store.get_node("p", "toc:day:2024-01-18", version=1).title == "Auth work"

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from memtoc import forgetting
 from memtoc.clock import Clock, SystemClock
 from memtoc.config import Settings
+from memtoc.derived.rebuild import PARTS, RebuildReport
 from memtoc.errors import EmbedderError, IngestError, QueryError, StoreError
 from memtoc.forgetting import ForgetReport, ForgetSelector
 from memtoc.ids import UlidFactory
@@ -46,7 +47,7 @@ from memtoc.retrieval.hybrid import Fusion, SearchResult, fusion_from_settings
 from memtoc.retrieval.navigate import ExpandView, NodeView
 from memtoc.retrieval.recall import DEFAULT_TIME_LIMIT_MS, RecallResult
 from memtoc.retrieval.recall import recall as assemble_recall
-from memtoc.retrieval.teleport import SearchFilters, rebuild_fts
+from memtoc.retrieval.teleport import SearchFilters
 from memtoc.retrieval.time_search import DEFAULT_TIME_MODE, time_search
 from memtoc.services import ROLLUP_LEVELS, build_summarizer, store_timezone
 from memtoc.store import maintenance
@@ -586,14 +587,43 @@ class Memory:
 
     def rebuild_fts(self) -> dict[str, int]:
         """Re-index events and docs for BM25 with the current tokenisation (``rebuild --fts``)."""
-        return rebuild_fts(self.sqlite_store("rebuild --fts"))
+        from memtoc.store.derived import derived_ops
+
+        return derived_ops(self.store).rebuild_text_index()
 
     def rebuild_vectors(self) -> EmbedReport:
         """Re-embed every event and doc with the configured embedder (``memtoc rebuild --vectors``)."""
         step = self.semantic.embed_step()
         if step is None:
             raise EmbedderError(self.semantic.degraded or "no embedder")
-        return step.rebuild()
+        report = step.rebuild()
+        self._embed_step = None
+        return report
+
+    def rebuild(self, parts: Iterable[str] = PARTS, *, project: str | None = None) -> RebuildReport:
+        """Re-derive ``parts`` of what is built from events (``memtoc rebuild``; see
+        ``memtoc.derived.rebuild``): segments, summaries (nodes and their versions), grips,
+        bookmarks, search docs, FTS, vectors — by part or all. Summaries are rebuilt with the
+        configured summariser, vectors with the configured embedder (skipped, with a note,
+        without one)."""
+        from memtoc.derived.rebuild import Rebuilder
+        from memtoc.store.derived import derived_ops
+
+        def vectors() -> dict[str, JsonValue]:
+            embedder = self.semantic.embedder
+            assert embedder is not None
+            return {"embedder": embedder.name, **self.rebuild_vectors().to_dict()}
+
+        rebuilder = Rebuilder(
+            self.processor,
+            derived_ops(self.store),
+            bookmarks=self.bookmark_step,
+            vectors=vectors if self.semantic.embedder is not None else None,
+        )
+        report = rebuilder.run(parts, project=project)
+        if "vectors" in set(parts) and self.semantic.embedder is None:
+            report.notes.append(f"vectors not rebuilt: {self.semantic.degraded}")
+        return report
 
     # -- bookmarks (memtoc.retrieval.bookmarks, bookmark_step) -------------------------------------
     @property
@@ -698,11 +728,24 @@ class Memory:
         return self.store.stats()
 
     def verify(self) -> VerifyReport:
+        """Check the store and every derived structure against the events (``memtoc verify``):
+        the store's invariants and SQL audit, then the TOC's structure (``derived.verify``).
+        Vectors are checked against the configured embedder when it loads."""
+        from memtoc.derived.verify import verify_structure
+        from memtoc.pipeline.periods import Calendar
+        from memtoc.store.derived import derived_ops
+
+        embedder = self.semantic.embedder
         if not isinstance(self.store, SqliteStore):
             from memtoc.store import postgres_maintenance
 
-            return postgres_maintenance.verify(self.store)
-        return maintenance.verify(self.store)
+            report = postgres_maintenance.verify(self.store, embedder)
+        else:
+            report = maintenance.verify(self.store, embedder)
+        if embedder is None and self.semantic.degraded:
+            report.pending.append(f"vectors not checked against a model: {self.semantic.degraded}")
+        report.add(verify_structure(self.store, derived_ops(self.store), Calendar(self.tz)))
+        return report
 
     def backup(self, dest: str | Path) -> int:
         if not isinstance(self.store, SqliteStore):

@@ -100,6 +100,17 @@ class Segmenter:
             self._assign_session(project, session_id, items, result)
         return results
 
+    def scan(
+        self, project: str, session_id: str, items: Sequence[tuple[int, Event]]
+    ) -> SegmentationResult:
+        """A session's segmentation from scratch, from all its events (sorted by ``(ts_ms,
+        event_id)``): what ``assign`` converges to. Pure — reads and writes nothing (``rebuild
+        --segments`` compares it with what is stored)."""
+        out = SegmentationResult()
+        self._scan(project, session_id, items, None, out)
+        out.events = len(items)
+        return out
+
     # -- one session ----------------------------------------------------------------------------
     def _assign_session(
         self,

@@ -269,9 +269,7 @@ class BookmarkStep:
                     self.store.touch_bookmarks([new.bookmark_id], last_relevant)
                 continue
             self.store.put_bookmark(new)
-            self.store.put_docs(
-                [DocRow("bookmark", new.bookmark_id, project, new.created_ms, _doc_text(new))]
-            )
+            self.store.put_docs([bookmark_doc(new)])
             written += 1
         return written, deleted
 
@@ -304,8 +302,11 @@ def _dedupe(candidates: Sequence[Bookmark]) -> list[Bookmark]:
     return kept[::-1]
 
 
-def _doc_text(b: Bookmark) -> str:
-    return search_text(f"{b.type}: {b.content}")
+def bookmark_doc(b: Bookmark) -> DocRow:
+    """The search document of a bookmark (``rebuild --docs`` and ``verify`` derive it too)."""
+    return DocRow(
+        "bookmark", b.bookmark_id, b.project, b.created_ms, search_text(f"{b.type}: {b.content}")
+    )
 
 
 def checkpoint_job(project: str, session_id: str) -> str:

@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 from memtoc.errors import QueryError
 from memtoc.model import LEVELS, ROLES
 from memtoc.store.sqlite import SqliteStore
-from memtoc.text.fts_text import MatchQuery, build_match, original_text, quote, search_text
+from memtoc.text.fts_text import MatchQuery, build_match, quote
 from memtoc.text.keyphrases import normalize_term
 
 if TYPE_CHECKING:
@@ -437,38 +437,3 @@ def filter_keys(
         if store._query(sql, params):
             out.add((kind, project, item_id))
     return out
-
-
-def rebuild_fts(store: SqliteStore, *, batch: int = 5_000) -> dict[str, int]:
-    """Re-index both FTS tables from their sources with the current ``search_text``.
-
-    Events are re-indexed if the pipeline has filed them (segment members); docs get their stored
-    text recomputed (``search_text`` of their original text), so a store indexed by an older
-    memtoc gains the identifier forms. One transaction: searches see the old index or the new one.
-    """
-    events = docs = 0
-    with store.transaction():
-        store._exec("INSERT INTO events_fts(events_fts) VALUES ('delete-all')")
-        store._exec("INSERT INTO docs_fts(docs_fts) VALUES ('delete-all')")
-        after = 0
-        while True:
-            rows = store._query(
-                "SELECT e.seq, e.text FROM segment_events s JOIN events e ON e.seq = s.seq "
-                "WHERE s.seq > ? ORDER BY s.seq LIMIT ?",
-                (after, batch),
-            )
-            if not rows:
-                break
-            store.connection.executemany(
-                "INSERT INTO events_fts(rowid, text) VALUES (?, ?)",
-                [(seq, search_text(text)) for seq, text in rows],
-            )
-            after = rows[-1][0]
-            events += len(rows)
-        for doc_seq, text in store._query("SELECT doc_seq, text FROM docs ORDER BY doc_seq"):
-            indexed = search_text(original_text(text))
-            if indexed != text:
-                store._exec("UPDATE docs SET text = ? WHERE doc_seq = ?", (indexed, doc_seq))
-            store._exec("INSERT INTO docs_fts(rowid, text) VALUES (?, ?)", (doc_seq, indexed))
-            docs += 1
-    return {"events": events, "docs": docs}

@@ -9,28 +9,50 @@ from pathlib import Path
 
 from memtoc.errors import StoreError
 from memtoc.model import EVENT_TYPES, ROLES, JsonValue
+from memtoc.store.derived import Audit, Finding
 from memtoc.store.migrations import MIGRATIONS
 from memtoc.store.sqlite import SqliteStore, prepare_private_file
+from memtoc.store.sqlite_derived import SqliteDerived
+from memtoc.store.sqlite_vectors import EmbedderIdentity
 
 
 @dataclass(slots=True)
 class VerifyReport:
-    """What ``verify`` checked and every problem it found."""
+    """What ``verify`` checked, every problem it found (``findings``: what, how many, where, the
+    fix) and the work in flight it saw (``pending``: not problems)."""
 
     checks: list[str] = field(default_factory=list)
-    problems: list[str] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+    pending: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
-        return not self.problems
+        return not self.findings
+
+    @property
+    def problems(self) -> list[str]:
+        """Each finding as one line, ``check: message``."""
+        return [f"{f.check}: {f.message()}" for f in self.findings]
 
     def check(self, name: str, problem: str | None) -> None:
         self.checks.append(name)
         if problem:
-            self.problems.append(f"{name}: {problem}")
+            self.findings.append(Finding(name, problem, 1))
+
+    def add(self, audit: Audit) -> None:
+        """Take over an audit's checks, findings and pending work."""
+        self.checks.extend(c for c in audit.checks if c not in self.checks)
+        self.findings.extend(audit.findings)
+        self.pending.extend(audit.pending)
 
     def to_dict(self) -> dict[str, JsonValue]:
-        return {"ok": self.ok, "checks": list(self.checks), "problems": list(self.problems)}
+        return {
+            "ok": self.ok,
+            "checks": list(self.checks),
+            "problems": list(self.problems),
+            "findings": [f.to_dict() for f in self.findings],
+            "pending": list(self.pending),
+        }
 
 
 def backup(store: SqliteStore, dest: Path) -> int:
@@ -103,8 +125,9 @@ def _size(path: Path) -> int:
     return sum(p.stat().st_size for p in (path, Path(f"{path}-wal")) if p.exists())
 
 
-def verify(store: SqliteStore) -> VerifyReport:
-    """Check SQLite integrity and memtoc's invariants; every problem is listed."""
+def verify(store: SqliteStore, embedder: EmbedderIdentity | None = None) -> VerifyReport:
+    """Check SQLite integrity and memtoc's invariants, and audit the derived data against the
+    events (``SqliteDerived.audit``; ``embedder``: the configured one); every problem is listed."""
     report = VerifyReport()
     q = store._query
     result = q("PRAGMA integrity_check")[0][0]
@@ -150,27 +173,7 @@ def verify(store: SqliteStore) -> VerifyReport:
         report.check(
             "session spans", f"{outside} events outside their session's span" if outside else None
         )
-    dangling = q(
-        "SELECT COUNT(*) FROM toc_nodes n LEFT JOIN toc_node_versions v ON v.project = n.project "
-        "AND v.node_id = n.node_id AND v.version = n.version WHERE v.node_id IS NULL"
-    )[0][0]
-    report.check("node latest pointers", f"{dangling} dangling" if dangling else None)
-    # forget: a tombstone (forgotten event) counts as missing for membership and grips
-    live = "e.forgotten_ms IS NULL" if store._live != "1" else "1"
-    orphans = q(
-        "SELECT COUNT(*) FROM segment_events s LEFT JOIN events e ON e.seq = s.seq "
-        f"AND {live} WHERE e.seq IS NULL"
-    )[0][0]
-    report.check("segment membership", f"{orphans} members with no event" if orphans else None)
-    bad_grips = q(
-        "SELECT COUNT(*) FROM grips g WHERE NOT EXISTS "
-        f"(SELECT 1 FROM events e WHERE e.event_id = g.event_id_start AND {live}) OR NOT EXISTS "
-        f"(SELECT 1 FROM events e WHERE e.event_id = g.event_id_end AND {live})"
-    )[0][0]
-    report.check(
-        "grips resolve", f"{bad_grips} grips point at missing events" if bad_grips else None
-    )
-    if live != "1":
+    if store._live != "1":
         _check_tombstones(report, store)
     for table in ("events_fts", "docs_fts"):
         if store.read_only:  # FTS5's integrity-check is an INSERT command: not on read-only media
@@ -182,6 +185,7 @@ def verify(store: SqliteStore) -> VerifyReport:
             report.check(f"{table} index", None)
         except sqlite3.Error as exc:
             report.check(f"{table} index", str(exc))
+    report.add(SqliteDerived(store).audit(embedder))
     return report
 
 

@@ -40,6 +40,12 @@ _LATEST = (
     "FROM toc_nodes n JOIN toc_node_versions v "
     "ON v.project = n.project AND v.node_id = n.node_id AND v.version = n.version"
 )
+_SET_LATEST = (
+    "INSERT INTO toc_nodes(project, node_id, version, level, start_ms, end_ms, parent_id) "
+    "VALUES (%s,%s,%s,%s,%s,%s,%s) ON CONFLICT (project, node_id) DO UPDATE "
+    "SET version = excluded.version, level = excluded.level, start_ms = excluded.start_ms, "
+    "end_ms = excluded.end_ms, parent_id = excluded.parent_id"
+)
 
 
 def _entry(row: Sequence[Any], attempts_add: int = 0) -> OutboxEntry:
@@ -353,31 +359,31 @@ class PostgresStore(PgPipeline, PgSearch, PgVectors, PgProjects):
                 f"SELECT v.version, v.data {_LATEST} WHERE n.project = %s AND n.node_id = %s",
                 (node.project, node.node_id),
             )
+            shape = (node.level, node.start_ms, node.end_ms, node.parent_id)
             if rows:
                 latest = _node_from_row(node.project, node.node_id, rows[0][0], rows[0][1])
                 if latest.content_key() == node.content_key():
                     return latest, False
             top = self._query(
-                "SELECT COALESCE(MAX(version), 0) FROM toc_node_versions "
-                "WHERE project = %s AND node_id = %s",
+                "SELECT version, data FROM toc_node_versions WHERE project = %s AND node_id = %s "
+                "ORDER BY version DESC LIMIT 1",
                 (node.project, node.node_id),
             )
-            version = int(top[0][0]) + 1
+            if top and not rows:
+                # No latest pointer (retired, or lost): a node equal to its last version gets its
+                # pointer back instead of a copy; otherwise numbering continues after the versions.
+                last = _node_from_row(node.project, node.node_id, top[0][0], top[0][1])
+                if last.content_key() == node.content_key():
+                    self._exec(_SET_LATEST, (node.project, node.node_id, last.version, *shape))
+                    return last, True
+            version = int(top[0][0]) + 1 if top else 1
             now = self.clock.now_ms()
-            shape = (node.level, node.start_ms, node.end_ms, node.parent_id)
             self._exec(
                 "INSERT INTO toc_node_versions(project, node_id, version, level, start_ms, end_ms, "
                 "parent_id, data, created_ms) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s)",
                 (node.project, node.node_id, version, *shape, pg_text(_node_data(node, now)), now),
             )
-            self._exec(
-                "INSERT INTO toc_nodes(project, node_id, version, level, start_ms, end_ms, "
-                "parent_id) VALUES (%s,%s,%s,%s,%s,%s,%s) ON CONFLICT (project, node_id) DO UPDATE "
-                "SET version = excluded.version, level = excluded.level, "
-                "start_ms = excluded.start_ms, end_ms = excluded.end_ms, "
-                "parent_id = excluded.parent_id",
-                (node.project, node.node_id, version, *shape),
-            )
+            self._exec(_SET_LATEST, (node.project, node.node_id, version, *shape))
         return TocNode(**{**_asdict(node), "version": version, "created_ms": now}), True
 
     def get_node(self, project: str, node_id: str, version: int | None = None) -> TocNode:

@@ -11,7 +11,9 @@ from memtoc.errors import StoreError
 from memtoc.model import EVENT_TYPES, ROLES
 from memtoc.store.maintenance import VerifyReport
 from memtoc.store.postgres import PostgresStore
+from memtoc.store.postgres_derived import PgDerived
 from memtoc.store.postgres_migrations import MIGRATIONS
+from memtoc.store.sqlite_vectors import EmbedderIdentity
 
 
 def backup(store: PostgresStore) -> int:
@@ -28,8 +30,9 @@ def compact(store: PostgresStore) -> dict[str, int]:
     )
 
 
-def verify(store: PostgresStore) -> VerifyReport:
-    """The SQLite store's invariants, checked in SQL; every problem is listed."""
+def verify(store: PostgresStore, embedder: EmbedderIdentity | None = None) -> VerifyReport:
+    """The SQLite store's invariants, checked in SQL, and the audit of the derived data against
+    the events (``PgDerived.audit``; ``embedder``: the configured one); every problem is listed."""
     report = VerifyReport()
 
     def one(sql: str, params: tuple[object, ...] = ()) -> int:
@@ -64,43 +67,5 @@ def verify(store: PostgresStore) -> VerifyReport:
     elif covered != total:
         problem = f"outbox announces {covered} events but the log holds {total}"
     report.check("event/outbox atomicity", problem)
-    dangling = one(
-        "SELECT COUNT(*) FROM toc_nodes n LEFT JOIN toc_node_versions v ON v.project = n.project "
-        "AND v.node_id = n.node_id AND v.version = n.version WHERE v.node_id IS NULL"
-    )
-    report.check("node latest pointers", f"{dangling} dangling" if dangling else None)
-    orphans = one(
-        "SELECT COUNT(*) FROM segment_events s LEFT JOIN events e ON e.seq = s.seq "
-        "WHERE e.seq IS NULL OR e.project <> s.project"
-    )
-    report.check("segment membership", f"{orphans} members with no event" if orphans else None)
-    unsegmented = one(
-        "SELECT COUNT(*) FROM segment_events s LEFT JOIN segments g "
-        "ON g.project = s.project AND g.node_id = s.node_id WHERE g.node_id IS NULL"
-    )
-    report.check(
-        "segments exist", f"{unsegmented} members of a missing segment" if unsegmented else None
-    )
-    bad_grips = one(
-        "SELECT COUNT(*) FROM grips g WHERE NOT EXISTS (SELECT 1 FROM events e "
-        "WHERE e.event_id = g.event_id_start AND e.project = g.project) OR NOT EXISTS "
-        "(SELECT 1 FROM events e WHERE e.event_id = g.event_id_end AND e.project = g.project)"
-    )
-    report.check(
-        "grips resolve", f"{bad_grips} grips point at missing events" if bad_grips else None
-    )
-    stale_docs = one(
-        "SELECT COUNT(*) FROM docs d WHERE (d.kind = 'node' AND NOT EXISTS (SELECT 1 FROM "
-        "toc_nodes n WHERE n.project = d.project AND n.node_id = d.doc_id)) OR (d.kind = 'grip' "
-        "AND NOT EXISTS (SELECT 1 FROM grips g WHERE g.project = d.project "
-        "AND g.grip_id = d.doc_id))"
-    )
-    report.check(
-        "search documents", f"{stale_docs} documents of missing items" if stale_docs else None
-    )
-    unindexed = one(
-        "SELECT COUNT(*) FROM segment_events s LEFT JOIN event_search x ON x.seq = s.seq "
-        "WHERE x.seq IS NULL"
-    )
-    report.check("event search index", f"{unindexed} filed events unindexed" if unindexed else None)
+    report.add(PgDerived(store).audit(embedder))
     return report

@@ -647,7 +647,20 @@ class SqliteStore:
                     return latest, False
                 version = latest.version + 1
             else:
-                version = 1
+                # No latest pointer: a new node, or one retired (or whose pointer was lost) whose
+                # versions stay. Numbering continues after them; a node equal to its last version
+                # gets its pointer back instead of a copy.
+                top = self._exec(
+                    "SELECT version, data FROM toc_node_versions WHERE project = ? AND node_id = ? "
+                    "ORDER BY version DESC LIMIT 1",
+                    (node.project, node.node_id),
+                ).fetchone()
+                if top is not None:
+                    last = _node_from_row(node.project, node.node_id, top[0], top[1])
+                    if last.content_key() == node.content_key():
+                        self._set_latest(node, last.version)
+                        return last, True
+                version = top[0] + 1 if top is not None else 1
             now = self.clock.now_ms()
             self._exec(
                 "INSERT INTO toc_node_versions(project, node_id, version, level, start_ms, end_ms, "
@@ -664,21 +677,24 @@ class SqliteStore:
                     now,
                 ),
             )
-            self._exec(
-                "INSERT OR REPLACE INTO toc_nodes(project, node_id, version, level, start_ms, "
-                "end_ms, parent_id) VALUES (?,?,?,?,?,?,?)",
-                (
-                    node.project,
-                    node.node_id,
-                    version,
-                    node.level,
-                    node.start_ms,
-                    node.end_ms,
-                    node.parent_id,
-                ),
-            )
+            self._set_latest(node, version)
         stored = TocNode(**{**_asdict(node), "version": version, "created_ms": now})
         return stored, True
+
+    def _set_latest(self, node: TocNode, version: int) -> None:
+        self._exec(
+            "INSERT OR REPLACE INTO toc_nodes(project, node_id, version, level, start_ms, "
+            "end_ms, parent_id) VALUES (?,?,?,?,?,?,?)",
+            (
+                node.project,
+                node.node_id,
+                version,
+                node.level,
+                node.start_ms,
+                node.end_ms,
+                node.parent_id,
+            ),
+        )
 
     def get_node(self, project: str, node_id: str, version: int | None = None) -> TocNode:
         if version is None:

@@ -14,6 +14,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from memtoc.clock import SystemClock
+from memtoc.derived.rebuild import PARTS
 from memtoc.retrieval.drill import DEFAULT_BEAM, DrillResult
 from memtoc.retrieval.hybrid import SearchResult
 from memtoc.retrieval.time_search import DEFAULT_TIME_MODE, TIME_MODES
@@ -205,29 +206,74 @@ def _batch(path: Path, run: Callable[[str], SearchResult | DrillResult]) -> None
 @app.command()
 def rebuild(
     ctx: typer.Context,
-    vectors: Annotated[
-        bool, typer.Option("--vectors", help="Re-embed every event and doc (configured embedder).")
+    all_parts: Annotated[
+        bool, typer.Option("--all", help="Rebuild everything derived from events (all parts).")
+    ] = False,
+    segments: Annotated[
+        bool,
+        typer.Option("--segments", help="Re-segment every session (and rebuild what changed)."),
+    ] = False,
+    summaries: Annotated[
+        bool,
+        typer.Option(
+            "--summaries",
+            help="Re-summarise every segment and period with the configured summariser "
+            "(new node versions where the content changes; old versions stay).",
+        ),
+    ] = False,
+    grips: Annotated[
+        bool, typer.Option("--grips", help="Re-derive every bullet's grips from its events.")
+    ] = False,
+    bookmarks: Annotated[
+        bool, typer.Option("--bookmarks", help="Detect bookmarks again over every event.")
+    ] = False,
+    docs: Annotated[
+        bool,
+        typer.Option("--docs", help="Rewrite the search documents of nodes, grips, bookmarks."),
     ] = False,
     fts: Annotated[
         bool, typer.Option("--fts", help="Re-index events and docs for BM25 (code-aware forms).")
     ] = False,
+    vectors: Annotated[
+        bool, typer.Option("--vectors", help="Re-embed every event and doc (configured embedder).")
+    ] = False,
+    project: Annotated[
+        str | None, typer.Option("--project", help="Only this project (FTS and vectors: all).")
+    ] = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """Rebuild derived search data from the stored events (default: every index named here)."""
-    everything = not (vectors or fts)
-    out: dict[str, object] = {}
+    """Rebuild what is derived from the stored events: by part, or everything with --all
+    (default: the search indexes, --fts and --vectors). `memtoc verify` says which part to rebuild."""
+    chosen = {
+        name
+        for name, on in (
+            ("segments", segments),
+            ("summaries", summaries),
+            ("grips", grips),
+            ("bookmarks", bookmarks),
+            ("docs", docs),
+            ("fts", fts),
+            ("vectors", vectors),
+        )
+        if on
+    }
+    if all_parts:
+        chosen = set(PARTS)
+    elif not chosen:
+        chosen = {"fts", "vectors"}
     with open_memory(ctx) as memory:
-        if fts or everything:
-            out["fts"] = memory.rebuild_fts()
-        if vectors or everything:
-            embedder = memory.semantic.embedder
-            if embedder is None:
-                raise fail(memory.semantic.degraded or "no embedder")
-            out["vectors"] = {"embedder": embedder.name, **memory.rebuild_vectors().to_dict()}
+        if vectors and not all_parts and memory.semantic.embedder is None:
+            raise fail(memory.semantic.degraded or "no embedder")
+        report = memory.rebuild(sorted(chosen), project=project)
     if json_out:
-        emit_json(out)
+        emit_json(report.to_dict())
         return
-    if "fts" in out:
-        console.print(f"FTS: re-indexed {out['fts']}")
-    if "vectors" in out:
-        console.print(f"vectors: re-embedded {out['vectors']}")
+    for part, counts in report.parts.items():
+        shown = ", ".join(
+            f"{k} {v}" for k, v in counts.items() if k != "seconds" and v not in ([], None)
+        )
+        console.print(
+            f"[bold]{part}[/]: {escape(shown)} ({counts.get('seconds')} s)", highlight=False
+        )
+    for note in report.notes:
+        console.print(f"[yellow]note:[/] {escape(note)}", highlight=False)

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     DownloadColumn,
@@ -202,9 +203,17 @@ def verify(ctx: typer.Context, json_out: JsonOpt = False) -> None:
         emit_json(report.to_dict())
     else:
         for check in report.checks:
-            bad = [p for p in report.problems if p.startswith(check + ":")]
-            mark = "[red]✗[/]" if bad else "[green]✓[/]"
-            console.print(f"{mark} {check}" + (f": {bad[0].split(': ', 1)[1]}" if bad else ""))
+            bad = [f for f in report.findings if f.check == check]
+            if not bad:
+                console.print(f"[green]✓[/] {escape(check)}", highlight=False)
+            for finding in bad:
+                console.print(
+                    f"[red]✗[/] {escape(check)}: {escape(finding.message())}", highlight=False
+                )
+        for note in report.pending:
+            console.print(f"[dim]… pending: {escape(note)}[/]", highlight=False)
+        if not report.ok:
+            console.print(f"[red]{len(report.findings)} problems[/]", highlight=False)
     if not report.ok:
         raise typer.Exit(1)
 

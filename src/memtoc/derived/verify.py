@@ -1,0 +1,192 @@
+"""Verify the TOC's structure against itself and its search documents (``memtoc verify``).
+
+The store's ``audit`` (``memtoc.store.derived``) checks what SQL can; this module checks what
+needs the derivation code, streaming every latest node and grip once:
+
+- **node tree**: every node below a year has its parent; a period lists exactly the children that
+  name it as their parent, and each listed child exists;
+- **bullet grips**: every bullet's grips exist, and every grip is cited by its segment's latest
+  version (a grip no bullet cites is left over);
+- **search document text**: each node's, grip's and bookmark's document is the text the pipeline
+  derives for it (``node_doc``, ``grip_doc``, ``bookmark_doc``).
+
+Work in flight is not a problem: a period marked dirty (its rollup is not due yet), a segment
+queued for a build, and every period overlapping them, may cite grips a rebuilt child no longer
+has or miss a new child until the rollup runs.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from memtoc.errors import QueryError
+from memtoc.model import TocNode
+from memtoc.pipeline.periods import PERIOD_LEVELS, Calendar
+from memtoc.pipeline.toc import grip_doc, node_doc
+from memtoc.retrieval.bookmark_step import bookmark_doc
+from memtoc.store.base import PipelineStore
+from memtoc.store.derived import EXAMPLES, Audit, DerivedStore, Finding
+
+BATCH = 1_000
+
+
+@dataclass(slots=True)
+class _Problem:
+    count: int = 0
+    examples: list[str] = field(default_factory=list)
+
+    def add(self, example: str, limit: int) -> None:
+        self.count += 1
+        if len(self.examples) < limit:
+            self.examples.append(example)
+
+
+@dataclass(slots=True)
+class _Shape:
+    level: str
+    parent_id: str | None
+    children: tuple[str, ...]
+    start_ms: int
+    end_ms: int
+
+
+class _Pending:
+    """Periods and segments with work in flight (dirty marks, queued or quarantined builds)."""
+
+    def __init__(self, store: PipelineStore, ops: DerivedStore, calendar: Calendar) -> None:
+        self.spans: dict[str, list[tuple[int, int]]] = defaultdict(list)
+        self.segments: set[tuple[str, str]] = set()
+        for level in PERIOD_LEVELS:
+            for mark in store.dirty_periods(level):
+                try:
+                    period = calendar.from_node_id(mark.node_id)
+                except QueryError:
+                    continue
+                self.spans[mark.project].append((period.start_ms, period.end_ms))
+        for seg in ops.pending_segments():
+            self.segments.add((seg.project, seg.node_id))
+            self.spans[seg.project].append((seg.start_ms, seg.end_ms))
+
+    def covers(self, project: str, node_id: str, shape: _Shape, *, own: bool = False) -> bool:
+        """Whether the node's content may lag: a queued segment, or (unless ``own``: the node's
+        own build only) any node overlapping a dirty period or a queued segment."""
+        if (project, node_id) in self.segments:
+            return True
+        if own and shape.level == "segment":
+            return False
+        return any(s < shape.end_ms and shape.start_ms < e for s, e in self.spans.get(project, ()))
+
+
+def _nodes(ops: DerivedStore) -> Iterator[list[TocNode]]:
+    after = ("", "")
+    while batch := ops.scan_nodes(after, BATCH):
+        yield batch
+        after = (batch[-1].project, batch[-1].node_id)
+
+
+def verify_structure(
+    store: PipelineStore, ops: DerivedStore, calendar: Calendar, *, examples: int = EXAMPLES
+) -> Audit:
+    """The structural checks of the module docstring (one pass over nodes, grips, bookmarks)."""
+    pending = _Pending(store, ops, calendar)
+    shapes: dict[tuple[str, str], _Shape] = {}
+    cited: dict[str, tuple[str, str]] = {}
+    """Grip id → the segment node whose latest version cites it."""
+    missing_grips = _Problem()
+    doc_text = _Problem()
+    for batch in _nodes(ops):
+        wanted = {g for n in batch for b in n.bullets for g in b.grip_ids}
+        present = ops.existing_grips(sorted(wanted))
+        stored = ops.doc_texts("node", [(n.project, n.node_id) for n in batch])
+        for node in batch:
+            key = (node.project, node.node_id)
+            shape = _Shape(
+                node.level, node.parent_id, node.child_node_ids, node.start_ms, node.end_ms
+            )
+            shapes[key] = shape
+            for bullet in node.bullets:
+                for grip_id in bullet.grip_ids:
+                    if node.level == "segment":
+                        cited[grip_id] = key
+                    if grip_id not in present and not pending.covers(*key, shape, own=True):
+                        missing_grips.add(
+                            f"{grip_id} of {node.node_id} in {node.project}", examples
+                        )
+            text = stored.get(key)
+            if text is not None and text != node_doc(node).text:
+                doc_text.add(f"node {node.node_id} in {node.project}", examples)
+    tree = _tree(shapes, pending, examples)
+    uncited = _Problem()
+    after = ""
+    while grips := ops.scan_grips(after, BATCH):
+        after = grips[-1].grip_id
+        stored = ops.doc_texts("grip", [(g.project, g.grip_id) for g in grips])
+        for grip in grips:
+            owner = (grip.project, grip.toc_node_id)
+            owner_shape = shapes.get(owner)
+            if (
+                owner_shape is not None
+                and owner_shape.level == "segment"
+                and cited.get(grip.grip_id) != owner
+                and not pending.covers(*owner, owner_shape, own=True)
+            ):
+                uncited.add(f"{grip.grip_id} of {grip.toc_node_id} in {grip.project}", examples)
+            text = stored.get((grip.project, grip.grip_id))
+            if text is not None and text != grip_doc(grip).text:
+                doc_text.add(f"grip {grip.grip_id} in {grip.project}", examples)
+    marks = store.list_bookmarks()
+    stored = ops.doc_texts("bookmark", [(b.project, b.bookmark_id) for b in marks])
+    for mark in marks:
+        text = stored.get((mark.project, mark.bookmark_id))
+        if text is not None and text != bookmark_doc(mark).text:
+            doc_text.add(f"bookmark {mark.bookmark_id} in {mark.project}", examples)
+    grips_fix, docs_fix = "memtoc rebuild --grips", "memtoc rebuild --docs"
+    findings = [
+        *tree,
+        _finding("bullet grips", missing_grips, "bullets cite grips that do not exist", grips_fix),
+        _finding("bullet grips", uncited, "grips are cited by no bullet of their node", grips_fix),
+        _finding(
+            "search document text",
+            doc_text,
+            "search documents differ from the text derived from their item",
+            docs_fix,
+        ),
+    ]
+    return Audit(
+        ("node tree", "bullet grips", "search document text"),
+        tuple(f for f in findings if f is not None),
+    )
+
+
+def _tree(
+    shapes: dict[tuple[str, str], _Shape], pending: _Pending, examples: int
+) -> list[Finding | None]:
+    orphans, lost, unlisted = _Problem(), _Problem(), _Problem()
+    for (project, node_id), shape in shapes.items():
+        if shape.level != "year" and not pending.covers(project, node_id, shape):
+            parent = shapes.get((project, shape.parent_id)) if shape.parent_id else None
+            if parent is None:
+                orphans.add(f"{node_id} (parent {shape.parent_id}) in {project}", examples)
+            elif node_id not in parent.children and not pending.covers(
+                project, str(shape.parent_id), parent
+            ):
+                unlisted.add(f"{node_id} not listed by {shape.parent_id} in {project}", examples)
+        if shape.level == "segment" or pending.covers(project, node_id, shape):
+            continue
+        for child in shape.children:
+            if (project, child) not in shapes:
+                lost.add(f"{child} listed by {node_id} in {project}", examples)
+    fix = "memtoc rebuild --summaries"
+    return [
+        _finding("node tree", orphans, "nodes have no parent node", fix),
+        _finding("node tree", lost, "children listed by a period do not exist", fix),
+        _finding("node tree", unlisted, "nodes are not listed by their parent", fix),
+    ]
+
+
+def _finding(check: str, problem: _Problem, what: str, fix: str) -> Finding | None:
+    if not problem.count:
+        return None
+    return Finding(check, f"{problem.count} {what}", problem.count, tuple(problem.examples), fix)
