@@ -16,8 +16,10 @@
    remaining events (new grips, documents), the affected days, weeks, months and years are rolled
    up again bottom-up at once (or retired when emptied), their older versions and any retired
    node overlapping the forgotten span are deleted, vectors of changed documents are dropped (and
-   re-embedded when an embedder is configured), the FTS indexes are merged so deleted terms leave
-   the file, and the WAL is checkpointed and truncated.
+   re-embedded when an embedder is configured), and ``store/sqlite_scrub.py`` erases the bytes:
+   the FTS indexes merged (deleted terms leave them), every table that can hold text rewritten
+   (copies SQLite left in rebalanced pages' free space are gone), the WAL truncated once every
+   reader on an older snapshot has finished (or the scrub stays pending, visibly, until then).
 
 Selectors (``ForgetSelector``): explicit event ids, a session, a time range, or a query; several
 combine with AND, ``project`` narrows any of them. A query selects **every** live event whose text
@@ -37,6 +39,7 @@ from memtoc.errors import QueryError
 from memtoc.model import JsonValue, OutboxEntry, iso_ms
 from memtoc.pipeline.periods import Period
 from memtoc.pipeline.worker import Processor, ProcessReport
+from memtoc.store import sqlite_scrub
 from memtoc.store.base import DirtyPeriod
 from memtoc.store.sqlite import SqliteStore
 from memtoc.store.sqlite_forget import (
@@ -47,7 +50,6 @@ from memtoc.store.sqlite_forget import (
     purge_stale_doc_vectors,
     purge_tombstone_vectors,
     retired_nodes_overlapping,
-    scrub,
     secure_delete,
     segments_of,
     select_events,
@@ -143,6 +145,10 @@ class ForgetReport:
     versions_purged: int = 0
     audit_id: int | None = None
     wal_truncated: bool | None = None
+    """False: a reader on an older snapshot outlasted the wait; the WAL still holds the old
+    pages until it ends (``status`` shows it; the next ``process`` finishes it)."""
+    tables_rewritten: int = 0
+    scrub_seconds: float = 0.0
     seconds: float = 0.0
 
     @property
@@ -176,6 +182,8 @@ class ForgetReport:
             **self.counts(),
             "audit_id": self.audit_id,
             "wal_truncated": self.wal_truncated,
+            "tables_rewritten": self.tables_rewritten,
+            "scrub_seconds": round(self.scrub_seconds, 3),
             "seconds": round(self.seconds, 3),
         }
 
@@ -347,7 +355,10 @@ def finish(
         )
         out.versions_purged += purge_node_versions(store, project, [*touched, *retired])
     _refresh_vectors(processor, store, out)
-    out.wal_truncated = scrub(store)
+    scrubbed = sqlite_scrub.scrub(store, processor.clock.now_ms())
+    out.wal_truncated = scrubbed.wal_truncated
+    out.tables_rewritten = scrubbed.tables
+    out.scrub_seconds = scrubbed.seconds
     audit_id = payload.get("audit_id")
     if isinstance(audit_id, int):
         update_audit_counts(store, audit_id, out.counts())

@@ -32,6 +32,7 @@ from memtoc.model import (
     JsonValue,
     OutboxEntry,
     TocNode,
+    iso_ms,
 )
 from memtoc.pipeline.rollup import RollupReport
 from memtoc.pipeline.summarize.base import Summarizer
@@ -50,7 +51,7 @@ from memtoc.retrieval.recall import recall as assemble_recall
 from memtoc.retrieval.teleport import SearchFilters
 from memtoc.retrieval.time_search import DEFAULT_TIME_MODE, time_search
 from memtoc.services import ROLLUP_LEVELS, build_summarizer, store_timezone
-from memtoc.store import maintenance
+from memtoc.store import maintenance, sqlite_scrub
 from memtoc.store.maintenance import VerifyReport
 from memtoc.store.sqlite import SqliteStore
 from memtoc.store.sqlite_forget import AuditEntry, list_audit
@@ -329,10 +330,14 @@ class Memory:
         rollup: bool = True,
         progress: Callable[[ProcessReport], None] | None = None,
     ) -> ProcessReport:
-        """Drain the outbox: segments, summaries, grips, search indexes, then due rollups."""
+        """Drain the outbox: segments, summaries, grips, search indexes, then due rollups; and
+        finish a forget's scrub left pending by a reader (``store/sqlite_scrub.py``)."""
         if retry_failed:
             self.processor.retry_failed()
-        return self.processor.run(until_idle=until_idle, rollup=rollup, progress=progress)
+        report = self.processor.run(until_idle=until_idle, rollup=rollup, progress=progress)
+        if isinstance(self.store, SqliteStore) and not self.store.read_only:
+            sqlite_scrub.finish_pending(self.store, wait=False)
+        return report
 
     def rollup(self, *, force: bool = False, level: str | None = None) -> RollupReport:
         """Roll up dirty days, weeks, months and years (those old enough, or all with ``force``)."""
@@ -437,6 +442,8 @@ class Memory:
             "summarizer_configured": self.settings.summarizer if self.settings else "extractive",
             "embedder": embedder.name if embedder is not None else None,
             "embedder_degraded": self.semantic.degraded,
+            # forget (store/sqlite_scrub.py): a forget whose WAL a reader still holds
+            "forget_scrub_pending": self._scrub_pending(),
             # serve & status (surfaces/serve.py): the last run of each rollup level
             "rollups": {
                 job.removeprefix("rollup:"): value
@@ -719,6 +726,12 @@ class Memory:
     def forget_audit(self, limit: int = 50) -> list[AuditEntry]:
         """The audit log of forgets, newest first: selectors, event ids and counts (no content)."""
         return list_audit(self.sqlite_store("forget"), limit)
+
+    def _scrub_pending(self) -> str | None:
+        if not isinstance(self.store, SqliteStore):
+            return None
+        since = sqlite_scrub.pending(self.store)
+        return None if since is None else iso_ms(since)
 
     def _finish_forget(self, entry: OutboxEntry) -> None:
         forgetting.finish_entry(self.processor, self.sqlite_store("forget"), entry)

@@ -17,13 +17,12 @@ functions do the store-level work, each joining the caller's ``store.transaction
   (``INSERT OR IGNORE`` sees the id) and the outbox still tiles the log.
 - ``purge_event_vectors``, ``purge_stale_doc_vectors``, ``purge_node_versions``: derived copies of
   the text (vectors, ``doc_vectors.text``, old TOC node versions).
-- ``scrub``: FTS ``optimize`` (FTS5 deletes are markers until segments merge; optimize merges
-  everything, dropping the deleted terms) and ``wal_checkpoint(TRUNCATE)``.
-
-``secure_delete`` wraps the whole operation in ``PRAGMA secure_delete = ON``, so every freed cell
-and page is overwritten with zeros instead of being left in the file: after ``scrub`` the
-forgotten bytes are in neither the database file nor the WAL, nor in a backup taken afterwards
-(the online backup copies pages, free ones included). ``memtoc compact`` (VACUUM) also shrinks it.
+``secure_delete`` wraps the whole operation in ``PRAGMA secure_delete = ON`` (the store sets it on
+every writing connection too), so every freed cell and page is overwritten with zeros. What
+SQLite never frees — copies left in rebalanced pages' free space — and the WAL are handled by
+``store/sqlite_scrub.py``, which ends every forget: after it the forgotten bytes are in neither the
+database file nor the WAL, nor in a backup taken afterwards (the online backup copies pages, free
+ones included). ``memtoc compact`` (VACUUM) also shrinks the file.
 """
 
 from __future__ import annotations
@@ -318,17 +317,6 @@ def retired_nodes_overlapping(
         (project, until_ms, since_ms),
     )
     return [r[0] for r in rows]
-
-
-def scrub(store: SqliteStore) -> bool:
-    """Merge the FTS indexes (dropping deleted terms) and truncate the WAL; return whether the
-    checkpoint was complete (False: another connection's read kept old frames alive)."""
-    with store.transaction():
-        for table in ("events_fts", "docs_fts"):
-            _run(store, f"INSERT INTO {table}({table}) VALUES ('optimize')")
-    with store._lock:
-        busy, _log, _done = _run(store, "PRAGMA wal_checkpoint(TRUNCATE)")[0]
-    return int(busy) == 0
 
 
 # -- audit -----------------------------------------------------------------------------------------

@@ -103,6 +103,13 @@ def forget(
                 raise fail("aborted: nothing was forgotten")
         report = memory.forget(plan=plan)  # exactly the confirmed ids, audited as the user's ask
         _show(memory, report, json_out, list_events=False)
+        if report.wal_truncated is False:
+            raise fail(
+                "the forgotten text is still in the WAL: another connection kept reading a "
+                "snapshot from before the forget past the wait; the next `memtoc process` (or "
+                "the running daemon) removes it once that reader ends (`memtoc status`: "
+                "forget_scrub_pending)"
+            )
 
 
 @app.command("forget-log")
