@@ -22,6 +22,7 @@ RANK = {
     "retrieval": 4,
     "services": 5,
     "forgetting": 5,
+    "forget_log": 5,
     "derived": 5,
     "memory": 6,
     "eval": 7,

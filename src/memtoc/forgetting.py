@@ -35,6 +35,7 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+from memtoc import forget_log
 from memtoc.errors import QueryError
 from memtoc.model import JsonValue, OutboxEntry, iso_ms
 from memtoc.pipeline.periods import Period
@@ -45,6 +46,8 @@ from memtoc.store.sqlite import SqliteStore
 from memtoc.store.sqlite_forget import (
     EventRef,
     bookmarks_citing,
+    insert_tombstones,
+    logged_tombstones,
     purge_event_vectors,
     purge_node_versions,
     purge_stale_doc_vectors,
@@ -216,11 +219,13 @@ def forget(
     dry_run: bool = False,
     max_events: int | None = None,
     described: dict[str, JsonValue] | None = None,
+    log: bool = True,
 ) -> ForgetReport:
     """Forget the selected events (see the module docstring); ``dry_run`` changes nothing.
     ``max_events``: refuse (``QueryError``, nothing changed) when more live events match.
     ``described`` replaces the selector's description in the report and audit (executing a
-    confirmed plan: the user's selector, resolved to the plan's ids)."""
+    confirmed plan: the user's selector, resolved to the plan's ids). ``log``: record it in the
+    forget log beside the store first (``memtoc.forget_log``; off only when re-applying it)."""
     started = time.perf_counter()
     refs, missing = select(store, selector)
     live = [r for r in refs if not r.forgotten]
@@ -242,9 +247,14 @@ def forget(
         report.seconds = time.perf_counter() - started
         return report
     now = processor.clock.now_ms()
+    # the log first (synced): a restore of an older backup, or a crash before the commit below,
+    # is then repaired by forgetting again (forget_log.reconcile)
+    logged = forget_log.append(forget_log.log_path(store.path), now, live) if log else None
     with secure_delete(store):
         with store.transaction():
             payload = _purge(processor, store, live, now, report)
+            if logged is not None:
+                store.set_meta(forget_log.APPLIED_KEY, str(logged))
             report.audit_id = write_audit(
                 store, now, report.selector, report.event_ids, report.counts()
             )
@@ -387,3 +397,36 @@ def _refresh_vectors(processor: Processor, store: SqliteStore, out: ForgetReport
     for name in sorted(embedders):
         key = generation_key(name)
         store.set_meta(key, str(int(store.get_meta(key) or 0) + 1))
+
+
+def reconcile(processor: Processor, store: SqliteStore) -> forget_log.ReconcileReport | None:
+    """Bring the store in step with its forget log (``memtoc.forget_log``: after a restore, a
+    copied file, a cut-short forget); None when they already agree."""
+    if not forget_log.lagging(store):
+        return None
+    path = forget_log.log_path(store.path)
+    logged = forget_log.read(path)
+    report = forget_log.ReconcileReport(logged=len(logged))
+    back = forget_log.alive(store, logged)
+    if back:
+        selector = ForgetSelector(event_ids=tuple(r.event_id for r in back))
+        described: dict[str, JsonValue] = {"event_ids": len(back), "reapplied_from_log": True}
+        forget(processor, store, selector, described=described, log=False)
+    report.reforgotten = [r.event_id for r in back]
+    held = {r.event_id for r in select_events(store, event_ids=[e.event_id for e in logged])}
+    absent = {e.event_id: e for e in logged if e.event_id not in held}
+    now = processor.clock.now_ms()
+    report.tombstoned = insert_tombstones(
+        store, [(e.event_id, e.ts_ms, e.project, e.session_id) for e in absent.values()], now
+    )
+    in_log = {e.event_id for e in logged}
+    unlogged = [
+        forget_log.LoggedEvent(event_id, ts_ms, project, session_id)
+        for event_id, ts_ms, project, session_id, _ in logged_tombstones(store)
+        if event_id not in in_log
+    ]
+    if unlogged:
+        forget_log.append(path, now, unlogged)
+        report.appended = len(unlogged)
+    store.set_meta(forget_log.APPLIED_KEY, str(path.stat().st_size if path.exists() else 0))
+    return report

@@ -13,7 +13,7 @@ from datetime import tzinfo
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from memtoc import forgetting
+from memtoc import forget_log, forgetting
 from memtoc.clock import Clock, SystemClock
 from memtoc.config import Settings
 from memtoc.derived.rebuild import PARTS, RebuildReport
@@ -109,6 +109,8 @@ class Memory:
             BookmarkConfig.from_settings(settings) if settings else BookmarkConfig()
         )
         self._bookmark_step: BookmarkStep | None = None
+        self.reconciled: forget_log.ReconcileReport | None = None
+        """What ``open`` re-applied from the forget log (``memtoc.forget_log``), if anything."""
 
     def sqlite_store(self, feature: str) -> SqliteStore:
         """The store, for features only the SQLite store has so far (team mode: issue 7)."""
@@ -157,9 +159,27 @@ class Memory:
         redactor = Redactor(disabled=settings.redact_disable) if settings.redact else None
         counter = default_counter()
         summarizer = build_summarizer(settings, counter)
-        return cls(
+        memory = cls(
             store, settings=settings, redactor=redactor, counter=counter, summarizer=summarizer
         )
+        try:
+            memory.reconcile_forget_log()
+        except BaseException:
+            memory.close()
+            raise
+        return memory
+
+    def reconcile_forget_log(self) -> forget_log.ReconcileReport | None:
+        """Bring a SQLite store in step with its forget log (``memtoc.forget_log``: events
+        forgotten since a restored backup was taken are forgotten again); a read-only store in
+        which a forgotten event is back is refused. None when nothing needed doing."""
+        if not isinstance(self.store, SqliteStore):
+            return None
+        if self.store.read_only:
+            forget_log.check_read_only(self.store)
+            return None
+        self.reconciled = forgetting.reconcile(self.processor, self.store)
+        return self.reconciled
 
     def close(self) -> None:
         self.store.close()

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memtoc.errors import StoreError
-from memtoc.model import JsonValue
+from memtoc.model import Event, JsonValue
 from memtoc.store.sqlite import SqliteStore
 from memtoc.store.sqlite_sessions import session_scope
 from memtoc.text.fts_text import search_text
@@ -236,6 +236,52 @@ def tombstone_events(store: SqliteStore, seqs: Sequence[int], now_ms: int) -> in
                 chunk,
             )
     return done
+
+
+def insert_tombstones(
+    store: SqliteStore, events: Sequence[tuple[str, int, str, str]], now_ms: int
+) -> int:
+    """Record events the store never held as tombstones — ``(event_id, ts_ms, project,
+    session_id)`` from the forget log — so re-importing them is a duplicate; return how many were
+    new. They go through the ordinary append (so an outbox entry covers their seqs, as ``verify``
+    requires), and that entry is done at once: there is nothing to file."""
+    rows = [
+        Event(
+            event_id,
+            session_id,
+            project,
+            "unknown",
+            ts_ms,
+            "system",
+            "system",
+            "",
+            {},
+            "forget-log",
+        )
+        for event_id, ts_ms, project, session_id in events
+    ]
+    if not rows:
+        return 0
+    with store.transaction():
+        before = int(_run(store, "SELECT COALESCE(MAX(seq), 0) FROM events")[0][0])
+        appended = store.append_events(rows)
+        seqs = [r[0] for r in _run(store, "SELECT seq FROM events WHERE seq > ?", (before,))]
+        tombstone_events(store, seqs, now_ms)
+        if appended.outbox_entry_id is not None:
+            store.complete_outbox([appended.outbox_entry_id])
+    return len(seqs)
+
+
+def logged_tombstones(store: SqliteStore) -> list[tuple[str, int, str, str, int]]:
+    """Every tombstone: ``(event_id, ts_ms, project, session_id, forgotten_ms)``."""
+    if store._live == "1":
+        return []
+    rows = _run(
+        store,
+        "SELECT event_id, ts_ms, project, session_id, forgotten_ms FROM events "
+        "WHERE forgotten_ms IS NOT NULL ORDER BY forgotten_ms, seq",
+    )
+    return [(r[0], r[1], r[2], r[3], r[4]) for r in rows]
 
 
 def purge_event_vectors(store: SqliteStore, events: Sequence[EventRef]) -> int:

@@ -240,13 +240,28 @@ def restore(
     force: Annotated[bool, typer.Option("--force", help="Replace an existing store.")] = False,
     json_out: JsonOpt = False,
 ) -> None:
-    """Replace the store with a backup (checked before anything is replaced)."""
+    """Replace the store with a backup (checked before anything is replaced); events forgotten
+    since the backup was taken are forgotten again (the forget log beside the store)."""
     dest = Path(state(ctx).settings.db)
     maintenance.restore(path, dest, force=force)
+    with open_memory(ctx) as memory:  # opening re-applies the forget log (memtoc.forget_log)
+        reconciled = memory.reconciled
     if json_out:
-        emit_json({"restored": str(path), "db": str(dest)})
-    else:
-        console.print(f"Restored [bold]{dest}[/] from {path}")
+        emit_json(
+            {
+                "restored": str(path),
+                "db": str(dest),
+                "forget_log": reconciled.to_dict() if reconciled else None,
+            }
+        )
+        return
+    console.print(f"Restored [bold]{dest}[/] from {path}")
+    if reconciled is not None and (reconciled.reforgotten or reconciled.tombstoned):
+        console.print(
+            f"Re-applied the forget log: {len(reconciled.reforgotten or [])} events forgotten "
+            f"since this backup were forgotten again, {reconciled.tombstoned} more recorded as "
+            "tombstones (re-importing them is a duplicate)"
+        )
 
 
 @app.command()
