@@ -161,3 +161,17 @@ def test_a_torn_last_line_is_skipped_and_a_bad_line_named(tmp_path: Path) -> Non
     log.write_text('garbage\n{"forgotten_ms": 1, "events": []}\n')
     with pytest.raises(StoreError, match="line 1: not a forget log entry"):
         forget_log.read(log)
+
+
+def test_postgres_forget_is_still_refused_clearly_and_opens_untouched(pg_url: str) -> None:
+    """Forget is SQLite-only until issue 18: on PostgreSQL it must keep failing with the same
+    clear error (nothing forgotten, nothing logged), and opening does no forget-log work."""
+    settings = load_settings({"db": pg_url, "embedder": "none"}, environ={})
+    with Memory.open(settings) as memory:
+        assert memory.reconciled is None
+        memory.ingest_records(rows("A", 3, 1, SECRET, BASE), project="p")
+        with pytest.raises(StoreError, match="forget is not available on a PostgreSQL store"):
+            memory.forget(query=SECRET)
+        with pytest.raises(StoreError, match="not available on a PostgreSQL store"):
+            memory.forget_audit()
+        assert memory.store.count_events() == 3
