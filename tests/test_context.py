@@ -86,9 +86,10 @@ def test_recent_days_first_and_open_thread(memory: Memory) -> None:
     newest_day = memory.store.latest_nodes("p", "day", 1)[0]
     assert any(i.ref == newest_day.node_id for i in recent)
     assert newest_day.abstract.split()[0] in view.text
-    thread = [i for i in view.items if i.section == "thread"]
-    assert "nightly export job" in thread[1].text
-    assert "TimeoutError" in thread[2].text
+    thread = [i.text for i in view.items if i.section == "thread"]
+    assert thread[1] == "Asked: “Why does the nightly export job time out?”"
+    assert thread[2] == "Outcome: “Running the export.”"
+    assert thread[3] == "Unresolved error: “TimeoutError: export exceeded 300s”"  # it ended there
     # Sections in reading order: thread, then recent activity.
     assert view.text.index("Where we left off") < view.text.index("Recent activity")
 
@@ -129,3 +130,61 @@ def test_cli_context_json(tmp_path: Path) -> None:
     data = json.loads(result.output)
     assert data["project"] == "webapp" and data["tokens"] <= 200
     assert "cache TTL" in data["text"]
+
+
+def _session(sid: str, t: int, turns: list[tuple[str, str, str]], **meta: object) -> list[Event]:
+    kinds = {"user": ("user_message", "user"), "assistant": ("assistant_message", "assistant"),
+             "error": ("tool_result", "tool"), "ok": ("tool_result", "tool")}  # fmt: skip
+    out = []
+    for i, (who, text, _) in enumerate(turns):
+        etype, role = kinds[who]
+        extra = {"is_error": who == "error", **meta}
+        out.append(_ev(sid, i, t + i * 60_000, etype, role, text, **extra))
+    return out
+
+
+def test_where_we_left_off_is_the_intent_and_outcome_of_the_latest_sessions(
+    tmp_path: Path,
+) -> None:
+    """The opening request and the last reply of the latest session and of the ones before it;
+    an error the session went on from is not 'unresolved'; a sub-agent's session and an agent's
+    bookkeeping never stand for the work."""
+    clock = ManualClock(T0 + 2 * DAY)
+    store = SqliteStore(tmp_path / "c.db", durability="off", clock=clock)
+    events = _session("s1", T0, [
+        ("user", "Add a CSV export to the reports page", ""),
+        ("assistant", "Exported reports as CSV from ReportsPage.tsx; 212 tests pass.", ""),
+    ])  # fmt: skip
+    events += _session("s2", T0 + DAY, [
+        ("user", "Fix the flaky login test in test_auth.py", ""),
+        ("error", "FAILED tests/test_auth.py::test_login - TimeoutError", ""),
+        ("assistant", "The session fixture raced the token refresh; I pinned the clock.", ""),
+        ("user", "commit", ""),
+        ("assistant", "Committed 4f1c2aa: login test pinned to a fake clock, suite green.", ""),
+    ])  # fmt: skip
+    events += _session("s2/agent-a1", T0 + DAY + 90_000, [
+        ("user", "Search the repo for token refresh callers", ""),
+        ("assistant", "Found 3 callers of refresh_token.", ""),
+    ], parent_session_id="s2")  # fmt: skip
+    events.append(
+        _ev("s2", 9, T0 + DAY + 600_000, "system", "system", "/model", bookkeeping="command")
+    )
+    store.append_events(events)
+    counter = default_counter()
+    mem = Memory(store, clock=clock, counter=counter, summarizer=ExtractiveSummarizer(counter),
+                 tz=ZoneInfo("UTC"), pipeline=PipelineConfig())  # fmt: skip
+    mem.process()
+    view = mem.context("p", budget=800)
+    thread = [i.text for i in view.items if i.section == "thread"]
+    assert thread[1:] == [
+        "Asked: “Fix the flaky login test in test_auth.py”",
+        "Last request: “commit”",
+        "Outcome: “Committed 4f1c2aa: login test pinned to a fake clock, suite green.”",
+    ]
+    earlier = [i.text for i in view.items if i.section == "earlier"]
+    assert [t.split(" — ", 1)[1] for t in earlier] == [
+        "asked: “Add a CSV export to the reports page”",
+        "outcome: “Exported reports as CSV from ReportsPage.tsx; 212 tests pass.”",
+    ]
+    assert "refresh_token" not in view.text and "/model" not in view.text
+    assert view.text.index("Where we left off") < view.text.index("Sessions before it")

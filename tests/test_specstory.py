@@ -189,8 +189,9 @@ def test_turns_without_a_time_take_their_predecessors() -> None:
 
 def test_a_transcript_printed_by_a_tool_is_output_not_turns() -> None:
     events = drafts(read(QUOTED))
+    assert (events[0].text, events[0].metadata["bookkeeping"]) == ("/model", "command")
     assert [d.event_type for d in events] == [
-        "user_message",
+        "system",  # the exported session opens with Claude Code's /model wrapper: bookkeeping
         "tool_call",
         "tool_result",
         "assistant_message",

@@ -66,6 +66,7 @@ from typing import BinaryIO
 from memtoc.errors import IngestError
 from memtoc.ingest.sources._lines import mtime_ms, parse_timestamp
 from memtoc.ingest.sources.base import EventDraft, RawRecord, SourceOptions
+from memtoc.ingest.sources.bookkeeping import classify_user_text, marked, strip_ansi
 from memtoc.model import JsonValue
 from memtoc.workspace import path_name
 
@@ -392,8 +393,15 @@ def _parts(body: str, who: str, options: SourceOptions) -> tuple[list[_Part], in
     )
     parts: list[_Part] = []
     skipped = 0
-    if text:
-        parts.append((text_type, role, text, {}))
+    if text and who == "User":
+        # an export of a Claude Code session keeps its wrappers and notices: bookkeeping
+        found = classify_user_text(strip_ansi(text))
+        if found.kind is None:
+            parts.append((text_type, role, found.text, found.extra))
+        elif found.text.strip():
+            parts.append(("system", "system", found.text, marked(found.kind, found.extra)))
+    elif text:
+        parts.append((text_type, role, strip_ansi(text), {}))
     for thought in thoughts:
         if options.include_thinking and thought:
             parts.append(("assistant_message", "assistant", thought, {"kind": "thinking"}))

@@ -1,0 +1,193 @@
+"""Where we left off: what the project's latest sessions set out to do and how they ended.
+
+A session's **intent** is its opening request — the first thing the user asked in it — and its
+**outcome** the agent's last reply: coding agents close a piece of work with a statement of what
+was done ("Committed 91757d4: the grid now has 4 columns; all 1,219 tests pass"), which is what
+the next session needs and what a tool log never says. The **last request** is added when the
+user asked something else after the opening one, and an **unresolved error** only when the
+session ended on a failure (no reply after it). Only the project's own work counts: an agent's
+bookkeeping (``Event.bookkeeping``) and sub-agents' sessions (their parent session holds what
+they reported) are passed over.
+
+The latest session gets all four; the sessions before it — work running in parallel, or the
+thread the user left a little earlier — their intent and outcome. Every read is an indexed walk
+that stops after a few rows: the project's newest events, its newest segments (to find its
+recent sessions), and the first and last events of each of a few sessions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from memtoc.model import Event, JsonValue, TocNode, iso_ms
+from memtoc.store.base import Store
+from memtoc.text.tokens import TokenCounter, truncate_to_tokens
+
+TAIL_EVENTS = 60
+"""How many of the project's newest events are read to find its latest session."""
+SESSION_SEGMENTS = 12
+"""How many of the newest segments are read to find the sessions before it."""
+EARLIER_SESSIONS = 2
+"""Sessions before the latest one whose intent and outcome are offered."""
+EDGE_EVENTS = 40
+"""Events read at each end of a session (its opening request, its last reply)."""
+QUOTE_TOKENS = 80
+"""A quoted request, reply or error is cut to this many tokens."""
+
+
+@dataclass(frozen=True, slots=True)
+class ContextItem:
+    """One line of the context: its section, what it cites, and its text."""
+
+    section: str
+    """``thread``, ``earlier``, ``recent`` or ``bookmark``."""
+    ref: str
+    """A node id, event id or bookmark id the agent can pass to memtoc's tools."""
+    text: str
+    start_ms: int
+
+    def to_dict(self) -> dict[str, JsonValue]:
+        return {
+            "section": self.section,
+            "id": self.ref,
+            "text": self.text,
+            "start_time": iso_ms(self.start_ms),
+        }
+
+
+def day(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def is_work(event: Event) -> bool:
+    """An event of the project's own work: not an agent's bookkeeping (``Event.bookkeeping``),
+    not a sub-agent's session (its parent session holds what it reported)."""
+    return not event.bookkeeping and "parent_session_id" not in event.metadata
+
+
+def _is_error(event: Event) -> bool:
+    meta = event.metadata
+    return event.event_type == "tool_result" and (
+        meta.get("is_error") is True or meta.get("status") in ("error", "failed")
+    )
+
+
+def _said(event: Event) -> bool:
+    """A message with words in it (not a placeholder such as ``[image]``, not thinking)."""
+    if event.metadata.get("kind") in ("thinking", "image", "document"):
+        return False
+    text = event.text.strip()
+    return bool(text) and not (text.startswith("[") and text.endswith("]") and " " not in text)
+
+
+@dataclass(frozen=True, slots=True)
+class _Session:
+    """The ends of one session, as read from the store."""
+
+    session_id: str
+    intent: Event | None
+    last_request: Event | None
+    outcome: Event | None
+    failure: Event | None
+    last_ms: int
+
+
+def _session(store: Store, project: str, session_id: str) -> _Session | None:
+    """The opening request, last request, last reply and (unresolved) failure of a session, or
+    None for a session that is not the project's own work."""
+    head = list(store.scan_events(project=project, session_id=session_id, limit=EDGE_EVENTS))
+    if not head or any("parent_session_id" in e.metadata for e in head[:1]):
+        return None
+    tail = list(
+        store.scan_events(
+            project=project, session_id=session_id, limit=EDGE_EVENTS, descending=True
+        )
+    )
+    work_tail = [e for e in tail if is_work(e)]  # newest first
+    intent = next((e for e in head if is_work(e) and e.event_type == "user_message" and _said(e)),
+                  None)  # fmt: skip
+    last_request = next((e for e in work_tail if e.event_type == "user_message" and _said(e)), None)
+    outcome = next((e for e in work_tail if e.event_type == "assistant_message" and _said(e)), None)
+    failure = None
+    for e in work_tail:
+        if e.event_type in ("assistant_message", "user_message"):
+            break  # a reply or a new request came after any failure: not left unresolved
+        if _is_error(e):
+            failure = e
+            break
+    if intent is None and outcome is None:
+        return None
+    return _Session(session_id, intent, last_request, outcome, failure, tail[0].ts_ms)
+
+
+def _quote(counter: TokenCounter, event: Event) -> str:
+    return truncate_to_tokens(counter, one_line(event.text), QUOTE_TOKENS)
+
+
+def recent_sessions(store: Store, project: str, segments: Iterable[TocNode]) -> list[_Session]:
+    """The latest work session, then up to ``EARLIER_SESSIONS`` before it (by last activity)."""
+    tail = [
+        e
+        for e in store.scan_events(project=project, limit=TAIL_EVENTS, descending=True)
+        if is_work(e)
+    ]
+    order = list(dict.fromkeys([*(e.session_id for e in tail),
+                                *(s.session_id for s in segments if s.session_id)]))  # fmt: skip
+    found: list[_Session] = []
+    for session_id in order:
+        session = _session(store, project, session_id)
+        if session is not None:
+            found.append(session)
+        if len(found) > EARLIER_SESSIONS:
+            break
+    latest, earlier = found[:1], sorted(found[1:], key=lambda s: -s.last_ms)
+    return latest + earlier
+
+
+def thread_items(
+    counter: TokenCounter, sessions: list[_Session], latest_segment: TocNode | None
+) -> tuple[list[ContextItem], list[list[ContextItem]]]:
+    """The latest session's items (``thread``) and, per earlier session, its items
+    (``earlier``), each in the order they are offered."""
+    if not sessions:
+        return [], []
+    first, *rest = sessions
+    items: list[ContextItem] = []
+    if latest_segment is not None and latest_segment.session_id == first.session_id:
+        items.append(ContextItem("thread", latest_segment.node_id,
+                                 f"Latest session ({day(first.last_ms)}): {latest_segment.title}",
+                                 latest_segment.start_ms))  # fmt: skip
+    else:
+        anchor = first.outcome or first.intent
+        assert anchor is not None
+        items.append(ContextItem("thread", anchor.event_id,
+                                 f"Latest session {first.session_id} ({day(first.last_ms)}), "
+                                 "not yet summarised", anchor.ts_ms))  # fmt: skip
+    if first.intent is not None:
+        items.append(_item("thread", "Asked", counter, first.intent))
+    if first.last_request is not None and first.last_request != first.intent:
+        items.append(_item("thread", "Last request", counter, first.last_request))
+    if first.outcome is not None:
+        items.append(_item("thread", "Outcome", counter, first.outcome))
+    if first.failure is not None:
+        items.append(_item("thread", "Unresolved error", counter, first.failure))
+    earlier: list[list[ContextItem]] = []
+    for session in rest:
+        group: list[ContextItem] = []
+        when = day(session.last_ms)
+        if session.intent is not None:
+            group.append(_item("earlier", f"{when} — asked", counter, session.intent))
+        if session.outcome is not None:
+            group.append(_item("earlier", f"{when} — outcome", counter, session.outcome))
+        earlier.append(group)
+    return items, earlier
+
+
+def _item(section: str, label: str, counter: TokenCounter, event: Event) -> ContextItem:
+    return ContextItem(section, event.event_id, f"{label}: “{_quote(counter, event)}”", event.ts_ms)
