@@ -162,7 +162,8 @@ def test_a_whole_run_through_the_cli(corpus: Path, tmp_path: Path, hermetic_env:
     assert result.exit_code == 0, result.output
     assert "gold quotes not in store 1" in result.output
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["methods"] == ["recall", "bm25", "dense", "rrf", "recency"]
+    assert summary["methods"] == ["recall", "bm25", "dense", "rrf", "recency", "browse",
+                                  "teleport-browse"]  # fmt: skip
     assert summary["questions"] == 4 and summary["timezone"] == "UTC"
     assert summary["violations"]["budget"] == 0 and summary["violations"]["citation"] == 0
     assert summary["gold_not_in_store"]["list"] == [
@@ -207,3 +208,35 @@ def test_a_whole_run_through_the_cli(corpus: Path, tmp_path: Path, hermetic_env:
     assert (summary["recall_time_limit"], second["recall_time_limit"]) == ("product default", "off")
     bad = runner.invoke(app, [*args[:3], "--methods", "recall,magic"])
     assert bad.exit_code == 1 and "unknown methods ['magic']" in bad.output
+
+
+def test_browsing_agents_pay_for_what_they_read(corpus: Path, tmp_path: Path) -> None:
+    from memtoc.eval.coding import load_corpus, reference_ms
+    from memtoc.eval.coding_browse import BrowseMethod
+    from memtoc.eval.coding_store import open_store
+    from memtoc.eval.modes import ModeContext
+
+    ctx = ModeContext.load("static", str(require_model()))
+    built = open_store(load_corpus(corpus), ctx, folder=tmp_path / "stores", keep=False)
+    try:
+        q = load_corpus(corpus).questions[0]
+        ref = reference_ms(q, built.last_event_ms)
+        browse = BrowseMethod(built.memory, built.project, ctx, teleport=False)
+        teleport = BrowseMethod(built.memory, built.project, ctx, teleport=True)
+        for budget in (40, 300, 1_500):
+            for method in (browse, teleport):
+                items = method.answer(q, ref, budget).items
+                assert context_tokens(items, COUNTER) <= budget
+        first = browse.answer(q, ref, 1_500).items
+        assert first[0].text.startswith("Table of contents (fixture-corpus):")
+        assert first[1].text.startswith("toc:year:")  # then the only year is opened
+        hits = teleport.answer(q, ref, 1_500).items
+        assert hits[0].text.startswith("- [") and not hits[0].event_ids  # the search listing
+        # with room for everything, browsing reaches every node and the evidence behind bullets
+        everything = browse.answer(q, ref, 200_000).items
+        opened = {i.text.split(" — ", 1)[0] for i in everything if not i.event_ids}
+        assert {n.node_id for n in built.memory.store.list_nodes(built.project)} <= opened
+        assert is_answered(q.need, quote_positions(q.gold, everything))
+        assert browse.ranking(q, ref)  # the events in reading order
+    finally:
+        built.memory.close()

@@ -7,6 +7,8 @@
   ``bm25`` (``baselines.Turns.bm25``: FTS5 BM25, any word of the question), ``dense`` (cosine
   with the run's embedder), ``rrf`` (reciprocal-rank fusion of the two, k = 60) and ``recency``
   (the newest events at or before the reference time first).
+- Agents browsing the table of contents (``coding_browse``): ``browse`` from the root,
+  ``teleport-browse`` from a search's best hit — paying for every token they read.
 
 A baseline ranks once per question (``DEPTH`` events) and packs that ranking for every budget;
 its latency is the ranking's plus the packing's time. Every method also exposes its ranking
@@ -29,7 +31,7 @@ from memtoc.memory import Memory
 from memtoc.retrieval.recall import rank_only
 from memtoc.retrieval.vectors import cosine_scores
 
-METHODS = ("recall", "bm25", "dense", "rrf", "recency")
+METHODS = ("recall", "bm25", "dense", "rrf", "recency", "browse", "teleport-browse")
 DEPTH = 1_000
 """Events a baseline ranks per question (enough to fill 2,000 tokens after skips)."""
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Protocol
 
 from memtoc.eval.coding import CATEGORIES, CodingQuestion, Corpus, GoldIndex, reference_ms
+from memtoc.eval.coding_browse import BROWSE_METHODS, browse_methods
 from memtoc.eval.coding_methods import Answer, RecallMethod, baselines
 from memtoc.eval.coding_score import (
     Violation,
@@ -203,8 +204,10 @@ def run_coding(
     skipped: dict[str, str] = {}
     if "recall" in methods:
         chosen.append(RecallMethod(memory, project, time_limit_ms))
-    base, skipped = baselines(memory, project, ctx, tuple(m for m in methods if m != "recall"))
+    others = tuple(m for m in methods if m != "recall" and m not in BROWSE_METHODS)
+    base, skipped = baselines(memory, project, ctx, others)
     chosen += base
+    chosen += browse_methods(memory, project, ctx, methods)
     order = {m: n for n, m in enumerate(methods)}
     chosen.sort(key=lambda m: order[m.name])
     run = CodingRun(

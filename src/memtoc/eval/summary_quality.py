@@ -10,7 +10,9 @@ session's bullets — those of all its segments — are compared with the datase
   lowercased, lightly stemmed content words, identifiers whole) found in the bullets;
 - **ROUGE-1 recall**: clipped unigram overlap over the reference's unigrams, after lowercasing and
   stopword removal (a plain re-implementation, no stemming);
-- mean **L0** (abstract) and **L1** (overview) sizes in tokens, per segment.
+- mean **L0** (abstract) and **L1** (overview) sizes in tokens, per segment;
+- **coverage** of every node's text (title, L0, bullets, keywords) at the session, day and week
+  levels, and the nodes' health (``summary_coverage``).
 
 Extractive bullets quote the conversation and references paraphrase it, so recall is the honest
 figure (precision would mostly measure the wording of the reference).
@@ -29,11 +31,19 @@ from pathlib import Path
 from typing import Any
 
 from memtoc.errors import ConfigError
+from memtoc.eval.summary_coverage import (
+    LevelHealth,
+    Unit,
+    node_health,
+    period_units,
+    score_units,
+    summarise_scores,
+)
 from memtoc.ids import derived_ulid
 from memtoc.ingest.importer import Importer, IngestOptions
 from memtoc.ingest.sources.base import EventDraft
 from memtoc.memory import Memory
-from memtoc.model import JsonValue
+from memtoc.model import Event, JsonValue
 from memtoc.store.sqlite import SqliteStore
 from memtoc.text.keyphrases import STOPWORDS, key_terms
 from memtoc.text.tokens import TokenCounter, default_counter
@@ -85,6 +95,9 @@ class SummaryQuality:
     """Per-session scores and their means."""
 
     sessions: list[SessionScore] = field(default_factory=list)
+    units: list[Unit] = field(default_factory=list)
+    health: dict[str, LevelHealth] = field(default_factory=dict)
+    coverage: dict[str, JsonValue] = field(default_factory=dict)
 
     def mean(self, attr: str) -> float:
         values = [float(getattr(s, attr)) for s in self.sessions]
@@ -114,7 +127,12 @@ class SummaryQuality:
             }
             for name, q in sorted(self.by_conversation().items())
         }
-        return {"mean": means, "conversations": per_conv}
+        return {
+            "mean": means,
+            "conversations": per_conv,
+            "coverage": self.coverage,
+            "health": {lvl: h.to_dict() for lvl, h in self.health.items()},
+        }
 
 
 def load_conversations(path: Path) -> list[dict[str, Any]]:
@@ -189,6 +207,21 @@ def score_conversation(
     return out
 
 
+def locomo_units(memory: Memory, sample: dict[str, Any]) -> list[Unit]:
+    """Coverage units of one processed sample: each session's segments and every period node
+    above them against ``session_N_summary``."""
+    sample_id = str(sample.get("sample_id") or "conv")
+    references: dict[str, str] = {}
+    for n, _, _ in _sessions(sample):
+        text = (sample.get("session_summary") or {}).get(f"session_{n}_summary")
+        if isinstance(text, str) and text.strip():
+            references[f"{sample_id}-s{n}"] = text
+    events: dict[str, list[Event]] = {}
+    for e in memory.events(project=sample_id):
+        events.setdefault(e.session_id, []).append(e)
+    return period_units("locomo", memory.store, sample_id, references, events)
+
+
 def _mean(values: Sequence[int]) -> float:
     return sum(values) / len(values) if values else 0.0
 
@@ -209,6 +242,10 @@ def run_summary_quality(
         with Memory(store, counter=counter) as memory:
             for sample in samples:
                 result.sessions.extend(score_conversation(memory, sample, counter))
+                result.units.extend(locomo_units(memory, sample))
                 if progress:
                     progress(str(sample.get("sample_id")))
+            projects = [str(s.get("sample_id") or "conv") for s in samples]
+            result.health = node_health(memory.store, projects, counter)
+    result.coverage = summarise_scores(score_units(result.units, counter))
     return result

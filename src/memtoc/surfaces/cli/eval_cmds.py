@@ -248,7 +248,9 @@ def eval_coding(
     methods: Annotated[
         str | None,
         typer.Option(
-            "--methods", help="Comma-separated: recall, bm25, dense, rrf, recency (default: all)."
+            "--methods",
+            help="Comma-separated: recall, bm25, dense, rrf, recency, browse, teleport-browse "
+            "(default: all).",
         ),
     ] = None,
     questions: Annotated[
@@ -293,7 +295,8 @@ def eval_coding(
     json_out: JsonOpt = False,
 ) -> None:
     """Answered share within token budgets on a real coding history: recall against BM25, dense,
-    RRF and recency over the same events, per category, with latency and contract checks."""
+    RRF and recency over the same events and against agents browsing the table of contents, per
+    category, with latency and contract checks."""
     import math
     import tempfile
 
