@@ -17,7 +17,7 @@ from memtoc.ingest.redact import Redactor
 from memtoc.memory import Memory
 from memtoc.store.sqlite import SqliteStore
 
-STORE_BACKENDS = ("sqlite", "postgres")
+BOTH_STORES = pytest.mark.parametrize("store", ["sqlite", "postgres"], indirect=True)
 SUMMARY = {"type": "summary", "summary": "Fixing the login flow", "leafUuid": "leaf-1"}
 
 
@@ -67,6 +67,7 @@ def texts(memory: Memory, session: str) -> list[str]:
     return sorted(e.text for e in memory.events(session_id=session))
 
 
+@BOTH_STORES
 def test_two_transcripts_that_share_a_first_line_are_both_kept_whole(
     memory: Memory, tmp_path: Path
 ) -> None:
@@ -122,27 +123,48 @@ def test_a_moved_file_is_recognised_and_not_read_again(memory: Memory, tmp_path:
     assert memory.store.count_events() == 31
 
 
-def with_ids(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [{**line, "event_id": line["text"]} for line in lines]
-
-
-def test_a_file_changed_before_its_position_is_read_again_from_the_start(
+@BOTH_STORES
+def test_ids_from_positions_do_not_collide_between_files_with_one_first_line(
     memory: Memory, tmp_path: Path
 ) -> None:
-    f = write(tmp_path / "t.jsonl", with_ids([jsonl(i) for i in range(10)]))
+    """Events without ids of their own take ids from the file's first line and their offset:
+    two files with one header and lines of one length used to give the second file's events
+    the first one's ids (stored as duplicates of events they are not)."""
+    header = {"session_id": "h", "timestamp": 0, "role": "system", "text": "export v1"}
+    a = write(tmp_path / "a.jsonl", [header, *(jsonl(i, "a") for i in range(5))])
+    b = write(tmp_path / "b.jsonl", [header, *(jsonl(i, "b") for i in range(5))])
+    memory.ingest([a])
+    report = memory.ingest([b])
+    assert (report.ingested, report.duplicates, report.rejected) == (5, 1, 0)  # 1: the header
+    assert texts(memory, "b") == texts(memory, "a")  # same texts, other session
+    again = memory.ingest([a, b], rescan=True)  # read again: nothing new, nothing lost
+    assert (again.ingested, again.duplicates, again.rejected) == (0, 12, 0)
+    assert memory.store.count_events() == 11
+
+
+def with_ids(lines: list[dict[str, Any]], given: bool = True) -> list[dict[str, Any]]:
+    return [{**line, "event_id": line["text"]} if given else line for line in lines]
+
+
+@BOTH_STORES
+@pytest.mark.parametrize("given", [True, False], ids=["given-ids", "ids-from-positions"])
+def test_a_file_changed_before_its_position_is_read_again_from_the_start(
+    memory: Memory, tmp_path: Path, given: bool
+) -> None:
+    f = write(tmp_path / "t.jsonl", with_ids([jsonl(i) for i in range(10)], given))
     memory.ingest([f])
     # rewritten with other content of the same first line and length: the old offset would
     # land on a line start, but the bytes before it changed
     lines = [jsonl(i) for i in range(10)]
     lines[5] = {**lines[5], "text": "edit 5"}
     lines.append(jsonl(10))
-    write(f, with_ids(lines))
+    write(f, with_ids(lines, given))
     report = memory.ingest([f])
     assert report.restarted == 1 and report.rejected == 0
     assert report.read == 11 and report.ingested == 2 and report.duplicates == 9
     assert "edit 5" in texts(memory, "s1")
     # truncated below the old position: read from the start too
-    write(f, with_ids([jsonl(i) for i in range(3)]))
+    write(f, with_ids([jsonl(i) for i in range(3)], given))
     truncated = memory.ingest([f])
     assert (truncated.restarted, truncated.read, truncated.duplicates) == (1, 3, 3)
 

@@ -242,7 +242,7 @@ def test_append_rows_takes_an_iterator_and_counts_duplicates(store: SqliteStore)
     from memtoc.model import Event
 
     events = [
-        Event(f"01HZ{i:022d}", "s1", "p", "a", 1_000 + i, "message", "user", f"t{i}", {"i": i})
+        Event(f"01HZ{i:022d}", "s1", "p", "a", 1_000 + i, "user_message", "user", f"t{i}", {"i": i})
         for i in range(6)
     ]
     first = store.append_events(events[:3])

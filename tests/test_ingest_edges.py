@@ -20,6 +20,7 @@ from memtoc.memory import Memory
 from memtoc.model import MAX_TS_MS, MIN_TS_MS, iso_ms
 from memtoc.store.sqlite import SqliteStore
 
+BOTH_STORES = pytest.mark.parametrize("store", ["sqlite", "postgres"], indirect=True)
 GOOD_TS = "2024-01-18T10:00:00Z"
 
 
@@ -35,7 +36,7 @@ def write_jsonl(path: Path, records: list[dict[str, Any] | bytes]) -> Path:
 
 
 @pytest.fixture
-def memory(store: SqliteStore) -> Memory:
+def memory(store: Any) -> Memory:
     return Memory(store, redactor=Redactor())
 
 
@@ -44,6 +45,7 @@ def reasons(report: Any) -> dict[int | None, str]:
 
 
 # -- timestamps ------------------------------------------------------------------------------
+@BOTH_STORES
 def test_timestamps_past_9999_are_rejected_and_the_batch_is_filed(
     memory: Memory, tmp_path: Path
 ) -> None:
@@ -69,9 +71,11 @@ def test_timestamps_past_9999_are_rejected_and_the_batch_is_filed(
     assert processed.events == 2 and not processed.failed_entries
     assert [e.text for e in memory.events()] == ["before the poison", "after the poison"]
     assert memory.search("poison").items
-    assert memory.recall("poison", budget=500).items
+    if isinstance(memory.store, SqliteStore):  # recall is SQLite's only
+        assert memory.recall("poison", budget=500).items
 
 
+@BOTH_STORES
 def test_the_edges_of_the_range_are_stored_filed_and_read(memory: Memory, tmp_path: Path) -> None:
     """1970-01-01T00:00:00Z and 9999-12-30T23:59:59.999Z go in and through every step: the
     periods at the end of year 9999 end in year 10000, which ``datetime`` cannot show."""
@@ -89,7 +93,8 @@ def test_the_edges_of_the_range_are_stored_filed_and_read(memory: Memory, tmp_pa
     assert len(years) == 2
     assert [e.ts_ms for e in memory.events()] == [MIN_TS_MS, MAX_TS_MS]
     assert len(memory.search("zebra", depth="L2").items) >= 2
-    assert memory.recall("zebra", budget=400).items
+    if isinstance(memory.store, SqliteStore):  # recall is SQLite's only
+        assert memory.recall("zebra", budget=400).items
     memory.context(budget=400)
     assert memory.verify().ok
 
@@ -191,6 +196,7 @@ def test_identifiers_are_bounded(
 
 
 # -- every path into the store ---------------------------------------------------------------
+@BOTH_STORES
 def test_records_and_remember_are_validated_like_files(memory: Memory) -> None:
     deep: Any = []
     for _ in range(2000):
@@ -253,3 +259,66 @@ def test_a_reader_bug_costs_its_line_not_the_file(
         (4, "reader error: TypeError: unhashable type: 'dict'"),
     ]
     assert memory.ingest([f], fmt="fragile").read == 0  # the watermark is past both
+
+
+# -- one id, other content -----------------------------------------------------------------------
+@BOTH_STORES
+def test_a_duplicate_event_id_with_other_content_is_reported(
+    memory: Memory, tmp_path: Path
+) -> None:
+    """It used to be dropped without a word (counted as a duplicate)."""
+    f = write_jsonl(
+        tmp_path / "t.jsonl",
+        [
+            rec("the original", event_id="X1"),
+            rec("the original", event_id="X1"),  # a true duplicate
+            rec("another text", event_id="X1"),
+            rec("the original", "2024-01-18T11:00:00Z", event_id="X1"),
+            rec("fine", "2024-01-18T10:00:05Z", event_id="X2"),
+        ],
+    )
+    report = memory.ingest([f])
+    assert (report.ingested, report.duplicates) == (2, 1)
+    assert reasons(report) == {
+        3: "event_id 'X1' is stored already with another text; the stored event is kept",
+        4: "event_id 'X1' is stored already with another timestamp; the stored event is kept",
+    }
+    later = memory.ingest_records([rec("changed", event_id="X2")])
+    assert [r.reason for r in later.rejections] == [
+        "event_id 'X2' is stored already with another timestamp, text; the stored event is kept"
+    ]
+    assert memory.store.get_event("X1").text == "the original"
+
+
+@BOTH_STORES
+def test_the_store_refuses_what_the_importer_would(store: Any) -> None:
+    """``append_events`` called directly (a library user) cannot store a poison either."""
+    from memtoc.model import Event
+
+    def ev(event_id: str, ts: int, **kw: Any) -> Event:
+        base = dict(session_id="s", project="p", agent="a", ts_ms=ts, event_type="user_message",
+                    role="user", text=f"text {event_id}")  # fmt: skip
+        return Event(event_id=event_id, **{**base, **kw})
+
+    t0 = 1_705_572_000_000
+    result = store.append_events(
+        [
+            ev("ok1", t0),
+            ev("far", (1 << 48) - 1),
+            ev("neg", -5),
+            ev("role", t0, role="robot"),
+            ev("nul", t0, session_id="a\x00b"),
+            ev("ok1", t0, text="other"),
+            ev("ok2", t0 + 1),
+        ],
+        {"job": {"offset": 7}},
+    )
+    assert result.inserted == 2 and result.duplicates == 0
+    assert [i for i, _ in result.refused] == [1, 2, 3, 4]
+    assert "outside the supported range" in result.refused[0][1]
+    assert result.refused[2][1] == "invalid role 'robot'"
+    assert result.refused[3][1] == "session_id contains a NUL character"
+    assert result.conflicts == [(5, ("text",))]
+    assert store.count_events() == 2 and store.get_checkpoint("job") == {"offset": 7}
+    again = store.append_events([ev("ok1", t0)])
+    assert (again.inserted, again.duplicates, again.conflicts) == (0, 1, [])

@@ -246,7 +246,9 @@ def _fill_store(store: SqliteStore) -> tuple[list[VectorKey], np.ndarray]:
             DocRow("grip", "g1", "alpha", 3_000, "grip"),
         ]
     )
-    store.append_events([Event("e1", "s1", "alpha", "agent", 4_000, "message", "user", "an event")])
+    store.append_events(
+        [Event("e1", "s1", "alpha", "agent", 4_000, "user_message", "user", "an event")]
+    )
     keys = [
         VectorKey("node", "alpha", "day:2024-01-18"),
         VectorKey("node", "beta", "day:2024-01-18"),

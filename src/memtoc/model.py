@@ -372,7 +372,14 @@ class AppendResult:
 
     inserted: int = 0
     duplicates: int = 0
+    """Rows whose ``event_id`` was stored already with the same content (or forgotten)."""
     outbox_entry_id: int | None = None
+    conflicts: list[tuple[int, tuple[str, ...]]] = field(default_factory=list)
+    """Rows whose ``event_id`` is stored with other content, not stored: their index in the
+    batch and the fields that differ (``timestamp``, ``session_id``, ``event_type``, ``role``,
+    ``text``)."""
+    refused: list[tuple[int, str]] = field(default_factory=list)
+    """Rows the store refused (not valid events), not stored: their index and the reason."""
 
 
 @dataclass(frozen=True, slots=True)

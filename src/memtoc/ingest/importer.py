@@ -1,19 +1,25 @@
 """The ingest orchestrator: files in, events stored exactly once, a report out.
 
-For each file it picks the source format (given, or sniffed), resumes from the file's watermark,
-and turns the source's records into events: project and agent resolved, secrets redacted, huge
-texts capped, ids assigned. Events are written in batches; each batch commits together with its
-outbox entry and the file's new watermark, so a crash at any point loses nothing acknowledged and a
-re-run re-reads nothing already stored.
+For each file it picks the source format (given, or sniffed), resumes from the file's own
+position (:mod:`memtoc.ingest.positions`: kept per path, verified by fingerprints, a changed file
+is read again from the start), and turns the source's records into events: project and agent
+resolved, everything bounded and validated, secrets redacted, huge texts and metadata capped, ids
+assigned. Events are written in batches; each batch commits together with its outbox entry and
+the file's new position, so a crash at any point loses nothing acknowledged and a re-run re-reads
+nothing already stored.
 
-Idempotency: an event keeps the id its input gives it; otherwise its id is derived from the file's
-identity (a hash of its first line, so a moved file keeps it) and the record's byte position. Either
-way, storing it twice is a no-op counted as a duplicate.
+Idempotency: an event keeps the id its input gives it; otherwise its id is derived from the hash
+of the file's first line (so a moved file keeps it) and the record's byte position. Storing the
+same event twice is a no-op counted as a duplicate. An id stored already with other content is a
+conflict: a given id is rejected with the reason (the stored event is kept); a derived one is
+another record at that position (another file with the same first line, or a changed file read
+again) and is stored under an alternative id that adds the event's own content to the key.
 """
 
 from __future__ import annotations
 
 import gc
+import hashlib
 import json
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -181,6 +187,8 @@ def _event(row: EventRow, metadata: Mapping[str, JsonValue]) -> Event:
 class _Batch:
     pending: list[_Pending] = field(default_factory=list)
     watermark: int | None = None
+    lines: list[int] = field(default_factory=list)
+    """Each pending event's record number (records given through the API)."""
 
 
 @contextmanager
@@ -512,9 +520,33 @@ class _Position:
     path: Path
     fmt: str
     fingerprints: Fingerprints
+    identity: str
+    """The file's first-line hash: event ids without one of their own derive from it."""
 
     def mark(self, offset: int) -> dict[str, JsonValue]:
         return self.fingerprints.mark(offset, self.path, self.fmt)
+
+    def alternative_id(self, p: _Pending) -> str | None:
+        """For an event whose id was derived from its position (``_event_from``), the id it
+        takes when another event is stored under that one: the position's key with the
+        event's session, type, role and a hash of its text (its instant is the id's time
+        part), so a changed record read again is stored, and read once more is a duplicate.
+        None for an id the input gave."""
+        where = p[10] or ""
+        offset, _, part = where.partition("@")[2].partition("#")
+        key = f"{self.identity}:{offset}:{part or 0}"
+        if derived_ulid(p[4], key) != p[0]:
+            return None
+        text = hashlib.blake2b(p[7].encode("utf-8", "surrogatepass"), digest_size=12).hexdigest()
+        return derived_ulid(p[4], f"{key}:{p[1]}:{p[5]}:{p[6]}:{text}")
+
+
+def _line_of(source_pos: str | None) -> int | None:
+    """The line number in a ``line:N@offset`` position."""
+    if source_pos is None or not source_pos.startswith("line:"):
+        return None
+    number = source_pos[5:].partition("@")[0]
+    return int(number) if number.isdigit() else None
 
 
 def _guarded(source: Source, path: Path, start: int, options: SourceOptions) -> Iterator[RawRecord]:
@@ -653,7 +685,7 @@ class Importer:
         options = SourceOptions(include_thinking=self.options.include_thinking)
         batch = _Batch()
         consumed = start
-        position = _Position(job, real, source.name, fingerprints)
+        position = _Position(job, real, source.name, fingerprints, identity)
         failed = 0  # rejections that count against the file (not a last line still growing)
         try:
             for record in _guarded(source, path, start, options):
@@ -723,7 +755,9 @@ class Importer:
         checkpoints: dict[str, JsonValue] = {}
         if batch.watermark is not None:
             checkpoints[position.job] = position.mark(batch.watermark)
-        ids, result = self._store(batch.pending, report, checkpoints)
+        ids, result = self._store(
+            batch.pending, report, checkpoints, where=where, fallback=position.alternative_id
+        )
         if self.on_commit is not None and (ids or batch.watermark is not None):
             self.on_commit(
                 CommitInfo(
@@ -736,6 +770,7 @@ class Importer:
             )
         batch.pending = []
         batch.watermark = None
+        batch.lines = []
 
     # -- records ----------------------------------------------------------------------------------
     def _event_from(
@@ -864,35 +899,102 @@ class Importer:
         pending: list[_Pending],
         report: IngestReport,
         checkpoints: Mapping[str, JsonValue] | None = None,
+        *,
+        where: str,
+        lines: Sequence[int] | None = None,
+        fallback: Callable[[_Pending], str | None] | None = None,
     ) -> tuple[list[str], AppendResult]:
         """Finish ``pending`` and append it (with ``checkpoints``) in one transaction; returns
-        the batch's event ids and what the store did.
+        the ids of the batch's events now stored and what the store did.
+
+        An id stored already with other content (:func:`_settle`) is a conflict: an id the
+        input gave is rejected (the stored event is kept), an id derived from the record's
+        position (``fallback`` gives its alternative, or None for a given id) is another
+        record at that position — a changed file read again, or another file with the same
+        first line — stored under the alternative id, in the same transaction.
+        """
+        with self.store.transaction():
+            result = self._append(pending, report, checkpoints)
+            ids = [p[0] for p in pending]
+            if result.conflicts or result.refused:
+                ids = self._settle(pending, result, report, where, lines, fallback)
+        report.ingested += result.inserted
+        report.duplicates += result.duplicates
+        return ids, result
+
+    def _append(
+        self,
+        pending: list[_Pending],
+        report: IngestReport,
+        checkpoints: Mapping[str, JsonValue] | None,
+    ) -> AppendResult:
+        """Finish ``pending`` and hand it to the store.
 
         A store that takes rows (:class:`~memtoc.store.base.RowAppender`) gets them lazily,
         chunk by chunk (:class:`_Prepared`), so redaction's prefilter for the next chunk runs in
         the helper process while the store inserts this one.
         """
-        ids = [p[0] for p in pending]
         if self._append_rows is None:
             rows, metas = self._finish(pending, report)
             events = [_event(r, m) for r, m in zip(rows, metas, strict=True)]
-            result = self.store.append_events(events, checkpoints)
-        else:
-            helper = None
-            if (
-                self.redactor is not None
-                and self.options.redact_helper
-                and len(pending) >= 2 * _CHUNK
-            ):
-                helper = redact_worker.worker()
-            batch = _Prepared(self, pending, report, worker=helper)
-            try:
-                result = self._append_rows(batch.rows(), checkpoints, count=len(pending))
-            finally:
-                batch.close()
-        report.ingested += result.inserted
-        report.duplicates += result.duplicates
-        return ids, result
+            return self.store.append_events(events, checkpoints)
+        helper = None
+        if self.redactor is not None and self.options.redact_helper and len(pending) >= 2 * _CHUNK:
+            helper = redact_worker.worker()
+        batch = _Prepared(self, pending, report, worker=helper)
+        try:
+            return self._append_rows(batch.rows(), checkpoints, count=len(pending))
+        finally:
+            batch.close()
+
+    def _settle(
+        self,
+        pending: list[_Pending],
+        result: AppendResult,
+        report: IngestReport,
+        where: str,
+        lines: Sequence[int] | None,
+        fallback: Callable[[_Pending], str | None] | None,
+    ) -> list[str]:
+        """Report refused rows and conflicts, store the moved ones; the ids now stored."""
+        dropped: set[int] = set()
+        moved: list[_Pending] = []
+
+        def reject(i: int, reason: str) -> None:
+            line = lines[i] if lines is not None else _line_of(pending[i][10])
+            report.rejections.append(Rejection(where, line, reason))
+
+        for i, reason in result.refused:
+            dropped.add(i)
+            reject(i, reason)
+        for i, differs in result.conflicts:
+            p = pending[i]
+            alternative = fallback(p) if fallback is not None else None
+            if alternative is None:
+                reject(i, f"event_id {p[0]!r} is stored already with another "
+                          f"{', '.join(differs)}; the stored event is kept")  # fmt: skip
+            else:
+                dropped.add(i)
+                moved.append((alternative, *p[1:]))
+        ids = [p[0] for i, p in enumerate(pending) if i not in dropped]
+        if moved:
+            again = self._append(moved, IngestReport(), None)  # counted in the first pass
+            result.inserted += again.inserted
+            result.duplicates += again.duplicates
+            for i, differs in again.conflicts:
+                report.rejections.append(
+                    Rejection(
+                        where,
+                        _line_of(moved[i][10]),
+                        f"another record is stored at this position ({', '.join(differs)} "
+                        "differ) and under its alternative id",
+                    )
+                )
+            for i, reason in again.refused:
+                report.rejections.append(Rejection(where, _line_of(moved[i][10]), reason))
+            bad = {i for i, _ in again.conflicts} | {i for i, _ in again.refused}
+            ids += [p[0] for i, p in enumerate(moved) if i not in bad]
+        return ids
 
     # -- records given directly (API, MCP remember, hooks) -----------------------------------------
     def ingest_drafts(
@@ -916,6 +1018,7 @@ class Importer:
                     if problem is not None:
                         raise IngestError(problem, event_id=event_id)
                     pending.append(validate(draft, event_id, None, None, "unknown"))
+                    batch.lines.append(n)
                 except IngestError as exc:
                     report.rejections.append(Rejection(source, n, exc.reason))
                 if len(pending) >= size:
@@ -929,7 +1032,7 @@ class Importer:
     def _flush_api(self, batch: _Batch, report: IngestReport, source: str) -> None:
         if not batch.pending:
             return
-        ids, result = self._store(batch.pending, report)
+        ids, result = self._store(batch.pending, report, where=source, lines=batch.lines)
         if self.on_commit is not None:
             self.on_commit(
                 CommitInfo(
@@ -941,3 +1044,4 @@ class Importer:
                 )
             )
         batch.pending = []
+        batch.lines = []

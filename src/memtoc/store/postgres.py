@@ -28,6 +28,7 @@ import numpy.typing as npt
 
 from memtoc.errors import NotFoundError, QueryError, StoreError
 from memtoc.model import AppendResult, Bookmark, Event, JsonValue, OutboxEntry, TocNode
+from memtoc.store.event_checks import Stored, classify, row_problem
 from memtoc.store.postgres_base import APPEND_LOCK, CLAIM_LOCK, SESSION_LOCKERS, dumps, pg_text
 from memtoc.store.postgres_pipeline import EVENT_COLS, PgPipeline, row_to_event
 from memtoc.store.postgres_projects import PgProjects
@@ -74,7 +75,12 @@ class PostgresStore(PgPipeline, PgSearch, PgVectors, PgProjects):
         checkpoints: Mapping[str, JsonValue] | None = None,
     ) -> AppendResult:
         cols: list[list[Any]] = [[] for _ in range(12)]
+        refused = False
         for e in events:
+            if row_problem(e.event_id, e.ts_ms, e.project, e.session_id, e.agent, e.event_type,
+                           e.role) is not None:  # fmt: skip
+                refused = True  # not sent; ``classify`` says why
+                continue
             exact = None
             text = e.text
             if "\x00" in text:
@@ -90,9 +96,16 @@ class PostgresStore(PgPipeline, PgSearch, PgVectors, PgProjects):
         result = AppendResult()
         new: set[str] = set()
         with self.transaction():
-            rows = self._insert_events(cols) if events else []
+            rows = self._insert_events(cols) if cols[0] else []
             result.inserted = len(rows)
             result.duplicates = len(events) - len(rows)
+            if refused or result.duplicates:  # duplicates, conflicts or refused rows
+                given = [
+                    (e.event_id, e.ts_ms, e.project, e.session_id, e.agent, e.event_type, e.role,
+                     e.text)
+                    for e in events
+                ]  # fmt: skip
+                classify(given, self._stored_for_classify, result)
             if rows:
                 seqs = [int(r[0]) for r in rows]
                 sessions = sorted({_session_key(r[1], r[2]) for r in rows})
@@ -149,6 +162,17 @@ class PostgresStore(PgPipeline, PgSearch, PgVectors, PgProjects):
         if self._tx.conn is not None:
             SESSION_LOCKERS.discard(self._tx.conn)
         return rows
+
+    def _stored_for_classify(self, event_ids: list[str]) -> dict[str, Stored]:
+        found: dict[str, Stored] = {}
+        for row in self._query(
+            "SELECT event_id, ts_ms, session_id, event_type, role, text, text_exact "
+            "FROM events WHERE event_id = ANY(%s)",
+            (event_ids,),
+        ):
+            text = json.loads(row[6]) if row[6] is not None else row[5]
+            found[row[0]] = (int(row[1]), row[2], row[3], row[4], text, True)
+        return found
 
     def get_event(self, event_id: str) -> Event:
         rows = self._query(f"SELECT {EVENT_COLS} FROM events WHERE event_id = %s", (event_id,))

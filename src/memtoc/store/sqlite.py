@@ -38,6 +38,7 @@ from memtoc.model import (
 )
 from memtoc.store import sqlite_projects
 from memtoc.store.base import DirtyPeriod, DocRow, EventRow, SegmentRecord
+from memtoc.store.event_checks import EDGE_SQL, Stored, classify
 from memtoc.store.migrations import migrate
 from memtoc.store.sqlite_checkpoint import BackgroundCheckpointer
 from memtoc.store.sqlite_sessions import (
@@ -57,8 +58,9 @@ _EVENT_COLS = (
 )
 _INSERT_EVENT = (
     "INSERT OR IGNORE INTO events(event_id, ts_ms, project, session_id, agent, event_type, role, "
-    "text, source, source_pos, metadata) VALUES (?,?,?,?,?,?,?,?,?,?,?)"
+    f"text, source, source_pos, metadata) SELECT ?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11 WHERE {EDGE_SQL}"
 )
+"""An event row in, unless its id is stored already or it is not a valid event (``EDGE_SQL``)."""
 _EVENT_FIELDS = attrgetter(
     "event_id",
     "ts_ms",
@@ -390,6 +392,13 @@ class SqliteStore:
             inserted = cur.rowcount if cur.rowcount >= 0 else 0
             result.inserted = inserted
             result.duplicates = count - inserted
+            if inserted < count:  # duplicates, conflicts or refused rows: tell them apart
+                if not isinstance(given, list):
+                    given = list(given)
+                classify(given, self._stored_for_classify, result)
+                if result.refused:  # a refused row's session span must not widen
+                    refused = {i for i, _ in result.refused}
+                    given = [r for i, r in enumerate(given) if i not in refused]
             if inserted:
                 after = self._exec("SELECT MAX(seq) FROM events").fetchone()[0]
                 result.outbox_entry_id = self._add_outbox(
@@ -411,6 +420,19 @@ class SqliteStore:
         if result.inserted and self.checkpointer is not None:
             self.checkpointer.appended(result.inserted)
         return result
+
+    def _stored_for_classify(self, event_ids: list[str]) -> dict[str, Stored]:
+        found: dict[str, Stored] = {}
+        for i in range(0, len(event_ids), 500):
+            chunk = event_ids[i : i + 500]
+            marks = ",".join("?" * len(chunk))
+            for row in self._conn.execute(
+                f"SELECT event_id, ts_ms, session_id, event_type, role, text, {self._live} "
+                f"FROM events WHERE event_id IN ({marks})",
+                chunk,
+            ):
+                found[row[0]] = (row[1], row[2], row[3], row[4], row[5], bool(row[6]))
+        return found
 
     def get_event(self, event_id: str) -> Event:
         rows = self._query(

@@ -1,0 +1,121 @@
+"""The store's own edge: what an event row must be to be stored, and what a re-appended id that
+was not stored is (a duplicate, a conflict, or a row refused).
+
+The importer validates every event before it reaches a store; these checks hold the same line
+for any other caller of ``append_events`` (a library user, a future surface), so no row that
+would block the pipeline or crash a read (an instant past year 9999, an unknown role) is ever
+stored. SQLite checks in the insert statement itself (``EDGE_SQL``, no Python per row);
+PostgreSQL in the loop that builds its columns.
+
+After an append that stored fewer rows than it was given, ``classify`` reads the stored rows of
+the batch's ids: a row whose content matches is a duplicate, one that differs is a conflict
+(with the fields that differ), one that is not stored at all was refused (with the reason).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from memtoc.model import (
+    EVENT_TYPES,
+    MAX_ID_CHARS,
+    MAX_TS_MS,
+    MIN_TS_MS,
+    ROLES,
+    AppendResult,
+    ts_problem,
+)
+
+_TYPES = frozenset(EVENT_TYPES)
+_ROLES = frozenset(ROLES)
+COMPARED = ("timestamp", "session_id", "event_type", "role", "text")
+"""What makes two events with one id the same event (project, agent, metadata and source may
+differ: a re-import under another ``--project`` is still the same event)."""
+
+
+def _in(values: Sequence[str]) -> str:
+    return ", ".join(f"'{v}'" for v in values)
+
+
+EDGE_SQL = (
+    f"?2 BETWEEN {MIN_TS_MS} AND {MAX_TS_MS} AND ?6 IN ({_in(EVENT_TYPES)}) "
+    f"AND ?7 IN ({_in(ROLES)}) AND length(?1) BETWEEN 1 AND {MAX_ID_CHARS} "
+    f"AND length(?4) BETWEEN 1 AND {MAX_ID_CHARS} AND length(?3) BETWEEN 1 AND {MAX_ID_CHARS} "
+    f"AND length(?5) <= {MAX_ID_CHARS} AND instr(?1 || ?3 || ?4 || ?5, char(0)) = 0"
+)
+"""The condition SQLite's insert (``INSERT … SELECT ?1, … WHERE``) puts on a row's parameters in
+``EventRow`` order: ``event_id, ts_ms, project, session_id, agent, event_type, role, …``."""
+
+
+def row_problem(
+    event_id: object,
+    ts_ms: object,
+    project: object,
+    session_id: object,
+    agent: object,
+    event_type: object,
+    role: object,
+) -> str | None:
+    """Why a row cannot be stored, or None."""
+    problem = ts_problem(ts_ms)
+    if problem is not None:
+        return problem
+    if event_type not in _TYPES:
+        return f"invalid event_type {event_type!r}"
+    if role not in _ROLES:
+        return f"invalid role {role!r}"
+    for name, value, empty_ok in (
+        ("event_id", event_id, False),
+        ("project", project, False),
+        ("session_id", session_id, False),
+        ("agent", agent, True),
+    ):
+        if type(value) is not str:
+            return f"{name} must be a string (got {type(value).__name__})"
+        if not value and not empty_ok:
+            return f"{name} is empty"
+        if len(value) > MAX_ID_CHARS:
+            return f"{name} is longer than {MAX_ID_CHARS} characters ({len(value)})"
+        if "\x00" in value:
+            return f"{name} contains a NUL character"
+    return None
+
+
+Stored = tuple[int, str, str, str, str, bool]
+"""A stored event as ``classify`` compares it: ``ts_ms, session_id, event_type, role, text`` and
+whether it is live (a forgotten event's tombstone has no text to compare)."""
+
+
+def classify(
+    rows: Sequence[Sequence[Any]],
+    fetch: Callable[[list[str]], dict[str, Stored]],
+    result: AppendResult,
+) -> None:
+    """Sort the rows of an append that did not all go in into duplicates, conflicts and refused
+    rows (``rows`` in ``EventRow`` order; ``fetch`` reads the stored rows of some ids)."""
+    stored = fetch(list(dict.fromkeys(str(r[0]) for r in rows)))
+    duplicates = 0
+    for index, row in enumerate(rows):
+        found = stored.get(row[0])
+        if found is None:
+            reason = row_problem(*row[:7]) or "not stored"
+            result.refused.append((index, reason))
+            continue
+        ts_ms, session_id, event_type, role, text, live = found
+        if not live:
+            duplicates += 1
+            continue
+        given = (row[1], row[3], row[5], row[6], row[7])
+        differs = tuple(
+            name
+            for name, a, b in zip(
+                COMPARED, (ts_ms, session_id, event_type, role, text), given, strict=True
+            )
+            if a != b
+        )
+        if differs:
+            result.conflicts.append((index, differs))
+        else:
+            duplicates += 1
+    result.duplicates = duplicates - result.inserted
