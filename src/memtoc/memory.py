@@ -8,6 +8,7 @@ redactor, token counter, summariser.
 from __future__ import annotations
 
 import logging
+import sqlite3
 from collections.abc import Callable, Iterable, Mapping
 from datetime import tzinfo
 from pathlib import Path
@@ -65,6 +66,8 @@ if TYPE_CHECKING:
 
 
 log = logging.getLogger("memtoc")
+TOUCH_EVERY_MS = 10 * 60_000
+"""A bookmark used again within this time is not written again (its decay is in days)."""
 
 
 class Memory:
@@ -89,6 +92,8 @@ class Memory:
     ) -> None:
         self.store = store
         self.settings = settings
+        self._touched: dict[str, int] = {}
+        self._touch_pending: set[str] = set()
         self.clock = clock or SystemClock()
         self.ids = ids or UlidFactory(self.clock)
         self.redactor = redactor
@@ -443,7 +448,9 @@ class Memory:
         if name is None:
             return ContextView(None, budget, (), "", 0)
         marks = self.bookmarks(name, TOP_BOOKMARKS)
-        return build_context(self.store, self.counter, name, budget=budget, bookmarks=marks)
+        view = build_context(self.store, self.counter, name, budget=budget, bookmarks=marks)
+        self._used(item.ref for item in view.items if item.section == "bookmark")
+        return view
 
     def status(self) -> dict[str, JsonValue]:
         """Store counts, queue depth, failures and the backends in use (degraded modes named)."""
@@ -514,7 +521,7 @@ class Memory:
             session_id=session_id,
             role=role,
         )
-        return time_search(
+        result = time_search(
             self.store,
             self.counter,
             query,
@@ -528,6 +535,8 @@ class Memory:
             mode=mode,
             fusion=self.fusion,
         )
+        self._used(item.id for item in result.items if item.kind == "bookmark")
+        return result
 
     # -- drill-down and time in queries (memtoc.retrieval.drill, time_search) ---------------------
     def drill(
@@ -584,8 +593,7 @@ class Memory:
         limit = time_limit_ms
         if limit is None:
             limit = float(getattr(self.settings, "recall_time_limit_ms", DEFAULT_TIME_LIMIT_MS))
-        # a pure read (read-only stores, READ-annotated MCP tool): bookmarks are not touched here
-        return assemble_recall(
+        result = assemble_recall(
             self.sqlite_store("recall"),
             self.counter,
             query,
@@ -596,6 +604,8 @@ class Memory:
             semantic=self.semantic,
             time_limit_ms=limit,
         )
+        self._used(item.id for item in result.items if item.kind == "bookmark")
+        return result
 
     def _embed_new(self) -> EmbedReport | None:
         if self._embed_step is None:
@@ -698,8 +708,39 @@ class Memory:
         return self.bookmark_step.refresh(project, rebuild=rebuild)
 
     def touch_bookmarks(self, bookmark_ids: Iterable[str]) -> int:
-        """Mark bookmarks as used now (recall calls this for the bookmarks it returns)."""
+        """Mark bookmarks as used now (their decay restarts); return how many changed."""
         return self.store.touch_bookmarks(list(bookmark_ids), self.clock.now_ms())
+
+    def _used(self, bookmark_ids: Iterable[str]) -> None:
+        """The one place where delivering a bookmark counts as using it: ``search``, ``recall`` and
+        ``context`` (so the CLI, MCP tools, HTTP routes and hooks built on them) call it with the
+        bookmarks they return, and ``last_relevant_at`` moves to now — a bookmark that keeps being
+        used does not decay. Listing bookmarks by importance (``bookmarks``) is browsing, not use:
+        it would keep the top ones from ever decaying.
+
+        Best effort, never in the way of the read: a bookmark used again within
+        ``TOUCH_EVERY_MS`` is not written again, and a store that cannot take the write right now
+        (read-only media, another process's long write) keeps the ids for the next use; the
+        failure is logged."""
+        now = self.clock.now_ms()
+        due = {
+            bid
+            for bid in (*bookmark_ids, *self._touch_pending)
+            if now - self._touched.get(bid, -TOUCH_EVERY_MS) >= TOUCH_EVERY_MS
+        }
+        if not due:
+            return
+        try:
+            self.store.touch_bookmarks(sorted(due), now)
+        except (StoreError, sqlite3.Error) as exc:
+            if not self._touch_pending:
+                log.warning("bookmark use not recorded yet (%s); retried at the next use", exc)
+            self._touch_pending = due
+            return
+        self._touch_pending = set()
+        self._touched.update(dict.fromkeys(due, now))
+        if len(self._touched) > 10_000:  # a long-lived server: forget the oldest uses
+            self._touched = dict(sorted(self._touched.items(), key=lambda kv: kv[1])[-5_000:])
 
     # -- forget (memtoc.forgetting, store/sqlite_forget.py) ---------------------------------------
     def forget(

@@ -18,15 +18,17 @@ session's end. With ``rebuild`` it first deletes the project's bookmarks. Runnin
 nothing the second time.
 
 **Merge.** A candidate and a stored bookmark are *the same moment* when more than half of the
-smaller one's source events are shared, or when they have the same type and identical content
-(the same decision restated in a later session). Between the two, the **newer wins** (later
+smaller one's source events are shared, or when they have the same type and identical or nearly
+identical content (a restatement: key-term Jaccard ≥ ``RESTATED``, common words left out — the
+same decision restated in a later session). Between the two, the **newer wins** (later
 ``created_ms``, then larger id): its id, content, sources and importance replace the older one,
 which is deleted. ``created_ms`` stays what it always is — the time of the kept bookmark's last
 source event — and ``last_relevant_ms`` becomes the latest of the two bookmarks' values, so a
 moment that was restated or used recently does not decay. (Keeping the older ``created_ms``
 instead would make ``created_ms`` mean two different things.) A candidate older than a stored
 rival is dropped. Overlap is looked up among the bookmarks created within ``MERGE_SPAN_MS``
-(7 days) of the candidate's events.
+(7 days) of the candidate's events; restatements also among the bookmarks of its type created
+within ``RESTATE_SPAN_MS`` (180 days) of it.
 
 Bookmarks are mirrored into the ``docs`` search table (kind ``bookmark``) so teleport's BM25
 finds them.
@@ -35,6 +37,7 @@ finds them.
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -47,6 +50,10 @@ from memtoc.text.fts_text import search_text
 from memtoc.text.tokens import TokenCounter
 
 MERGE_SPAN_MS = 7 * 86_400_000
+RESTATED = 0.6
+"""Key-term Jaccard at which two bookmarks of one type are the same moment restated."""
+RESTATE_SPAN_MS = 180 * 86_400_000
+"""How far apart a restatement of the same moment is looked for (same type)."""
 REFRESH_WINDOW = 400
 _MESSAGES = {"user_message", "assistant_message"}
 
@@ -119,7 +126,101 @@ def _overlaps(a: Bookmark, b: Bookmark) -> bool:
 
 
 def _same_content(a: Bookmark, b: Bookmark) -> bool:
-    return a.type == b.type and a.content == b.content
+    """The same moment said again: same type and identical content, or a restatement — the same
+    type, the same numbers and nearly the same other key terms (Jaccard ≥ ``RESTATED``, common
+    words left out), e.g. a decision taken in one session and repeated in the next."""
+    if a.type != b.type:
+        return False
+    if a.content == b.content:
+        return True
+    ta, tb = _terms(a.content), _terms(b.content)
+    na, nb = (
+        {t for t in ta if any(c.isdigit() for c in t)},
+        {t for t in tb if any(c.isdigit() for c in t)},
+    )
+    if na != nb:  # "retry 8 times" and "retry 5 times", "Go 1.25.6" and "Go 1.21" differ
+        return False
+    if min(len(ta), len(tb)) < 3:
+        return False
+    return len(ta & tb) / len(ta | tb) >= RESTATED
+
+
+_WORD = re.compile(r"[a-z0-9][a-z0-9_.-]*[a-z0-9]|[a-z0-9]")
+_COMMON = frozenset(
+    [
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "been",
+        "but",
+        "by",
+        "can",
+        "do",
+        "does",
+        "for",
+        "from",
+        "go",
+        "going",
+        "have",
+        "i",
+        "in",
+        "is",
+        "it",
+        "its",
+        "let's",
+        "lets",
+        "of",
+        "on",
+        "or",
+        "our",
+        "so",
+        "that",
+        "the",
+        "their",
+        "then",
+        "there",
+        "these",
+        "this",
+        "to",
+        "use",
+        "used",
+        "using",
+        "was",
+        "we",
+        "we'll",
+        "were",
+        "will",
+        "with",
+        "would",
+        "you",
+        "your",
+        "just",
+        "only",
+        "all",
+        "also",
+        "not",
+        "no",
+        "yes",
+        "ok",
+        "okay",
+        "now",
+        "should",
+        "must",
+    ]
+)
+
+
+def _terms(text: str) -> frozenset[str]:
+    words = _WORD.findall(text.lower())
+    return frozenset(
+        w.strip(".-")
+        for w in words
+        if w not in _COMMON and (len(w) > 2 or any(c.isdigit() for c in w))
+    )
 
 
 def _newer(a: Bookmark, b: Bookmark) -> bool:
@@ -273,6 +374,17 @@ class BookmarkStep:
             written += 1
         return written, deleted
 
+    def _similar(self, cand: Bookmark) -> list[Bookmark]:
+        """Stored bookmarks of ``cand``'s type created within ``RESTATE_SPAN_MS`` of it: where a
+        restatement weeks apart is found (compared by ``_same_content``; a re-scan of the older
+        session must find the newer one too)."""
+        return self.store.find_bookmarks(
+            cand.project,
+            since_ms=cand.created_ms - RESTATE_SPAN_MS,
+            until_ms=cand.created_ms + RESTATE_SPAN_MS,
+            type=cand.type,
+        )
+
     def _rivals(self, cand: Bookmark) -> list[Bookmark]:
         """Stored bookmarks that are the same moment as ``cand`` (including ``cand``'s own id)."""
         near = self.store.find_bookmarks(
@@ -282,7 +394,7 @@ class BookmarkStep:
         )
         same = self.store.find_bookmarks(cand.project, type=cand.type, content=cand.content)
         seen: dict[str, Bookmark] = {}
-        for b in [*near, *same]:
+        for b in [*near, *same, *self._similar(cand)]:
             if b.bookmark_id == cand.bookmark_id or _overlaps(b, cand) or _same_content(b, cand):
                 seen.setdefault(b.bookmark_id, b)
         return list(seen.values())

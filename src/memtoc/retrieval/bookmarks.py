@@ -1,29 +1,42 @@
 """Bookmarks: salient moments found in a window of events (DESIGN §2, §5).
 
-The **extractive detector** (``ExtractiveDetector``) reads one session's events in order and emits
-``Bookmark``s of four types, each from conversational cues:
+The **extractive detector** (``ExtractiveDetector``) reads one session's messages in order (an
+agent's bookkeeping left out) and emits ``Bookmark``s of four types from the conversational cues of
+``memtoc.retrieval.bookmark_cues``. What it looks for, by who speaks:
 
-``conclusion``
-    a decision: "let's use X", "we'll go with", "we decided", "decision: …", "the plan is",
-    "from now on". Questions and exploratory "let's look / check / try" are not decisions. An
-    acknowledgement from the other side right after ("agreed", "makes sense") adds to the cue and
-    its event joins the sources.
-``resolution``
-    what turned out to be right after a **correction** or an **error**. A user correction ("no,
-    the bug is in refresh_token()", "that's not it") is followed by the assistant's corrected
-    understanding; the bookmark keeps that understanding (apologies stripped) plus the fix or the
-    success that followed (tests passing) — never the wrong guess that was corrected, whose event
-    is not a source. Without a correction, a failing tool result followed by a stated cause ("root
-    cause: …", "found it") and a success makes a weaker resolution; a cause that the user then
-    corrects is never used.
-``validated``
-    the user confirms ("yes, exactly", "that's right", "perfect, that works"): the assistant
-    statement being confirmed (its first substantial sentences) is bookmarked, with both events.
-    A confirmed status report ("all tests pass now") is not understanding and is skipped (the
-    fix it reports is a resolution's business).
-``foundational``
-    what the user says about themselves, their project and constraints: "my name is", "I'm a
-    backend developer", "our team uses", "we must support Python 3.9", "we never deploy on Fridays".
+The user:
+
+- a **correction** ("No man, the fix is to use .gitignore in subdirs", "this simply isn't true",
+  "Why did I have to tell you…?") → ``resolution``: the right version — the agent's conceded
+  understanding ("You're right — …", apologies stripped) when it concedes, else the user's claim —
+  plus the fix or success that followed. The corrected statement is never a source. A doubt
+  ("uhh…", "are you sure?") counts only when the agent concedes.
+- a **decision** — a choice or a rule stated as settled ("we don't want the replace directive",
+  "X, not Y", "instead of", "only …", "let's go with", "Decision: …") → ``conclusion``, with the
+  agent's acknowledgement as a source. A **request** for work ("Let's add an audit log…", "Let's
+  address 2", "Update the docs…") or a relayed code review is not a decision.
+- **agreement** to what the agent offered (a recommendation, options, "would you like me to…?"):
+  "yup", "ok, plan out B", "1", "agent.go", "ship it", "Agreed, … Do it" → ``conclusion`` whose
+  content is the proposal (plus what the user added); permission for a mere next step ("shall I
+  run the tests?") is not one.
+- a **confirmation** of an explanation ("yes, exactly", "ah true") → ``validated``: the statement
+  confirmed. A confirmed status report ("all tests pass now") is not understanding.
+- **foundational** context: about themselves, the project and its conventions ("my name is", "we
+  must support Python 3.9", "WatchAgents is exposed as an API to Intent", "the preferred approach").
+
+The agent:
+
+- a **stated cause** ("Found the bug. In agent.go:76 …", "The root cause was …", "**Problem:** …")
+  → ``resolution`` when a fix or success follows (in the message or after it), else a
+  ``conclusion`` (a diagnosis); hedged statements ("might", "probably") are not causes. A fix
+  summary that says what was wrong ("… instead of writing a single file") is a ``resolution``.
+- a **declared** conclusion or decision ("Conclusion: …", "Decision recorded: …") → ``conclusion``,
+  with the user's "Confirmed" / "Ship it" as a source.
+- a **verdict** answering the user's question ("This is actually intentional…", "No, awk doesn't…",
+  "There are no tool uses in this session") → ``conclusion``.
+
+``memtoc eval bookmarks tests/fixtures/bookmarks/moments.jsonl`` scores the detector on 764
+hand-labelled windows of two real coding histories (figures in docs/benchmarks.md).
 
 **Content** is one or two clean sentences (markdown and backticks stripped, at most
 ``MAX_WORDS`` = 50 words, cut at a word with "…").
@@ -31,8 +44,9 @@ The **extractive detector** (``ExtractiveDetector``) reads one session's events 
 **Importance** = ``type weight x cue strength x length sanity``, in 0..1:
 
 - type weight: resolution 1.0, conclusion 0.9, foundational 0.85, validated 0.8;
-- cue strength: 0..1 from the matched cue (e.g. "we decided" 1.0, a bare "let's" 0.6, "yes,
-  exactly" 1.0, "looks good" 0.6; a resolution without a confirmed fix 0.7);
+- cue strength: 0..1 from the matched cue (e.g. "we decided" 1.0, "instead of" 0.8 and 0.1 more
+  for each further cue in the sentence or an acknowledgement, "yes, exactly" 1.0, "looks good"
+  0.6, a stated cause with its fix 0.8, a diagnosis without one 0.7);
 - length sanity: 1.0 for 5-50 words, 0.5 under 5 words, 0.85 when the content had to be cut.
 
 **Identity**: ``bookmark_id = "bm:{created_ms:013}:{hash}"`` where the hash is BLAKE2b of the
@@ -54,6 +68,7 @@ from itertools import groupby
 from typing import Protocol
 
 from memtoc.model import Bookmark, Event
+from memtoc.retrieval import bookmark_cues as cues
 
 MAX_WORDS = 50
 TYPE_WEIGHT: dict[str, float] = {
@@ -139,6 +154,7 @@ def make_bookmark(
 
 
 # -- text helpers -----------------------------------------------------------------------------------
+_TAG_QUESTION = re.compile(r",\s*(?:no|yeah|yes|right|yep|ok|okay)\s*\?", re.I)
 _FENCE = re.compile(r"```.*?(?:```|$)", re.DOTALL)
 _SENT_SPLIT = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[`A-Z0-9])|\n+")
 _BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+")
@@ -147,7 +163,7 @@ _LABEL = re.compile(r"^(?:wrap-up|summary|green|done|update|status|note|fyi)\s*:
 
 def clean(text: str) -> str:
     """One line of plain text: no code fences, markdown emphasis, backticks or bullets."""
-    text = _FENCE.sub(" ", text)
+    text = _FENCE.sub(" ", text).replace("\u2019", "'").replace("\u2018", "'")
     text = text.replace("`", "")
     text = re.sub(r"(?<!\w)\*{1,3}(?=\S)|(?<=\S)\*{1,3}(?!\w)", "", text)
     text = _BULLET.sub("", text)
@@ -163,8 +179,10 @@ def clip_words(text: str, limit: int = MAX_WORDS) -> tuple[str, bool]:
 
 
 def sentences(text: str) -> list[str]:
-    """Sentences (and lines) of a message, cleaned, without code blocks."""
+    """Sentences (and lines) of a message, cleaned, without code blocks; a tag question ("…, no?",
+    "…, yeah?") is a statement looking for agreement, not a question."""
     text = _FENCE.sub("\n", text)
+    text = _TAG_QUESTION.sub(".", text)
     out = []
     for part in _SENT_SPLIT.split(text):
         s = clean(part)
@@ -191,133 +209,22 @@ def _cap(text: str) -> str:
     return text[:1].upper() + text[1:] if text else text
 
 
-# -- cues ------------------------------------------------------------------------------------------
-def _rx(pattern: str) -> re.Pattern[str]:
-    return re.compile(pattern, re.IGNORECASE)
-
-
-_DECISION_CUES: tuple[tuple[re.Pattern[str], float], ...] = (
-    (_rx(r"\b(?:we|i)(?:'ve| have)?\s+decided\b|\bdecided to\b|\bdecision\s*:"), 1.0),
-    (_rx(r"\b(?:we'll|we will|let's|let us|we're|we are)\s+go(?:ing)?\s+with\b"), 1.0),
-    (_rx(r"\bwe(?:'ve| have)?\s+agreed\b|\bagreed on\b|\bwe settled on\b"), 0.9),
-    (_rx(r"\bthe plan is\b|\bfrom now on\b|\bgoing forward\b"), 0.9),
-    (
-        _rx(
-            r"\blet's (?:not )?(?:use|keep|switch|move|make|require|run|store|allow|add|cap|"
-            r"export|publish|split|gate|validate|verify|log|only|backfill|version|warm|key|"
-            r"scale|never|always|stick|adopt|drop|remove|standardi[sz]e|pin|replace|set|put|"
-            r"limit|enforce|deprecate|rename|migrate|ship|write|return)\b"
-        ),
-        1.0,
-    ),
-    (_rx(r"\bwe(?:'ll| will| should) (?:use|keep|switch to|standardi[sz]e on|stick with)\b"), 0.8),
-    (
-        _rx(
-            r"\blet's\b(?! (?:see|look|check|try|start|pick|debug|investigate|figure|think|take|"
-            r"dig|find|get|begin|continue|focus|go ahead|first|quickly|also|wait|reproduce|"
-            r"review the|re-?run|run the tests))"
-        ),
-        0.6,
-    ),
-)
-_ACK = _rx(
-    r"^(?:ok(?:ay)?[,.]?\s+)?(?:agreed|makes sense|sounds good|will do|good call|"
-    r"i'll go with (?:that|it)|ok(?:ay)?[,.!]?$|done)"
-)
-_CORRECTION = _rx(
-    r"^(?:no\b|nope\b|that's not (?:it|right|correct)|that is not (?:it|right)|that's wrong|"
-    r"wrong\b|not quite|incorrect|actually,? (?:the|it's|it is)|you're looking at the wrong|"
-    r"you are looking at the wrong)"
-)
-_APOLOGY = _rx(
-    r"^(?:you're right|you are right|sorry|my (?:mistake|bad)|apologies|good catch|"
-    r"confirmed|indeed|right)\b[,.!:;]?\s*(?:sorry[,.!]?\s*)?"
-)
-_IMPERATIVE = _rx(r"^(?:look|check|try|please|go|can you|could you|have a look)\b")
-_ERROR = re.compile(
-    r"\bFAILED\b|Traceback \(most recent call last\)|\b\d+ failed\b|\bError:|\bERROR\b|"
-    r"exit (?:code|status) [1-9]"
-)
-_PASSED = _rx(r"\b\d+ passed\b")
-_SUCCESS = _rx(
-    r"\b(?:all (?:the )?tests? pass|(?:tests?|suite) pass(?:es)?\b|"
-    r"\bpass(?:es)? now\b|fixed\b|^green\b|works now|no longer (?:fails|occurs|happens|raises)|"
-    r"the fix (?:works|worked))"
-)
-_CAUSE = _rx(
-    r"\broot cause\b|\bfound it\b|\bthe (?:bug|problem|issue|cause) (?:is|was)\b|\bcaused by\b|"
-    r"\bthe fix is\b|\bthat's the (?:actual )?bug\b"
-)
-_FIX = _rx(r"\bthe fix is\b|\bi (?:changed|fixed|updated)\b|\bfixed\b|\bi propose\b")
-_CONFIRM: tuple[tuple[re.Pattern[str], float], ...] = (
-    (
-        _rx(
-            r"^(?:(?:yes|yep|yeah)[,!.]?\s*)?(?:exactly|that's (?:right|correct|it|exactly it)|"
-            r"that is (?:right|correct)|correct|precisely|spot on)\b"
-        ),
-        1.0,
-    ),
-    (_rx(r"^(?:(?:perfect|great|yes)[,!.]?\s*)?(?:that|it) works\b"), 0.9),
-    (_rx(r"^(?:yes|yep|yeah)[,!.]?\s*that (?:matches|makes sense|'s what)"), 0.9),
-    (_rx(r"^(?:yes|yep|yeah)\b"), 0.7),
-    (_rx(r"^(?:looks good|lgtm)\b"), 0.6),
-    (_rx(r"^perfect\b"), 0.6),
-    (_rx(r"^(?:right|ok|okay)[,.]?\s*go ahead\b"), 0.5),
-)
-_FOUNDATIONAL: tuple[tuple[re.Pattern[str], float], ...] = (
-    (_rx(r"\bmy name is\b|\bcall me [A-Z]"), 1.0),
-    (
-        _rx(
-            r"\bwe (?:must|have to|need to|can't|cannot|can not|are required to|should never|"
-            r"never|always|only) (?:support|use|run|target|deploy|keep|ship|stay|be|release|"
-            r"store|allow)\b"
-        ),
-        1.0,
-    ),
-    (
-        _rx(
-            r"\bi(?:'m| am) (?:a|an) (?!bit\b|little\b|lot\b|few\b|quick\b|bit\b)[\w-]+"
-            r"(?: [\w-]+)? (?:developer|engineer|designer|scientist|manager|researcher|student|"
-            r"lead|architect|maintainer|admin|founder|analyst|consultant|writer|teacher)\b"
-        ),
-        0.9,
-    ),
-    (_rx(r"\bi(?:'m| am) (?:a|an) (?:developer|engineer|designer|student|researcher)\b"), 0.9),
-    (_rx(r"\bi work (?:at|for|as|on)\b"), 0.9),
-    (
-        _rx(
-            r"\b(?:our|my) (?:team|company|project|stack|codebase|app|service|product|setup|repo|"
-            r"org|organi[sz]ation|infra|infrastructure|ci|backend|frontend)\b[^.?!]{0,40}?\b"
-            r"(?:uses?|runs? on|is (?:built|written|hosted|deployed)|targets?|deploys? (?:to|on)|"
-            r"requires?|needs? to)\b"
-        ),
-        0.9,
-    ),
-    (_rx(r"\b(?:must|has to|needs to) (?:support|run on|be compatible with|stay on)\b"), 0.8),
-    (_rx(r"\bproject [A-Z][\w-]+ (?:uses|runs|is|has)\b"), 0.8),
-    (_rx(r"\b(?:always|never) use\b|\bi prefer\b|\bwe prefer\b"), 0.7),
-    (_rx(r"\bwe (?:use|run|deploy to|host on|target)\b"), 0.7),
-)
-
-
-def _best_cue(text: str, cues: Sequence[tuple[re.Pattern[str], float]]) -> tuple[float, str] | None:
-    """The strongest cue among the sentences of ``text``: (strength, sentence)."""
-    best: tuple[float, str] | None = None
-    for sentence in sentences(text):
-        if sentence.endswith("?"):
-            continue
-        for pattern, strength in cues:
-            if pattern.search(sentence) and (best is None or strength > best[0]):
-                best = (strength, sentence)
-                break
-    return best
-
-
-def _is_message(e: Event, role: str | None = None) -> bool:
-    return e.event_type in _MESSAGES and (role is None or e.role == role)
-
-
 # -- the extractive detector ---------------------------------------------------------------------
+_MESSAGES = {"user_message", "assistant_message"}
+_LEAD_IN = re.compile(r"^(?:ok(?:ay)?|alright|so|right|well|hmm+|k|look)[,.!…]*\s+", re.I)
+_STARTS_ACTION = re.compile(r"^(?:let me|now let me|i'll|i will|next,? i|first,? let me)\b", re.I)
+_REPORT = re.compile(
+    r"^(?:i (?:ran|tested|did|got|have|see|added|made|fixed)|something|here's|here is|there's)\b",
+    re.I,
+)
+_SELF_CORRECTION = re.compile(r"\bi (?:need to correct|was wrong|mis(?:read|understood))", re.I)
+_ACK = re.compile(
+    r"^(?:ok(?:ay)?[,.]?\s+)?(?:agreed|makes sense|sounds good|will do|good (?:call|idea)|got it|"
+    r"understood|yes,? exactly|exactly|confirmed|ship it|do it|perfect|great|yes|yup|yep)\b",
+    re.I,
+)
+
+
 class ExtractiveDetector:
     """Cue-based detection (see the module docstring); deterministic, no model, no network."""
 
@@ -327,57 +234,315 @@ class ExtractiveDetector:
         found: dict[str, Bookmark] = {}
         ordered = sorted(events, key=lambda e: (e.project, e.session_id, e.ts_ms, e.event_id))
         for _, group in groupby(ordered, key=lambda e: (e.project, e.session_id)):
-            for b in _detect_session(list(group)):
+            for b in _Session([e for e in group if not e.bookkeeping]).detect():
                 found.setdefault(b.bookmark_id, b)
         return Detection(sorted(found.values(), key=lambda b: (b.created_ms, b.bookmark_id)))
 
 
-def _detect_session(events: list[Event]) -> Iterator[Bookmark]:
-    corrected = _corrected_statements(events)
-    for i, e in enumerate(events):
-        if not _is_message(e):
+def _is_message(e: Event, role: str | None = None) -> bool:
+    return e.event_type in _MESSAGES and (role is None or e.role == role)
+
+
+def _head_words(text: str, n: int = 80) -> str:
+    return " ".join(clean(text).split()[:n])
+
+
+def _best(text: str, cues: Sequence[tuple[re.Pattern[str], float]]) -> tuple[float, str] | None:
+    """The statement (not a question) of ``text`` with the strongest cues: (strength, sentence).
+    A sentence's strength is its strongest cue's, plus 0.1 for each further cue family it
+    matches ("let's use Redis *instead of* the dict"), at most 1."""
+    best: tuple[float, str] | None = None
+    for sentence in sentences(text):
+        if sentence.endswith("?"):
             continue
-        if (b := _conclusion(events, i)) is not None:
-            yield b
-        if e.role == "user":
-            yield from _user_cues(events, i)
-        if (b := _error_resolution(events, i, corrected)) is not None:
-            yield b
+        hits = [strength for pattern, strength in cues if pattern.search(sentence)]
+        if not hits:
+            continue
+        value = min(1.0, max(hits) + 0.1 * (len(hits) - 1))
+        if best is None or value > best[0]:
+            best = (value, sentence)
+    return best
 
 
-def _user_cues(events: list[Event], i: int) -> Iterator[Bookmark]:
-    for make in (_correction_resolution, _validated, _foundational):
-        b = make(events, i)
-        if b is not None:
-            yield b
+class _Session:
+    """One session's messages in order, and the rules that read them."""
+
+    def __init__(self, events: list[Event]) -> None:
+        self.events = events
+        self.msgs = [i for i, e in enumerate(events) if _is_message(e)]
+        self.corrected = self._corrected()
+
+    def detect(self) -> Iterator[Bookmark]:
+        for k, i in enumerate(self.msgs):
+            e = self.events[i]
+            prev = self.events[self.msgs[k - 1]] if k > 0 else None
+            nxt = self.events[self.msgs[k + 1]] if k + 1 < len(self.msgs) else None
+            if e.role == "user":
+                yield from self._user(i, e, prev, nxt)
+            elif e.role == "assistant" and e.event_id not in self.corrected:
+                yield from self._assistant(i, e, prev, nxt)
+
+    def _corrected(self) -> set[str]:
+        """Assistant messages the user corrected next: never a source of what was right."""
+        out: set[str] = set()
+        for a, b in zip(self.msgs, self.msgs[1:], strict=False):
+            first, second = self.events[a], self.events[b]
+            if first.role == "assistant" and second.role == "user" and _corrects(second.text):
+                out.add(first.event_id)
+        return out
+
+    # -- the user's turns -------------------------------------------------------------------------
+    def _user(self, i: int, e: Event, prev: Event | None, nxt: Event | None) -> Iterator[Bookmark]:
+        text = _head_words(e.text)
+        offered = prev if prev is not None and prev.role == "assistant" else None
+        reply = nxt if nxt is not None and nxt.role == "assistant" else None
+        if _corrects(e.text) or (_challenges(e.text) and _concedes(reply)):
+            b = self._correction(i, e, reply)
+            if b is not None:
+                yield b
+                return
+        decided = None if cues.QUOTED.search(text) else _best(e.text, cues.DECISION)
+        if decided is not None and not _is_request(decided[1]):
+            yield self._decision(e, decided, offered, reply)
+        elif offered is not None and len(text.split()) <= 40 and _agrees(text):
+            b = self._agreement(e, text, offered)
+            if b is not None:
+                yield b
+        found = _best(e.text, cues.FOUNDATIONAL)
+        if found is not None:
+            b = make_bookmark(e.project, "foundational", _cap(found[1]), [e], found[0])
+            if b is not None:
+                yield b
+
+    def _correction(self, i: int, e: Event, reply: Event | None) -> Bookmark | None:
+        """The right version after the user's correction: the agent's conceded understanding, or
+        the user's own claim; plus the fix or success that followed."""
+        sources = [e]
+        parts: list[str] = []
+        if reply is not None and cues.CONCESSION.search(clean(reply.text)):
+            parts = _understanding(reply.text)[:2]
+            if parts and len(parts[0].split()) >= 8:
+                parts = parts[:1]
+            if parts:
+                sources.append(reply)
+        if not parts:
+            claim = []
+            for s in sentences(e.text):
+                stripped = _cap(cues.CORRECTION.sub("", s).lstrip(" ,.!…"))
+                claim.append(stripped if len(stripped.split()) >= 4 else s)
+            parts = [s for s in claim if len(s.split()) >= 3 and not _is_request(s)][:2]
+        if not parts:
+            return None
+        success, said = _success_after(self.events, self.events.index(sources[-1]))
+        if said is not None:
+            parts = [*parts[:1], said]
+        strength = 1.0 if success or len(sources) > 1 else 0.8
+        return make_bookmark(e.project, "resolution", _join(parts), [*sources, *success], strength)
+
+    def _decision(
+        self, e: Event, decided: tuple[float, str], offered: Event | None, reply: Event | None
+    ) -> Bookmark:
+        strength, sentence = decided
+        sentence = _LEAD_IN.sub("", sentence)
+        sentence = re.sub(r"^decision(?: recorded)?\s*:\s*", "", sentence, flags=re.I)
+        sources = [e]
+        if (
+            offered is not None
+            and offered.event_id not in self.corrected
+            and cues.AGREE.search(_LEAD_IN.sub("", clean(e.text)))
+        ):  # "Agreed, eight retries with jitter": what was agreed is the agent's proposal
+            proposal = [s for s in sentences(offered.text) if cues.PROPOSAL.search(s)]
+            if proposal:
+                rest = cues.AGREE.sub("", sentence, count=1).strip(" ,.!-—")
+                sentence = _cap(_proposal_content(proposal, proposal, []))
+                sentence = f"{sentence} — {rest}" if len(rest.split()) >= 2 else sentence
+                sources.insert(0, offered)
+        if reply is not None and _ACK.search((sentences(reply.text) or [""])[0]):
+            strength = min(1.0, strength + 0.1)
+            sources.append(reply)
+        b = make_bookmark(e.project, "conclusion", _cap(sentence), sources, strength)
+        assert b is not None  # a matched sentence is never empty
+        return b
+
+    def _agreement(self, e: Event, text: str, offered: Event) -> Bookmark | None:
+        """A short reply accepting what the agent offered (a conclusion), or confirming what it
+        explained (validated)."""
+        if offered.event_id in self.corrected:
+            return None
+        said = [s for s in sentences(offered.text) if len(s.split()) >= 3]
+        if not said:
+            return None
+        proposal = [s for s in said if cues.PROPOSAL.search(s)]
+        question = [s for s in said if s.endswith("?")]
+        first = _LEAD_IN.sub("", text).strip()
+        picked = bool(cues.CHOICE.search(first) or cues.CHOICE_VERB.search(first)) and (
+            len(first.split()) <= 8
+        )
+        extra = _beyond_agreement(text)
+        if extra and (_is_request(extra) or "?" in text or _REPORT.search(extra)):
+            extra = ""  # a new request, a question or a report after "ok" accepts nothing
+        confirm = next((s for p, s in cues.CONFIRM if p.search(text)), None)
+        status = cues.SUCCESS.search(said[0]) or cues.STATUS.search(said[0])
+        if proposal or question or picked or (extra and not status and len(said) >= 2):
+            if not proposal and question and not picked and cues.MECHANICAL.search(question[-1]):
+                return None  # permission for a next step ("shall I run the tests?")
+            content = _proposal_content(said, proposal, question)
+            if extra or picked:
+                content = f"{content} — {extra or first}"
+            strength = 1.0 if proposal or picked else 0.8
+            return make_bookmark(e.project, "conclusion", content, [offered, e], strength)
+        if len(text.split()) > 30 or confirm is None:
+            return None
+        parts = [s for s in said if len(s.split()) >= 4 and not s.endswith("?")]
+        if not parts or status:
+            return None  # a confirmed status report ("tests pass now") is no understanding
+        return make_bookmark(e.project, "validated", _join(parts[:2]), [offered, e], confirm)
+
+    # -- the agent's turns ------------------------------------------------------------------------
+    def _assistant(
+        self, i: int, e: Event, prev: Event | None, nxt: Event | None
+    ) -> Iterator[Bookmark]:
+        said = sentences(e.text)
+        if not said:
+            return
+        asked = prev if prev is not None and prev.role == "user" else None
+        ack = nxt if nxt is not None and nxt.role == "user" and _acks(nxt.text) else None
+        lead = said[:4]
+        challenged = asked is not None and (
+            _corrects(asked.text) or _challenges(asked.text) or "?" in asked.text
+        )
+        if cues.CONCESSION.search(said[0]) and (challenged or _SELF_CORRECTION.search(said[0])):
+            parts = _understanding(e.text)[:2]
+            if parts:
+                success, line = _success_after(self.events, i)
+                if line is not None:
+                    parts = [parts[0], line]
+                sources = [*([asked] if asked else []), e, *success]
+                yield from _maybe(e.project, "resolution", _join(parts), sources, 1.0)
+                return
+        declared = next((s for s in lead if cues.DECLARED.search(s)), None)
+        if declared is not None:
+            content = re.sub(
+                r"^(?:conclusion|decision(?: recorded)?|verdict|takeaway|finding)\s*:\s*",
+                "",
+                declared,
+                flags=re.I,
+            )
+            sources = [e, *([ack] if ack else [])]
+            yield from _maybe(e.project, "conclusion", _cap(content), sources, 1.0)
+            return
+        cause = next(
+            (k for k, s in enumerate(lead) if cues.CAUSE.search(s) and not cues.HEDGE.search(s)),
+            None,
+        )
+        if cause is not None:
+            stated = _informative(lead, cause, min_words=6)
+            success, line = _success_after(self.events, i)
+            inside = any(cues.SUCCESS.search(s) for s in said)
+            errors = [
+                p
+                for p in self.events[max(0, i - RESOLUTION_WINDOW) : i]
+                if p.event_type == "tool_result" and cues.ERROR.search(p.text)
+            ]
+            if success or inside:
+                parts = [stated, line] if line is not None else [stated]
+                sources = [*errors[-1:], e, *success, *([ack] if ack else [])]
+                yield from _maybe(e.project, "resolution", _join(parts), sources, 0.8)
+            else:
+                sources = [e, *([ack] if ack else [])]
+                yield from _maybe(e.project, "conclusion", _join([stated]), sources, 0.7)
+            return
+        head = said[:8]
+        if any(cues.FIX_WORD.search(s) for s in head[:3]):
+            wrong = next((s for s in head if cues.FIXED_DESC.search(s)), None)
+            if wrong is not None:
+                sources = [e, *([ack] if ack else [])]
+                yield from _maybe(e.project, "resolution", _join([wrong]), sources, 0.7)
+                return
+        if _STARTS_ACTION.search(said[0]) or cues.STATUS.search(said[0]):
+            return
+        if asked is not None and _verdict(lead):
+            k = next(k for k, s in enumerate(lead) if _verdict([s]))
+            stated = _informative(lead, k, min_words=6)
+            sources = [e, *([ack] if ack else [])]
+            yield from _maybe(e.project, "conclusion", _join([stated]), sources, 0.7)
 
 
-def _conclusion(events: list[Event], i: int) -> Bookmark | None:
-    e = events[i]
-    cue = _best_cue(e.text, _DECISION_CUES)
-    if cue is None:
-        return None
-    strength, sentence = cue
-    sentence = re.sub(r"^(?:ok(?:ay)?|alright|so|right)[,.!]\s*", "", sentence, flags=re.I)
-    sentence = re.sub(r"^decision\s*:\s*", "", sentence, flags=re.I)
-    if e.role == "assistant":
-        strength *= 0.85  # the user's decisions weigh more than the agent's
-    sources = [e]
-    for nxt in events[i + 1 : i + 4]:
-        if _is_message(nxt) and nxt.role != e.role:
-            first = (sentences(nxt.text) or [""])[0]
-            if _ACK.search(first):
-                strength = min(1.0, strength + 0.1)
-                sources.append(nxt)
-            break
-    return make_bookmark(e.project, "conclusion", _cap(sentence), sources, strength)
+def _maybe(
+    project: str, type_: str, content: str, sources: Sequence[Event], cue: float
+) -> Iterator[Bookmark]:
+    b = make_bookmark(project, type_, content, sources, cue)
+    if b is not None:
+        yield b
 
 
-def _next_message(events: list[Event], i: int, role: str, within: int) -> int | None:
-    for j in range(i + 1, min(len(events), i + 1 + within)):
-        if _is_message(events[j]):
-            return j if events[j].role == role else None
-    return None
+def _corrects(text: str) -> bool:
+    """The user states a correction (its own words are the right version)."""
+    head = _head_words(text, 60)
+    return bool(cues.CORRECTION.search(head) or cues.CORRECTION_INSIDE.search(head))
+
+
+def _challenges(text: str) -> bool:
+    """The user doubts what the agent did or said (a correction if the agent concedes)."""
+    return bool(cues.CHALLENGE.search(_head_words(text, 60)))
+
+
+def _concedes(reply: Event | None) -> bool:
+    return reply is not None and bool(cues.CONCESSION.search(clean(reply.text)))
+
+
+def _is_request(sentence: str) -> bool:
+    """A request for work or a question, unless it also states a choice or a rule."""
+    s = _LEAD_IN.sub("", sentence)
+    if not cues.REQUEST.search(s):
+        return False
+    strong = [p for p, strength in cues.DECISION if strength >= 0.9]
+    return not any(p.search(s) for p in strong)
+
+
+def _agrees(text: str) -> bool:
+    first = _LEAD_IN.sub("", text).strip()
+    short = len(first.split()) <= 8
+    return bool(
+        cues.AGREE.search(first)
+        or cues.AGREE.search(text)
+        or any(p.search(text) for p, _ in cues.CONFIRM)
+        or (short and (cues.CHOICE.search(first) or cues.CHOICE_VERB.search(first)))
+    )
+
+
+def _acks(text: str) -> bool:
+    first = (sentences(text) or [""])[0]
+    return bool(_ACK.search(first)) and len(clean(text).split()) <= 30
+
+
+def _verdict(lead: Sequence[str]) -> bool:
+    return any(
+        (cues.VERDICT.search(s) or cues.VERDICT_INSIDE.search(s)) and not cues.HEDGE.search(s)
+        for s in lead
+    )
+
+
+def _proposal_content(said: list[str], proposal: list[str], question: list[str]) -> str:
+    """What was accepted: the recommendation (or the offer, without "would you like me to")."""
+    offer = proposal[-1] if proposal else question[-1] if question else said[-1]
+    offer = re.sub(
+        r"^(?:so,? )?(?:would you like me to|do you want me to|want me to|should i|shall i|"
+        r"should we|shall we)\s+",
+        "",
+        offer,
+        flags=re.I,
+    ).rstrip("?")
+    return _cap(offer)
+
+
+def _beyond_agreement(text: str) -> str:
+    """What the user added after accepting ("yup, but also …")."""
+    rest = cues.AGREE.sub("", _LEAD_IN.sub("", text), count=1).strip(" ,.!-—")
+    rest = re.sub(
+        r"^(?:that's good|that's fine|and yeah|and|but|also)[,.]?\s*", "", rest, flags=re.I
+    )
+    return rest if len(rest.split()) >= 3 else ""
 
 
 def _success_after(events: list[Event], i: int) -> tuple[list[Event], str | None]:
@@ -385,13 +550,19 @@ def _success_after(events: list[Event], i: int) -> tuple[list[Event], str | None
     and the assistant's sentence that says so; stops at the next user correction."""
     sources: list[Event] = []
     for e in events[i + 1 : i + 1 + RESOLUTION_WINDOW]:
-        if _is_message(e, "user") and _CORRECTION.search(e.text.strip()):
-            break
-        if e.event_type == "tool_result" and _PASSED.search(e.text) and not _ERROR.search(e.text):
+        if _is_message(e, "user"):
+            if _corrects(e.text):
+                break
+            continue
+        if (
+            e.event_type == "tool_result"
+            and cues.PASSED.search(e.text)
+            and not cues.ERROR.search(e.text)
+        ):
             sources = [e]
         elif _is_message(e, "assistant"):
             said = sentences(e.text)
-            hits = [k for k, s in enumerate(said) if _SUCCESS.search(s)]
+            hits = [k for k, s in enumerate(said) if cues.SUCCESS.search(s)]
             if hits:
                 return [*sources, e], _informative(said, hits[0])
     return [], None
@@ -399,7 +570,7 @@ def _success_after(events: list[Event], i: int) -> tuple[list[Event], str | None
 
 def _informative(said: Sequence[str], k: int, min_words: int = 5) -> str:
     """Sentence ``k``, or its nearest neighbour when it is too short to say anything ("Fixed.",
-    "That's the actual bug.")."""
+    "Found it.")."""
     if len(said[k].split()) >= min_words:
         return said[k]
     for j in (k + 1, k - 1):
@@ -409,110 +580,14 @@ def _informative(said: Sequence[str], k: int, min_words: int = 5) -> str:
 
 
 def _understanding(text: str) -> list[str]:
-    """The substance of an acknowledgement: sentences without apologies or bare fillers."""
+    """The substance of a concession: sentences without apologies or bare fillers."""
     out = []
     for s in sentences(text):
-        stripped = _APOLOGY.sub("", s).strip()
+        stripped = cues.CONCESSION.sub("", s).strip(" ,.!:;-\u2014\u2013")
+        stripped = re.sub(r"^(?:sorry|i apologi[sz]e)[,.!]?\s*", "", stripped, flags=re.I)
         if len(stripped.split()) < 3 and not re.search(r"\w+\(\)", stripped):
+            continue
+        if _STARTS_ACTION.search(stripped):
             continue
         out.append(_cap(stripped))
     return out
-
-
-def _correction_resolution(events: list[Event], i: int) -> Bookmark | None:
-    e = events[i]
-    first = e.text.strip()
-    if not _CORRECTION.search(first):
-        return None
-    sources = [e]
-    parts: list[str] = []
-    j = _next_message(events, i, "assistant", within=4)
-    if j is not None:
-        parts = _understanding(events[j].text)[:2]
-        if parts and len(parts[0].split()) >= 8:
-            parts = parts[:1]  # one substantive sentence says it; a short one needs the next
-        if parts:
-            sources.append(events[j])
-    if not parts:  # no acknowledgement: the user's own corrected claim
-        claim = [s for s in sentences(first) if not _IMPERATIVE.search(s)]
-        claim = [_cap(_CORRECTION.sub("", s).lstrip(" ,.!")) for s in claim]
-        parts = [s for s in claim if len(s.split()) >= 3][:1]
-    if not parts:
-        return None
-    success, sentence = _success_after(events, j if j is not None else i)
-    cue = 1.0 if success else 0.7
-    if sentence is not None:
-        parts = [*parts, sentence]
-    return make_bookmark(e.project, "resolution", _join(parts), [*sources, *success], cue)
-
-
-def _corrected_statements(events: list[Event]) -> set[str]:
-    """Ids of assistant messages the user corrected next (never used as a resolution's cause)."""
-    out: set[str] = set()
-    last_assistant: Event | None = None
-    for e in events:
-        if not _is_message(e):
-            continue
-        if e.role == "assistant":
-            last_assistant = e
-        elif e.role == "user":
-            if last_assistant is not None and _CORRECTION.search(e.text.strip()):
-                out.add(last_assistant.event_id)
-            last_assistant = None
-    return out
-
-
-def _error_resolution(events: list[Event], i: int, corrected: set[str]) -> Bookmark | None:
-    """A stated cause (after a failing tool result) followed by a success; the cause must not be
-    one the user corrected, and no correction may come between (that is the correction path)."""
-    e = events[i]
-    if e.role != "assistant" or e.event_id in corrected:
-        return None
-    cause = next((s for s in sentences(e.text) if _CAUSE.search(s)), None)
-    if cause is None:
-        return None
-    prior = events[max(0, i - RESOLUTION_WINDOW) : i]
-    errors = [p for p in prior if p.event_type == "tool_result" and _ERROR.search(p.text)]
-    if not errors:
-        return None
-    if any(_is_message(p, "user") and _CORRECTION.search(p.text.strip()) for p in prior):
-        return None
-    parts = _understanding(e.text) or [cause]
-    idx = next((k for k, s in enumerate(parts) if _CAUSE.search(s)), 0)
-    stated = _informative(parts, idx, min_words=6)  # "Found it." / "That's the bug." need context
-    success, sentence = _success_after(events, i)
-    if not success:
-        return None
-    parts = [stated, sentence] if sentence is not None else [stated]
-    return make_bookmark(e.project, "resolution", _join(parts), [errors[-1], e, *success], 0.8)
-
-
-def _validated(events: list[Event], i: int) -> Bookmark | None:
-    e = events[i]
-    text = clean(e.text)
-    if len(text.split()) > 30:
-        return None
-    strength = next((s for p, s in _CONFIRM if p.search(text)), None)
-    if strength is None:
-        return None
-    for j in range(i - 1, -1, -1):
-        prev = events[j]
-        if _is_message(prev, "user"):
-            return None
-        if _is_message(prev, "assistant"):
-            parts = [s for s in sentences(prev.text) if len(s.split()) >= 4 and not s.endswith("?")]
-            if not parts:
-                return None
-            if _SUCCESS.search(parts[0]):
-                return None  # a confirmed status report ("tests pass now") is no understanding
-            return make_bookmark(e.project, "validated", _join(parts[:2]), [prev, e], strength)
-    return None
-
-
-def _foundational(events: list[Event], i: int) -> Bookmark | None:
-    e = events[i]
-    cue = _best_cue(e.text, _FOUNDATIONAL)
-    if cue is None:
-        return None
-    strength, sentence = cue
-    return make_bookmark(e.project, "foundational", _cap(sentence), [e], strength)

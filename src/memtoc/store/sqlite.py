@@ -161,6 +161,38 @@ def _node_data(node: TocNode, created_ms: int) -> str:
     )
 
 
+TOUCH_BUSY_MS = 250
+"""How long a read-only store's bookmark touch waits for another writer before giving up."""
+
+
+def _touch_via_writer(path: Path, bookmark_ids: Sequence[str], now_ms: int) -> int:
+    """``touch_bookmarks`` for a store opened read-only: one small write transaction on a
+    connection of its own (never waiting long), closed at once."""
+    uri = f"file:{quote(str(path.resolve()))}?mode=rw"
+    try:
+        conn = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=TOUCH_BUSY_MS / 1000)
+    except sqlite3.Error as exc:
+        raise StoreError(f"cannot record bookmark use in {path}: {exc}") from exc
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        changed = 0
+        for bid in bookmark_ids:
+            cur = conn.execute(
+                "UPDATE bookmarks SET last_relevant_ms = ? "
+                "WHERE bookmark_id = ? AND last_relevant_ms < ?",
+                (now_ms, bid, now_ms),
+            )
+            changed += cur.rowcount
+        conn.execute("COMMIT")
+        return changed
+    except sqlite3.Error as exc:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise StoreError(f"cannot record bookmark use in {path}: {exc}") from exc
+    finally:
+        conn.close()
+
+
 def _grip_from_row(row: Sequence[Any]) -> Grip:
     return Grip(
         grip_id=row[0],
@@ -871,10 +903,31 @@ class SqliteStore:
 
     # -- bookmarks: use, merge and lookup (memtoc.retrieval.bookmark_step) ----------------------------
     def touch_bookmarks(self, bookmark_ids: Sequence[str], now_ms: int) -> int:
-        """Mark bookmarks as used at ``now_ms`` (``last_relevant_ms`` never moves back)."""
+        """Mark bookmarks as used at ``now_ms`` (``last_relevant_ms`` never moves back).
+
+        Reads first and takes the write lock only when a bookmark is older than ``now_ms``. On a
+        store opened read-only (a CLI search) the update goes through a short-lived writable
+        connection that waits at most ``TOUCH_BUSY_MS`` for a lock (raises ``StoreError`` when it
+        cannot write: read-only media, a long write elsewhere)."""
+        ids = list(dict.fromkeys(bookmark_ids))
+        if not ids:
+            return 0
+        marks = ",".join("?" * len(ids))
+        stale = [
+            r[0]
+            for r in self._query(
+                f"SELECT bookmark_id FROM bookmarks WHERE bookmark_id IN ({marks}) "
+                "AND last_relevant_ms < ?",
+                (*ids, now_ms),
+            )
+        ]
+        if not stale:
+            return 0
+        if self.read_only:
+            return _touch_via_writer(self.path, stale, now_ms)
         changed = 0
         with self.transaction():
-            for bid in dict.fromkeys(bookmark_ids):
+            for bid in stale:
                 cur = self._exec(
                     "UPDATE bookmarks SET last_relevant_ms = ? "
                     "WHERE bookmark_id = ? AND last_relevant_ms < ?",
