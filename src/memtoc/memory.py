@@ -7,12 +7,13 @@ redactor, token counter, summariser.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import sqlite3
 from collections.abc import Callable, Iterable, Mapping
 from datetime import tzinfo
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from memtoc import forget_log, forgetting
 from memtoc.clock import Clock, SystemClock
@@ -47,6 +48,7 @@ from memtoc.retrieval.drill import DEFAULT_BEAM, DEFAULT_SEGMENTS, DrillResult, 
 from memtoc.retrieval.embedding_index import SemanticIndex
 from memtoc.retrieval.hybrid import Fusion, SearchResult, fusion_from_settings
 from memtoc.retrieval.navigate import ExpandView, NodeView
+from memtoc.retrieval.provenance import summary_provenance
 from memtoc.retrieval.recall import DEFAULT_TIME_LIMIT_MS, RecallResult
 from memtoc.retrieval.recall import recall as assemble_recall
 from memtoc.retrieval.teleport import SearchFilters
@@ -68,6 +70,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("memtoc")
 TOUCH_EVERY_MS = 10 * 60_000
 """A bookmark used again within this time is not written again (its decay is in days)."""
+_R = TypeVar("_R", SearchResult, RecallResult)
 
 
 class Memory:
@@ -116,6 +119,7 @@ class Memory:
         self._bookmark_step: BookmarkStep | None = None
         self.reconciled: forget_log.ReconcileReport | None = None
         """What ``open`` re-applied from the forget log (``memtoc.forget_log``), if anything."""
+        self._logged_notes: set[str] = set()
 
     def sqlite_store(self, feature: str) -> SqliteStore:
         """The store, for features only the SQLite store has so far (team mode: issue 7)."""
@@ -468,7 +472,9 @@ class Memory:
             "summarizer": self.summarizer.name,
             "summarizer_configured": self.settings.summarizer if self.settings else "extractive",
             "embedder": embedder.name if embedder is not None else None,
-            "embedder_degraded": self.semantic.degraded,
+            "embedder_degraded": self.semantic.degraded or self.semantic.partial,
+            "vectors": self.semantic.state().to_dict(),
+            "summaries": self._summary_status(),
             # forget (store/sqlite_scrub.py): a forget whose WAL a reader still holds
             "forget_scrub_pending": self._scrub_pending(),
             # serve & status (surfaces/serve.py): the last run of each rollup level
@@ -477,6 +483,35 @@ class Memory:
                 for job, value in self.store.list_checkpoints("rollup:").items()
             },
         }
+
+    def _summary_status(self) -> dict[str, JsonValue]:
+        """Which backends built the TOC's latest nodes: how many the LLM fallback built
+        (``degraded``, with a reason) and how many another backend than the configured one."""
+        from memtoc.store.derived import derived_ops
+
+        configured = self.summarizer.name
+        by: dict[str, int] = {}
+        degraded = other = total = 0
+        reason: str | None = None
+        for name, fell_back, n, why in derived_ops(self.store).summary_backends():
+            by[name] = by.get(name, 0) + n
+            total += n
+            if fell_back:
+                degraded += n
+                reason = reason or why
+            elif name != configured:
+                other += n
+        out: dict[str, JsonValue] = {
+            "configured": configured,
+            "nodes": total,
+            "by_backend": dict(by),
+            "degraded": degraded,
+            "degraded_reason": reason,
+            "other_backend": other,
+        }
+        if degraded or other:
+            out["hint"] = "`memtoc rebuild --summaries` re-summarises them"
+        return out
 
     def projects(self) -> list[dict[str, JsonValue]]:
         """Every project with its event count, by name (HTTP ``/v1/projects``)."""
@@ -536,7 +571,21 @@ class Memory:
             fusion=self.fusion,
         )
         self._used(item.id for item in result.items if item.kind == "bookmark")
-        return result
+        return self._provenance(result)
+
+    def _provenance(self, result: _R) -> _R:
+        """``result`` with its summaries' provenance: those built by the extractive fallback or
+        by another backend than the configured one are listed and named in ``degraded`` (and
+        logged once), never passed off as the configured summariser's."""
+        found = summary_provenance(result.items, self.summarizer.name)
+        if found is None:
+            return result
+        note = found.describe()
+        if note not in self._logged_notes:
+            self._logged_notes.add(note)
+            log.warning("%s", note)
+        degraded = "; ".join(x for x in (result.degraded, note) if x)
+        return dataclasses.replace(result, summaries=found.to_dict(), degraded=degraded)
 
     # -- drill-down and time in queries (memtoc.retrieval.drill, time_search) ---------------------
     def drill(
@@ -605,7 +654,7 @@ class Memory:
             time_limit_ms=limit,
         )
         self._used(item.id for item in result.items if item.kind == "bookmark")
-        return result
+        return self._provenance(result)
 
     def _embed_new(self) -> EmbedReport | None:
         if self._embed_step is None:
@@ -613,7 +662,10 @@ class Memory:
         if self._embed_step is None:
             return None
         try:
-            return self._embed_step.run()
+            report = self._embed_step.run()
+            if report.changed:
+                self.semantic.invalidate()
+            return report
         except EmbedderError as exc:
             # A failing embedder must not stop the pipeline: search degrades to BM25-only and
             # reports why (status, search output, log); `rebuild --vectors` catches up later.
@@ -635,6 +687,7 @@ class Memory:
             raise EmbedderError(self.semantic.degraded or "no embedder")
         report = step.rebuild()
         self._embed_step = None
+        self.semantic.invalidate()
         return report
 
     def rebuild(self, parts: Iterable[str] = PARTS, *, project: str | None = None) -> RebuildReport:

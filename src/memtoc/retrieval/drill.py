@@ -315,6 +315,8 @@ def drill(
     if semantic is None or semantic.degraded is not None:
         degraded = semantic.degraded if semantic is not None else "no embedder: none configured"
         semantic = None
+    else:
+        degraded = semantic.partial
     resolved: ResolvedTime | None = None
     if resolve:
         resolved = resolve_time(query, at_ms, tz, anchor_searcher(store, scope_projects, at_ms))

@@ -5,6 +5,13 @@ commands that never search or process pay nothing for the model), and remembers 
 (``degraded``: ``"no embedder: <reason>"``), which every search result then reports — search runs
 BM25-only, never with a silent substitute.
 
+Before vectors are used, ``state()`` checks that they fit the configured model and cover the store
+(``VectorState``): vectors computed by another version of the model (``stale``) or none at all by
+this embedder while events are filed (``missing``) are not used — search runs BM25-only and
+``degraded`` says why and what to run; filed events not embedded yet (``behind``) leave vectors in
+use and ``partial`` says how many are missing. Every change of state is logged once. The state is
+read from the store (three indexed lookups) at most every ``STATE_TTL_S`` seconds.
+
 Vectors are searched exactly (``VectorIndex``) from a matrix loaded from the store on the first
 search and reloaded when the embedding step has written since (``vectors_gen:<name>`` in
 ``meta``). On a PostgreSQL store the server searches them (pgvector, ``PostgresStore.nearest``)
@@ -13,11 +20,16 @@ and ``PgEmbedStep`` keeps them current: nothing is loaded into memory.
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Collection
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from memtoc.errors import EmbedderError
+from memtoc.model import JsonValue
 from memtoc.store.sqlite import SqliteStore
+from memtoc.store.sqlite_vectors import VectorProgress, vector_progress
 
 if TYPE_CHECKING:  # numpy-backed modules load on first use: plain commands stay quick to start
     from memtoc.pipeline.embed_step import EmbedStep
@@ -26,6 +38,69 @@ if TYPE_CHECKING:  # numpy-backed modules load on first use: plain commands stay
     from memtoc.store.postgres import PostgresStore
     from memtoc.store.sqlite_vectors import VectorKey
     from memtoc.text.embed import Embedder
+
+log = logging.getLogger("memtoc")
+
+STATE_TTL_S = 2.0
+"""How long a read ``VectorState`` is trusted (another process may embed meanwhile)."""
+REBUILD_HINT = "`memtoc rebuild --vectors` (or `memtoc process`) computes them"
+
+
+@dataclass(frozen=True, slots=True)
+class VectorState:
+    """Whether the configured embedder's vectors can be used, and why not (status, search)."""
+
+    embedder: str | None
+    state: str
+    """``current``, ``behind`` (usable, some filed events not embedded yet), ``stale`` (another
+    model version), ``missing`` (none by this embedder), or ``none`` (no embedder)."""
+    detail: str | None
+    checkpoint: int = 0
+    filed: int = 0
+    behind: int = 0
+
+    @property
+    def usable(self) -> bool:
+        return self.state in ("current", "behind")
+
+    def to_dict(self) -> dict[str, JsonValue]:
+        return {
+            "embedder": self.embedder,
+            "state": self.state,
+            "usable": self.usable,
+            "detail": self.detail,
+            "embedded_through_seq": self.checkpoint,
+            "filed_through_seq": self.filed,
+            "filed_not_embedded": self.behind,
+        }
+
+
+def classify(name: str, dim: int, version: str, p: VectorProgress) -> VectorState:
+    """The ``VectorState`` of embedder ``name`` (model ``dim``/``version``) given its progress."""
+    seen = (p.checkpoint, p.filed_max, p.behind)
+    if p.recorded is not None and p.recorded != (dim, version):
+        was = f"version {p.recorded[1]}, {p.recorded[0]}-d"
+        detail = (
+            f"vectors stale: the stored vectors of {name} came from another model ({was}; "
+            f"configured: version {version}, {dim}-d), so search runs BM25-only until "
+            f"{REBUILD_HINT}"
+        )
+        return VectorState(name, "stale", detail, *seen)
+    if p.filed_max and not p.checkpoint:
+        source = f" (the store's vectors are from {', '.join(p.others)})" if p.others else ""
+        detail = (
+            f"vectors missing: no event is embedded by {name} yet{source}, so search runs "
+            f"BM25-only until {REBUILD_HINT}"
+        )
+        return VectorState(name, "missing", detail, *seen)
+    if p.behind:
+        more = "+" if p.behind >= 100_000 else ""
+        detail = (
+            f"vectors behind: {p.behind:,}{more} filed events are not embedded by {name} yet "
+            f"(found by BM25 only until {REBUILD_HINT})"
+        )
+        return VectorState(name, "behind", detail, *seen)
+    return VectorState(name, "current", None, *seen)
 
 
 class SemanticIndex:
@@ -48,6 +123,8 @@ class SemanticIndex:
         self._error: str | None = None
         self._index: VectorIndex[VectorKey] | None = None
         self._generation: str | None = None
+        self._state: tuple[float, VectorState] | None = None
+        self._logged: str | None = None
 
     @property
     def embedder(self) -> Embedder | None:
@@ -74,13 +151,46 @@ class SemanticIndex:
         self._loaded = True
         self._error = reason
         self._index = None
+        self._state = None
+
+    def invalidate(self) -> None:
+        """Forget the cached ``state()`` (after this process embedded or rebuilt vectors)."""
+        self._state = None
+
+    def state(self) -> VectorState:
+        """Whether the configured embedder's vectors fit the model and cover the store."""
+        embedder = self.embedder
+        if embedder is None:
+            return VectorState(None, "none", f"no embedder: {self._error or 'none configured'}")
+        now = time.monotonic()
+        if self._state is not None and now - self._state[0] <= STATE_TTL_S:
+            return self._state[1]
+        if isinstance(self.store, SqliteStore):
+            progress = vector_progress(self.store, embedder.name)
+        else:
+            progress = self.store.vector_progress(embedder.name)
+        found = classify(embedder.name, int(embedder.dim), embedder.version, progress)
+        self._state = (now, found)
+        if found.state != self._logged:
+            if found.detail:
+                log.warning("%s", found.detail)
+            elif self._logged is not None:
+                log.info("vectors of %s are current again", embedder.name)
+            self._logged = found.state
+        return found
 
     @property
     def degraded(self) -> str | None:
-        """``"no embedder: <reason>"`` when search must run BM25-only, else ``None``."""
-        if self.embedder is None:
-            return f"no embedder: {self._error or 'none configured'}"
-        return None
+        """Why search must run BM25-only (``no embedder: …``, ``vectors stale: …``, ``vectors
+        missing: …``), else ``None``."""
+        found = self.state()
+        return None if found.usable else found.detail
+
+    @property
+    def partial(self) -> str | None:
+        """``vectors behind: …`` when vectors are used but some filed events have none yet."""
+        found = self.state()
+        return found.detail if found.state == "behind" else None
 
     def embed_step(self) -> EmbedStep | PgEmbedStep | None:
         """The pipeline step that keeps this embedder's vectors current (None without one)."""

@@ -100,6 +100,9 @@ class SearchResult:
     time_range: dict[str, JsonValue] | None = None
     """The time expression resolved from the query and how it was applied
     (``time_search.ResolvedTime.to_dict``), else ``None``."""
+    summaries: dict[str, JsonValue] | None = None
+    """Result summaries built by the extractive fallback or another backend than the configured
+    one (``provenance.SummaryProvenance``), else ``None``."""
 
     @property
     def tokens(self) -> int:
@@ -115,6 +118,7 @@ class SearchResult:
             "tokens": self.tokens,
             "items": [item.to_dict() for item in self.items],
             "time_range": self.time_range,
+            "summaries": self.summaries,
         }
 
 
@@ -190,6 +194,8 @@ def rank(
     if use_vectors and (semantic is None or semantic.degraded is not None):
         degraded = semantic.degraded if semantic is not None else "no embedder: none configured"
         use_vectors = False
+    elif use_vectors and semantic is not None:
+        degraded = semantic.partial  # vectors used, but some filed events have none yet
     pool = max(3 * limit, 30)
     ranked: list[tuple[tuple[str, str, str], float]]
     if build_match(query) is None:  # nothing searchable: no method may invent results

@@ -62,6 +62,9 @@ class RecallResult:
     elapsed_ms: float = 0.0
     stepped_down: int = 0
     """Items included below L2 because their full text did not fit."""
+    summaries: dict[str, JsonValue] | None = None
+    """Summaries among the items built by the extractive fallback or another backend than the
+    configured one (``provenance.SummaryProvenance``), else ``None``."""
 
     def context(self) -> str:
         """The context as one text: the items' texts joined by newlines."""
@@ -80,6 +83,7 @@ class RecallResult:
             "time_range": self.time_range,
             "stepped_down": self.stepped_down,
             "elapsed_ms": round(self.elapsed_ms, 3),
+            "summaries": self.summaries,
         }
 
 
@@ -169,6 +173,8 @@ def recall(
         reasons.append("no embedder: none configured")
     elif semantic.degraded is not None:
         reasons.append(semantic.degraded)
+    elif semantic.partial is not None:
+        reasons.append(semantic.partial)
     ranker = Ranker(store, semantic, config or RankConfig(), deadline, tz)
     if build_match(text) is None or budget == 0:
         ranking = Ranking(method="hybrid" if ranker.semantic is not None else "bm25")

@@ -17,6 +17,7 @@ counts the item's ``text`` with the one ``TokenCounter``.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -48,6 +49,9 @@ class SearchItem:
     score: float
     title: str = ""
     """A one-line label for human output (node title, grip/bookmark head, event role)."""
+    built_by: tuple[str, str | None] | None = None
+    """A node item showing its summary (L0, L1): the summariser that built it and why it was
+    degraded (``provenance``; not part of ``to_dict``)."""
 
     def to_dict(self) -> dict[str, JsonValue]:
         return {
@@ -280,9 +284,10 @@ class TierRenderer:
             lines.append(node.overview or node.abstract)
             lines += [f"* {b.text} ({', '.join(b.grip_ids)})" for b in node.bullets]
         text = "\n".join(line for line in lines if line)
-        return self._item(
+        item = self._item(
             "node", node_id, project, tier, text, span, (), _grip_cites(grips), score, node.title
         )
+        return dataclasses.replace(item, built_by=(node.summarizer, node.degraded))
 
     def _node_grips(self, node: TocNode) -> list[Grip]:
         """The node's own grips plus those its bullets inherit from children, in time order."""

@@ -101,6 +101,11 @@ class DerivedStore(Protocol):
         """Segments queued for a build (``built = 0``) or quarantined (``error`` set)."""
         ...
 
+    def summary_backends(self) -> list[tuple[str, bool, int, str | None]]:
+        """``(summarizer, degraded, nodes, a degraded reason)`` over every latest node: which
+        backend built the TOC, and how much of it the LLM fallback built (``status``)."""
+        ...
+
     # -- rebuild ------------------------------------------------------------------------------------
     def sessions(self, project: str | None = None) -> list[tuple[str, str]]:
         """``(project, session_id)`` of every session with events or segments, sorted."""

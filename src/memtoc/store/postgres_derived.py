@@ -449,6 +449,15 @@ class PgDerived:
         )
         return [_segment_from_row(r) for r in rows]
 
+    def summary_backends(self) -> list[tuple[str, bool, int, str | None]]:
+        rows = self.q(
+            "SELECT d->>'summarizer', d->>'degraded' IS NOT NULL, COUNT(*), MIN(d->>'degraded') "
+            "FROM toc_nodes n JOIN toc_node_versions v ON v.project = n.project "
+            "AND v.node_id = n.node_id AND v.version = n.version, "
+            "LATERAL (SELECT v.data::jsonb AS d) j GROUP BY 1, 2 ORDER BY 1, 2"
+        )
+        return [(str(r[0] or "extractive"), bool(r[1]), int(r[2]), r[3]) for r in rows]
+
     # -- rebuild --------------------------------------------------------------------------------------
     def sessions(self, project: str | None = None) -> list[tuple[str, str]]:
         where, params = ("WHERE project = %s", (project,)) if project is not None else ("", ())

@@ -477,6 +477,15 @@ class SqliteDerived:
         )
         return [_segment_from_row(r) for r in rows]
 
+    def summary_backends(self) -> list[tuple[str, bool, int, str | None]]:
+        rows = self.q(
+            "SELECT json_extract(v.data, '$.summarizer'), json_extract(v.data, '$.degraded') "
+            "IS NOT NULL, COUNT(*), MIN(json_extract(v.data, '$.degraded')) FROM toc_nodes n "
+            "JOIN toc_node_versions v ON v.project = n.project AND v.node_id = n.node_id "
+            "AND v.version = n.version GROUP BY 1, 2 ORDER BY 1, 2"
+        )
+        return [(str(r[0] or "extractive"), bool(r[1]), int(r[2]), r[3]) for r in rows]
+
     # -- rebuild --------------------------------------------------------------------------------------
     def sessions(self, project: str | None = None) -> list[tuple[str, str]]:
         where, params = ("WHERE project = ?", (project,)) if project is not None else ("", ())

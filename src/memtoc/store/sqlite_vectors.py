@@ -240,3 +240,73 @@ def stale_embedder(store: SqliteStore, embedder: EmbedderIdentity) -> bool:
                 raise _fail(store, "cannot read vectors", exc) from exc
         return row is not None
     return recorded != (int(embedder.dim), embedder.version)
+
+
+BEHIND_CAP = 100_000
+"""``VectorProgress.behind`` counts up to this many events (a store with none embedded yet need
+not be counted in full on every search)."""
+
+
+@dataclass(frozen=True, slots=True)
+class VectorProgress:
+    """How far one embedder's vectors cover the store: what ``SemanticIndex.state`` reports."""
+
+    recorded: tuple[int, str] | None
+    """``(dim, version)`` of the model its stored vectors came from (None: none recorded)."""
+    checkpoint: int
+    """The last event seq it has embedded (0: none)."""
+    filed_max: int
+    """The last seq filed into a segment (searchable by BM25)."""
+    behind: int
+    """Filed events after the checkpoint (up to ``BEHIND_CAP``)."""
+    others: tuple[str, ...]
+    """Other embedders with recorded vectors."""
+
+
+def progress_from(
+    raw_meta: str | None,
+    raw_checkpoint: str | None,
+    filed_max: int,
+    count_behind: Any,
+    other_names: Any,
+) -> VectorProgress:
+    """A ``VectorProgress`` from the values both stores read (callables count and list lazily)."""
+    recorded = None
+    if raw_meta is not None:
+        try:
+            data = json.loads(raw_meta)
+            recorded = (int(data["dim"]), str(data["version"]))
+        except (ValueError, KeyError, TypeError):
+            recorded = (-1, "unreadable")
+    try:
+        checkpoint = int(json.loads(raw_checkpoint)) if raw_checkpoint is not None else 0
+    except (ValueError, TypeError):
+        checkpoint = 0
+    behind = count_behind(checkpoint) if checkpoint < filed_max else 0
+    others = tuple(other_names()) if recorded is None else ()
+    return VectorProgress(recorded, checkpoint, int(filed_max), int(behind), others)
+
+
+def vector_progress(store: SqliteStore, name: str) -> VectorProgress:
+    """``VectorProgress`` of embedder ``name`` (a few indexed lookups: cheap enough per search)."""
+    row = store._query(
+        "SELECT (SELECT value FROM meta WHERE key = ?), (SELECT value FROM checkpoints "
+        "WHERE job = ?), (SELECT COALESCE(MAX(seq), 0) FROM segment_events)",
+        (_meta_key(name), f"embed:{name}"),
+    )[0]
+    return progress_from(
+        row[0],
+        row[1],
+        int(row[2]),
+        lambda after: store._query(
+            "SELECT COUNT(*) FROM (SELECT 1 FROM segment_events WHERE seq > ? LIMIT ?)",
+            (after, BEHIND_CAP),
+        )[0][0],
+        lambda: [
+            str(r[0]).removeprefix("embedder:")
+            for r in store._query(
+                "SELECT key FROM meta WHERE key LIKE 'embedder:%' AND key != ? ORDER BY key",
+                (_meta_key(name),),
+            )
+        ],
+    )

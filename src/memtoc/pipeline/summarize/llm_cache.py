@@ -108,6 +108,8 @@ class SqliteSummaryCache:
         self._clock = clock or SystemClock()
         self._lock = threading.Lock()
         try:
+            # the data directory may not exist yet (a store given by --db elsewhere)
+            self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             self._conn = sqlite3.connect(self.path, check_same_thread=False, timeout=30.0)
             self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute(
@@ -115,7 +117,7 @@ class SqliteSummaryCache:
                 " key TEXT PRIMARY KEY, summary TEXT NOT NULL, created_ms INTEGER NOT NULL)"
             )
             self._conn.commit()
-        except sqlite3.Error as exc:
+        except (sqlite3.Error, OSError) as exc:
             raise SummarizerError(
                 f"cannot open the LLM summary cache at {self.path}: {exc}"
             ) from exc

@@ -67,7 +67,31 @@ def _print_status(data: dict[str, Any]) -> None:
     fell_back = configured not in (None, "extractive") and used.startswith("extractive")
     summarizer_note = f"{configured} configured, extractive in use" if fell_back else None
     table.add_row("summariser", _backend(data.get("summarizer"), summarizer_note))
+    summaries = data.get("summaries") or {}
+    if summaries.get("nodes"):
+        built = ", ".join(f"{n:,} {escape(str(b))}" for b, n in summaries["by_backend"].items())
+        notes = []
+        if summaries.get("degraded"):
+            notes.append(
+                f"{summaries['degraded']:,} built by the extractive fallback: "
+                f"{summaries.get('degraded_reason')}"
+            )
+        if summaries.get("other_backend"):
+            notes.append(f"{summaries['other_backend']:,} not by the configured summariser")
+        text = f"{summaries['nodes']:,} nodes ({built})"
+        if notes:
+            text += f" [yellow]({escape('; '.join(notes))}; {escape(str(summaries['hint']))})[/]"
+        table.add_row("summaries", text)
     table.add_row("embedder", _backend(data.get("embedder"), data.get("embedder_degraded")))
+    vectors = data.get("vectors") or {}
+    if vectors.get("embedder"):
+        state = str(vectors.get("state"))
+        shown = escape(state) if state == "current" else f"[yellow]{escape(state)}[/]"
+        table.add_row(
+            "vectors",
+            f"{shown}: embedded through seq {vectors.get('embedded_through_seq'):,}, filed through "
+            f"{vectors.get('filed_through_seq'):,}",
+        )
     counter_note = (
         "approximate (cl100k unavailable)" if data.get("token_counter_degraded") else None
     )
