@@ -323,3 +323,97 @@ def test_the_store_refuses_what_the_importer_would(store: Any) -> None:
     assert store.count_events() == 2 and store.get_checkpoint("job") == {"offset": 7}
     again = store.append_events([ev("ok1", t0)])
     assert (again.inserted, again.duplicates, again.conflicts) == (0, 1, [])
+
+
+# -- a store written by an older memtoc ------------------------------------------------------------
+def _plant(store: SqliteStore, rows: list[tuple[str, int, str]]) -> None:
+    """Append events as memtoc did before the store had an edge: no check of the instant."""
+    conn = store.connection
+    with store.transaction():
+        before = conn.execute("SELECT COALESCE(MAX(seq), 0) FROM events").fetchone()[0]
+        for event_id, ts, text in rows:
+            conn.execute(
+                "INSERT INTO events(event_id, ts_ms, project, session_id, agent, event_type, role, "
+                "text, metadata) VALUES (?, ?, 'p', 's1', 'a', 'user_message', 'user', ?, '{}')",
+                (event_id, ts, text),
+            )
+            conn.execute(
+                "INSERT INTO sessions(session_id, project, first_ms, last_ms) VALUES ('s1', 'p', ?, ?) "
+                "ON CONFLICT DO UPDATE SET first_ms = min(first_ms, excluded.first_ms), "
+                "last_ms = max(last_ms, excluded.last_ms)",
+                (ts, ts),
+            )
+        after = conn.execute("SELECT MAX(seq) FROM events").fetchone()[0]
+        conn.execute(
+            "INSERT INTO outbox(kind, payload, created_ms) VALUES ('events', ?, 0)",
+            (json.dumps({"first_seq": before + 1, "last_seq": after}),),
+        )
+
+
+def test_poison_in_an_older_store_blocks_nothing_and_is_reported(sqlite_store: SqliteStore) -> None:
+    """An older memtoc stored instants past 9999; its batch was then never filed and every read
+    crashed. Now the pipeline files the rest, reads work, and status and verify name them."""
+    memory = Memory(sqlite_store, redactor=Redactor())
+    t0 = 1_705_572_000_000
+    _plant(
+        sqlite_store,
+        [
+            ("good1", t0, "the zebra migration plan"),
+            ("far", (1 << 48) - 1, "poison from year 10889"),
+            ("edge", 253_402_300_799_000, "poison at 9999-12-31T23:59:59Z"),
+            ("good2", t0 + 60_000, "the zebra migration done"),
+        ],
+    )
+    processed = memory.process()
+    assert processed.events == 2 and not processed.failed_entries
+    assert memory.store.outbox_counts().get("pending", 0) == 0
+    memory.rollup(force=True)
+    assert [e.event_id for e in memory.events()] == ["good1", "good2", "edge", "far"]
+    assert [e.to_dict()["timestamp"] for e in memory.events()][2:] == [
+        "9999-12-31T23:59:59.000Z",
+        "+10889-08-02T05:31:50.655Z",
+    ]
+    assert memory.search("zebra").items
+    for item in memory.search("poison", depth="L2").items:  # never filed, never found
+        assert not {"far", "edge"} & {*item.cites, *(e.event_id for e in item.events)}
+    assert memory.recall("zebra migration", budget=500).items
+    memory.context(budget=500)
+    assert memory.status()["events_out_of_range"] == 2
+    report = memory.verify()
+    assert not report.ok
+    (problem,) = [p for p in report.problems if p.startswith("event times")]
+    assert "2 events" in problem and "far" in problem and "memtoc forget" in problem
+    forgotten = memory.forget(event_ids=["far", "edge"])
+    assert sorted(forgotten.event_ids) == ["edge", "far"]
+    assert memory.status()["events_out_of_range"] == 0 and memory.verify().ok
+
+
+def test_poison_in_an_older_postgres_store_blocks_nothing(pg_url: str) -> None:
+    from memtoc.store.postgres import PostgresStore
+
+    store = PostgresStore(pg_url)
+    try:
+        memory = Memory(store, redactor=Redactor())
+        with store.transaction():
+            rows = store._query(
+                "INSERT INTO events(event_id, ts_ms, project, session_id, agent, event_type, role, "
+                "text) VALUES ('good', 1705572000000, 'p', 's1', 'a', 'user_message', 'user', "
+                "'the zebra plan'), ('far', %s, 'p', 's1', 'a', 'user_message', 'user', 'poison') "
+                "RETURNING seq",
+                ((1 << 48) - 1,),
+            )
+            seqs = [int(r[0]) for r in rows]
+            store._query(
+                "INSERT INTO outbox(kind, payload, first_seq, last_seq, sessions, created_ms) "
+                "VALUES ('events', %s, %s, %s, %s, 0) RETURNING entry_id",
+                (json.dumps({"first_seq": min(seqs), "last_seq": max(seqs)}), min(seqs),
+                 max(seqs), ["p\x1fs1"]),
+            )  # fmt: skip
+        processed = memory.process()
+        assert processed.events == 1 and not processed.failed_entries
+        assert [e.event_id for e in memory.events()] == ["good", "far"]
+        assert memory.status()["events_out_of_range"] == 1
+        problems = memory.verify().problems
+        assert [p for p in problems if p.startswith("event times") and "far at +10889" in p]
+    finally:
+        store.close()

@@ -28,10 +28,18 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from memtoc.model import Event
+from memtoc.model import MAX_TS_MS, MIN_TS_MS, Event
 from memtoc.pipeline.periods import Calendar
 from memtoc.store.base import PipelineStore, SegmentRecord
 from memtoc.text.tokens import TokenCounter
+
+
+def fileable(ev: Event) -> bool:
+    """Whether an event can be filed: its instant within ``MIN_TS_MS..MAX_TS_MS``. Nothing
+    outside gets in now, but a store written by an older memtoc can hold such events (one at year
+    10889 used to stop its whole batch being filed); they are left out of every segment, and
+    ``verify`` and ``status`` name them."""
+    return MIN_TS_MS <= ev.ts_ms <= MAX_TS_MS
 
 
 def segment_suffix(project: str, session_id: str, first_event_id: str) -> str:
@@ -91,7 +99,7 @@ class Segmenter:
         assigned = self.store.assigned_seqs([seq for seq, _ in batch])
         groups: dict[tuple[str, str], list[tuple[int, Event]]] = defaultdict(list)
         for seq, ev in batch:
-            if seq not in assigned:
+            if seq not in assigned and fileable(ev):
                 groups[(ev.project, ev.session_id)].append((seq, ev))
         results: dict[str, SegmentationResult] = {}
         for (project, session_id), items in sorted(groups.items()):
@@ -107,6 +115,7 @@ class Segmenter:
         event_id)``): what ``assign`` converges to. Pure — reads and writes nothing (``rebuild
         --segments`` compares it with what is stored)."""
         out = SegmentationResult()
+        items = [item for item in items if fileable(item[1])]
         self._scan(project, session_id, items, None, out)
         out.events = len(items)
         return out
@@ -135,7 +144,11 @@ class Segmenter:
         else:
             start_ts, start_id = anchor.start_ms, anchor.first_event_id
         old = self.store.segments_from(project, session_id, start_ts, start_id)
-        stored = self.store.session_events_from(project, session_id, start_ts, start_id)
+        stored = [
+            item
+            for item in self.store.session_events_from(project, session_id, start_ts, start_id)
+            if fileable(item[1])
+        ]
         previously = self.store.members_of(project, [s.node_id for s in old])
         produced = self._scan(project, session_id, stored, None, out)
         out.deleted.extend(s.node_id for s in old if s.node_id not in produced)

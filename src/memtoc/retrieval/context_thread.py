@@ -19,7 +19,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import UTC, datetime
 
 from memtoc.model import Event, JsonValue, TocNode, iso_ms
 from memtoc.store.base import Store
@@ -58,7 +57,9 @@ class ContextItem:
 
 
 def day(ms: int) -> str:
-    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M UTC")
+    """``2024-01-18 10:00 UTC`` (any instant, also one only an older memtoc stored)."""
+    date, _, clock = iso_ms(ms).partition("T")
+    return f"{date} {clock[:5]} UTC"
 
 
 def one_line(text: str) -> str:

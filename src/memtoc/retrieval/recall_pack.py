@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime, tzinfo
 
 from memtoc.errors import NotFoundError
-from memtoc.model import Event
+from memtoc.model import MAX_TS_MS, MIN_TS_MS, Event, iso_ms
 from memtoc.retrieval.recall_rank import Deadline
 from memtoc.retrieval.tiers import EVENT_HEAD_TOKENS, SearchItem, TierRenderer
 from memtoc.text.tokens import TokenCounter
@@ -106,8 +106,12 @@ class Packer:
         """The date line of the local day holding ``ms`` (memoised per minute)."""
         label = self._labels.get(ms // 60_000)
         if label is None:
-            local = datetime.fromtimestamp(ms / 1000, UTC).astimezone(self.tz)
-            label = self._labels[ms // 60_000] = local.strftime("[%Y-%m-%d]")
+            if MIN_TS_MS <= ms <= MAX_TS_MS:
+                local = datetime.fromtimestamp(ms / 1000, UTC).astimezone(self.tz)
+                label = local.strftime("[%Y-%m-%d]")
+            else:  # an instant only an older memtoc stored: its UTC date, which any year shows
+                label = f"[{iso_ms(ms).partition('T')[0]}]"
+            self._labels[ms // 60_000] = label
         return label
 
     def _header_cost(self, label: str) -> int:

@@ -119,3 +119,33 @@ def classify(
         else:
             duplicates += 1
     result.duplicates = duplicates - result.inserted
+
+
+IN_RANGE_SQL = f"ts_ms BETWEEN {MIN_TS_MS} AND {MAX_TS_MS}"
+OUT_OF_RANGE_SQL = f"NOT ({IN_RANGE_SQL})"
+"""Events only an older memtoc could store: never filed, named by ``verify`` and ``status``."""
+
+
+def out_of_range_problem(count: int, examples: Sequence[tuple[str, int]]) -> str | None:
+    """``verify``'s words for ``count`` stored events whose instant is out of range."""
+    if not count:
+        return None
+    from memtoc.model import iso_ms
+
+    shown = "; ".join(f"{event_id} at {iso_ms(ts)}" for event_id, ts in examples)
+    return (
+        f"{count} events have an instant outside 1970-01-01..9999-12-30 (stored by an older "
+        f"memtoc) and are left out of the TOC (e.g. {shown}) — remove them with "
+        "`memtoc forget --event ID`"
+    )
+
+
+def out_of_range_count(
+    query: Callable[[str], list[Any]], span: Sequence[Any], live: str = "TRUE"
+) -> int:
+    """How many stored (``live``) events are out of range, given the store's ``(MIN(ts_ms),
+    MAX(ts_ms))``: counted only when the span says there are any (a scan otherwise saved)."""
+    lo, hi = span[0], span[1]
+    if lo is None or (lo >= MIN_TS_MS and hi <= MAX_TS_MS):
+        return 0
+    return int(query(f"SELECT COUNT(*) FROM events WHERE {OUT_OF_RANGE_SQL} AND {live}")[0][0])

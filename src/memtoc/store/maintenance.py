@@ -10,6 +10,7 @@ from pathlib import Path
 from memtoc.errors import StoreError
 from memtoc.model import EVENT_TYPES, ROLES, JsonValue
 from memtoc.store.derived import Audit, Finding
+from memtoc.store.event_checks import OUT_OF_RANGE_SQL, out_of_range_problem
 from memtoc.store.migrations import MIGRATIONS
 from memtoc.store.sqlite import SqliteStore, prepare_private_file
 from memtoc.store.sqlite_derived import SqliteDerived
@@ -146,6 +147,10 @@ def verify(store: SqliteStore, embedder: EmbedderIdentity | None = None) -> Veri
         0
     ]
     report.check("event types", f"{bad_types} events with an unknown type" if bad_types else None)
+    live = store._live
+    far = q(f"SELECT COUNT(*) FROM events WHERE {OUT_OF_RANGE_SQL} AND {live}")[0][0]
+    shown = q(f"SELECT event_id, ts_ms FROM events WHERE {OUT_OF_RANGE_SQL} AND {live} LIMIT 3")
+    report.check("event times", out_of_range_problem(far, shown))
     # Every stored event is announced by exactly one outbox entry (they commit together).
     ranges = q(
         "SELECT json_extract(payload, '$.first_seq'), json_extract(payload, '$.last_seq') "

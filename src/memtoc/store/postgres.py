@@ -28,7 +28,7 @@ import numpy.typing as npt
 
 from memtoc.errors import NotFoundError, QueryError, StoreError
 from memtoc.model import AppendResult, Bookmark, Event, JsonValue, OutboxEntry, TocNode
-from memtoc.store.event_checks import Stored, classify, row_problem
+from memtoc.store.event_checks import Stored, classify, out_of_range_count, row_problem
 from memtoc.store.postgres_base import APPEND_LOCK, CLAIM_LOCK, SESSION_LOCKERS, dumps, pg_text
 from memtoc.store.postgres_pipeline import EVENT_COLS, PgPipeline, row_to_event
 from memtoc.store.postgres_projects import PgProjects
@@ -654,6 +654,7 @@ class PostgresStore(PgPipeline, PgSearch, PgVectors, PgProjects):
             "sessions": int(q("SELECT COUNT(DISTINCT session_id) FROM events")[0][0]),
             "first_event_ms": span[0],
             "last_event_ms": span[1],
+            "events_out_of_range": out_of_range_count(q, span),
             "outbox": dict(self.outbox_counts()),
             "nodes": levels,
             "node_versions": int(q("SELECT COUNT(*) FROM toc_node_versions")[0][0]),

@@ -17,6 +17,7 @@ from memtoc.model import Grip, TocNode
 from memtoc.store.base import SegmentRecord
 from memtoc.store.derived import EXAMPLES, Audit, Finding
 from memtoc.store.derived_vectors import VectorCounts, vector_findings
+from memtoc.store.event_checks import IN_RANGE_SQL
 from memtoc.store.postgres import PostgresStore
 from memtoc.store.postgres_base import pg_text
 from memtoc.store.postgres_pipeline import SEGMENT_COLS
@@ -98,7 +99,7 @@ class PgDerived:
         rows = self.q(
             "SELECT e.event_id, e.project, e.session_id, COUNT(*) OVER () FROM events e "
             "WHERE NOT EXISTS (SELECT 1 FROM segment_events s WHERE s.seq = e.seq) "
-            f"AND {self.live} AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.kind = 'events' "
+            f"AND {self.live} AND e.{IN_RANGE_SQL} AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.kind = 'events' "
             "AND o.status <> 'done' AND e.seq BETWEEN o.first_seq AND o.last_seq) "
             "ORDER BY e.seq LIMIT %s",
             (examples,),

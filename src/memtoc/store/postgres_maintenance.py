@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from memtoc.errors import StoreError
 from memtoc.model import EVENT_TYPES, ROLES
+from memtoc.store.event_checks import OUT_OF_RANGE_SQL, out_of_range_problem
 from memtoc.store.maintenance import VerifyReport
 from memtoc.store.postgres import PostgresStore
 from memtoc.store.postgres_derived import PgDerived
@@ -49,6 +50,9 @@ def verify(store: PostgresStore, embedder: EmbedderIdentity | None = None) -> Ve
         "SELECT COUNT(*) FROM events WHERE NOT (event_type = ANY(%s))", (list(EVENT_TYPES),)
     )
     report.check("event types", f"{bad_types} events with an unknown type" if bad_types else None)
+    far = one(f"SELECT COUNT(*) FROM events WHERE {OUT_OF_RANGE_SQL}")
+    shown = store._query(f"SELECT event_id, ts_ms FROM events WHERE {OUT_OF_RANGE_SQL} LIMIT 3")
+    report.check("event times", out_of_range_problem(far, [(r[0], int(r[1])) for r in shown]))
     # Every event is announced by exactly one outbox entry: ranges never overlap, and together
     # they cover every stored event (holes are seqs burnt by rolled-back or conflicting inserts).
     overlaps = one(

@@ -38,7 +38,7 @@ from memtoc.model import (
 )
 from memtoc.store import sqlite_projects
 from memtoc.store.base import DirtyPeriod, DocRow, EventRow, SegmentRecord
-from memtoc.store.event_checks import EDGE_SQL, Stored, classify
+from memtoc.store.event_checks import EDGE_SQL, Stored, classify, out_of_range_count
 from memtoc.store.migrations import migrate
 from memtoc.store.sqlite_checkpoint import BackgroundCheckpointer
 from memtoc.store.sqlite_sessions import (
@@ -996,6 +996,7 @@ class SqliteStore:
             "sessions": int(q("SELECT COUNT(DISTINCT session_id) FROM events")[0][0]),
             "first_event_ms": span[0],
             "last_event_ms": span[1],
+            "events_out_of_range": out_of_range_count(q, span, self._live),
             "outbox": self.outbox_counts(),
             "nodes": levels,
             "node_versions": int(q("SELECT COUNT(*) FROM toc_node_versions")[0][0]),

@@ -17,6 +17,7 @@ from memtoc.model import Grip, TocNode
 from memtoc.store.base import SegmentRecord
 from memtoc.store.derived import EXAMPLES, Audit, Finding
 from memtoc.store.derived_vectors import VectorCounts, vector_findings
+from memtoc.store.event_checks import IN_RANGE_SQL
 from memtoc.store.sqlite import (
     _GRIP_COLS,
     _SEGMENT_COLS,
@@ -101,7 +102,7 @@ class SqliteDerived:
             cur = self.store.connection.execute(
                 "SELECT e.seq, e.event_id, e.project, e.session_id FROM events e "
                 "WHERE NOT EXISTS (SELECT 1 FROM segment_events s WHERE s.seq = e.seq) "
-                f"AND {self.live} ORDER BY e.seq"
+                f"AND {self.live} AND e.{IN_RANGE_SQL} ORDER BY e.seq"
             )
             for seq, event_id, project, session_id in cur:
                 if any(lo <= seq <= hi for lo, hi in waiting):

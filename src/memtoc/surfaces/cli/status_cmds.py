@@ -40,6 +40,12 @@ def _print_status(data: dict[str, Any]) -> None:
     daemon = data.get("daemon")
     table.add_row("store", f"{data.get('store')} {data.get('location')}")
     table.add_row("events", f"{data.get('events', 0):,} in {data.get('projects', 0)} projects")
+    if data.get("events_out_of_range"):
+        table.add_row(
+            "events out of range",
+            f"[red]{data['events_out_of_range']:,} not filed[/]: their instant is outside "
+            "1970..9999 (stored by an older memtoc; `memtoc verify` names them)",
+        )
     table.add_row(
         "queue (outbox)",
         f"{outbox.get('pending', 0)} pending, {outbox.get('failed', 0)} failed, "
