@@ -417,3 +417,28 @@ def test_poison_in_an_older_postgres_store_blocks_nothing(pg_url: str) -> None:
         assert [p for p in problems if p.startswith("event times") and "far at +10889" in p]
     finally:
         store.close()
+
+
+# -- backup ------------------------------------------------------------------------------------------
+def test_backup_to_a_path_it_cannot_write_is_a_clear_error(tmp_path: Path) -> None:
+    """It printed a raw traceback (``FileNotFoundError`` out of ``os.open``)."""
+    from typer.testing import CliRunner
+
+    from memtoc.surfaces.cli import app
+
+    db = str(tmp_path / "m.db")
+    f = write_jsonl(tmp_path / "t.jsonl", [rec("something to back up")])
+    runner = CliRunner()
+    assert runner.invoke(app, ["--db", db, "ingest", str(f)]).exit_code == 0
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    for dest, why in [
+        ("/proc/memtoc-backup.db", "No such file or directory"),  # a filesystem that refuses it
+        (str(blocker / "b.db"), f"{blocker} is not a directory"),
+    ]:
+        result = runner.invoke(app, ["--db", db, "backup", dest])
+        assert result.exit_code == 1
+        assert result.exception is None or isinstance(result.exception, SystemExit)
+        out = result.output.replace("\n", " ")
+        assert f"error: cannot write the backup to {dest}: {why}" in out, out
+        assert "Traceback" not in out

@@ -60,8 +60,15 @@ def backup(store: SqliteStore, dest: Path) -> int:
     """Copy the live store to ``dest`` consistently (SQLite online backup); return its size."""
     if dest.exists():
         raise StoreError(f"backup target already exists: {dest}")
-    prepare_private_file(dest)
-    target = sqlite3.connect(dest)
+    blocked = next((p for p in dest.parents if p.exists() and not p.is_dir()), None)
+    if blocked is not None:
+        raise StoreError(f"cannot write the backup to {dest}: {blocked} is not a directory")
+    try:
+        prepare_private_file(dest)
+        target = sqlite3.connect(dest)
+    except (OSError, sqlite3.Error) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise StoreError(f"cannot write the backup to {dest}: {reason}") from exc
     try:
         with store._lock:
             store.connection.backup(target)
