@@ -59,7 +59,7 @@ from memtoc.projects import ProjectRegistry
 from memtoc.store.base import EventRow, ProjectStore, RowAppender, Store
 
 if TYPE_CHECKING:
-    from memtoc.ingest.redact import Redactor
+    from memtoc.ingest.redact import IdentifierRedactor, Redactor
 
 MAX_PATH_CHARS = 4096
 """A session's working directory longer than this (Linux's PATH_MAX) is no usable path."""
@@ -618,15 +618,29 @@ class Importer:
         self.clock = clock or SystemClock()
         self.on_commit = on_commit
         self._slack_bytes = self.options.max_event_bytes + 4096
+        # identifiers are redacted like text, here, before anything stores them: session ids,
+        # projects (and the names and folders a project is registered under), agents, file paths
+        # (events' source, files' checkpoints) — for files, records, hooks and remember alike
+        self._ids: IdentifierRedactor | None = None
+        if redactor is not None:
+            from memtoc.ingest.redact import IdentifierRedactor  # loaded with the redactor
+
+            self._ids = IdentifierRedactor(redactor)
         # which project (memtoc.projects): --project, else the record's own, else the project of
         # the session's starting directory, else the default — resolved once per name/session
         self.projects = ProjectRegistry(cast(ProjectStore, store), self.clock)
         self._project = (
-            self.projects.for_write(self.options.project) if self.options.project else None
+            self.projects.for_write(self._id(self.options.project))
+            if self.options.project
+            else None
         )
         self._named: dict[str, str] = {}
         self._sessions: dict[str, str] = {}
         self._append_rows = store.append_rows if isinstance(store, RowAppender) else None
+
+    def _id(self, value: str) -> str:
+        """An identifier as it may be stored (:class:`IdentifierRedactor`)."""
+        return self._ids(value) if self._ids is not None else value
 
     # -- files ------------------------------------------------------------------------------------
     def ingest_paths(
@@ -675,7 +689,8 @@ class Importer:
         progress: ProgressFn | None,
     ) -> None:
         real = path.resolve()
-        start, job = self._resume_offset(identity, real, size, source, fingerprints, report)
+        label = Path(self._id(str(real)))  # the path as checkpoints keep it
+        start, job = self._resume_offset(identity, label, size, source, fingerprints, report)
         if start >= size:
             if progress:
                 progress(size)
@@ -685,7 +700,7 @@ class Importer:
         options = SourceOptions(include_thinking=self.options.include_thinking)
         batch = _Batch()
         consumed = start
-        position = _Position(job, real, source.name, fingerprints, identity)
+        position = _Position(job, label, source.name, fingerprints, identity)
         failed = 0  # rejections that count against the file (not a last line still growing)
         try:
             for record in _guarded(source, path, start, options):
@@ -833,14 +848,20 @@ class Importer:
             raise IngestError(str(ts_problem(ts)), event_id=event_id)
         named = self._project or draft.project or self.options.default_project
         agent_name = draft.agent or agent
+        session_id = draft.session_id
         for name, value in (
             ("event_id", event_id),
-            ("session_id", draft.session_id),
+            ("session_id", session_id),
             ("project", named),
             ("agent", agent_name),
         ):
             if type(value) is not str or len(value) > MAX_ID_CHARS or "\x00" in value:
                 raise IngestError(_id_problem(name, value), event_id=None)
+        ids = self._ids
+        if ids is not None:
+            session_id, agent_name = ids(session_id), ids(agent_name)
+            if source is not None:
+                source = ids(source)
         if type(draft.text) is not str:
             raise IngestError(f"text must be a string (got {type(draft.text).__name__})")
         # Cut with slack first (so a huge text is not redacted in full), redact, then cut to the
@@ -851,7 +872,7 @@ class Importer:
             text, original = _prefix_bytes(text, self._slack_bytes)
         return (
             event_id,
-            draft.session_id,
+            session_id,
             self._project or self._project_of(draft),
             agent_name,
             ts,
@@ -871,16 +892,19 @@ class Importer:
         if draft.project:
             found = self._named.get(draft.project)
             if found is None:
-                found = self._named[draft.project] = self.projects.for_write(draft.project)
+                found = self.projects.for_write(self._id(draft.project))
+                self._named[draft.project] = found
             return found
         found = self._sessions.get(draft.session_id)
         if found is None:
             cwd = draft.cwd or self.options.default_cwd
             if type(cwd) is str and cwd and len(cwd) <= MAX_PATH_CHARS and "\x00" not in cwd:
-                project, _ = self.projects.for_directory(cwd)
+                # a folder whose path holds a secret is keyed by the redacted path (never found
+                # on disk, so it is a project of its own, stable across sessions)
+                project, _ = self.projects.for_directory(self._id(cwd))
                 found = project.project if project is not None else None
             if found is None:
-                found = self.projects.for_write(self.options.default_project)
+                found = self.projects.for_write(self._id(self.options.default_project))
             self._sessions[draft.session_id] = found
         return found
 
@@ -920,6 +944,10 @@ class Importer:
                 ids = self._settle(pending, result, report, where, lines, fallback)
         report.ingested += result.inserted
         report.duplicates += result.duplicates
+        if self._ids is not None and self._ids.found:
+            for kind, n in self._ids.take_found().items():
+                report.redacted += n
+                report.redactions_by_kind[kind] = report.redactions_by_kind.get(kind, 0) + n
         return ids, result
 
     def _append(

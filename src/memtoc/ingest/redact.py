@@ -87,7 +87,14 @@ from memtoc.ingest.redact_gate import batch_suspects, text_gates
 from memtoc.ingest.redact_kinds import Gate, SecretKind, marker
 from memtoc.model import JsonValue
 
-__all__ = ["DEFAULT_KINDS", "Redactor", "SecretKind", "marker", "secret_name_strength"]
+__all__ = [
+    "DEFAULT_KINDS",
+    "IdentifierRedactor",
+    "Redactor",
+    "SecretKind",
+    "marker",
+    "secret_name_strength",
+]
 
 _KIND_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 _SEP = "\x00"  # joins the text as given and as changed: no anchor spans it
@@ -269,11 +276,13 @@ class Redactor:
         return text, counts
 
     def redact_json(self, value: JsonValue) -> tuple[JsonValue, dict[str, int]]:
-        """Redact every string inside a JSON value; dict keys are kept.
+        """Redact every string inside a JSON value, dict keys included.
 
         A string under a secret-named key (``{"api_key": "abc123xyz"}``) is replaced whole as
         ``env_assignment`` (when that kind is enabled) by the same name and value policy as
-        text assignments. Returns ``value`` itself when nothing was redacted.
+        text assignments. A key holding a secret (``{"ghp_…": true}``) is redacted like text;
+        when that makes it equal to another key of the same object, ``#2``, ``#3`` … is appended
+        so no value is lost. Returns ``value`` itself when nothing was redacted.
         """
         strings: list[str] = []
         named = _collect_strings(value, strings) and self._assignments
@@ -300,6 +309,12 @@ class Redactor:
         if isinstance(value, dict):
             out: dict[object, JsonValue] = {}
             for key, item in value.items():
+                if isinstance(key, str) and key:
+                    cleaned, found = self.redact(key)
+                    if found:
+                        for kind, n in found.items():
+                            counts[kind] = counts.get(kind, 0) + n
+                        key = _unique_key(cleaned, out, value)
                 if isinstance(item, str) and self._assignments:
                     strength = secret_name_strength(str(key))
                     if strength is not None and value_is_secret(
@@ -314,6 +329,53 @@ class Redactor:
             items = [self._walk(item, counts) for item in value]
             return items if isinstance(value, list) else tuple(items)
         return value
+
+
+def _unique_key(key: str, taken: Mapping[object, object], original: Mapping[object, object]) -> str:
+    """``key``, or ``key#2``, ``key#3`` … — the first not already a key of either mapping."""
+    candidate, n = key, 1
+    while candidate in taken or candidate in original:
+        n += 1
+        candidate = f"{key}#{n}"
+    return candidate
+
+
+class IdentifierRedactor:
+    """Redaction of the identifiers an event is stored under — session id, project, agent, the
+    file path it was read from — with the same kinds as text (a path or a session name can hold a
+    token, a ``KEY=value`` or a URL with a password). The importer calls it for every event
+    (``Importer._validate``: files, records, hooks and ``remember`` alike), so it is memoised:
+    an import repeats the same few identifiers thousands of times.
+
+    The policy is text's: a token glued to a longer name by ``-`` or ``_`` (``run-AKIA…``) is
+    part of that name, as it would be in text; one set off by ``/``, ``.``, ``:``, ``=``, a blank
+    or a quote is found. Distinct secrets in one kind of identifier become the same marker (two
+    sessions named after two tokens become one session; two files, one checkpoint key, which
+    their fingerprints tell apart by reading again).
+    """
+
+    def __init__(self, redactor: Redactor, *, size: int = 4096) -> None:
+        self.redactor = redactor
+        self.size = size
+        self._seen: dict[str, str] = {}
+        self.found: dict[str, int] = {}
+        """Secrets found per kind since the last :meth:`take_found` (each identifier once)."""
+
+    def __call__(self, value: str) -> str:
+        cleaned = self._seen.get(value)
+        if cleaned is None:
+            cleaned, found = self.redactor.redact(value)
+            for kind, n in found.items():
+                self.found[kind] = self.found.get(kind, 0) + n
+            if len(self._seen) >= self.size:
+                self._seen.clear()
+            self._seen[value] = cleaned
+        return cleaned
+
+    def take_found(self) -> dict[str, int]:
+        """The counts gathered since the last call (for an ingest report), reset."""
+        found, self.found = self.found, {}
+        return found
 
 
 def _collect_strings(value: JsonValue, strings: list[str]) -> bool:

@@ -267,6 +267,12 @@ def assignment_starts(text: str, low: str) -> list[int] | None:
     return sorted({m.start() for word, rx in ENV_WORDS if word in low for m in rx.finditer(low)})
 
 
+def _in_expansion(text: str, at: int) -> bool:
+    """Whether the key name at ``at`` opens a shell parameter expansion (``${NAME…}``,
+    ``${!NAME…}``, ``${#NAME…}``): its ``:`` is an operator of the expansion, not an assignment."""
+    return text[max(0, at - 2) : at] == "${" or text[max(0, at - 3) : at] in ("${!", "${#")
+
+
 def redact_assignments(text: str, starts: list[int] | None) -> tuple[str, int]:
     """The ``env_assignment`` kind: redact the values of secret-named keys in ``text``
     (``starts`` from :func:`assignment_starts`)."""
@@ -302,6 +308,11 @@ def redact_assignments(text: str, starts: list[int] | None) -> tuple[str, int]:
         start, end = m.span(group)
         if group == "uq" and text[end : end + 1] in ("(", "[", "{"):
             continue  # a call or an index: code, not a literal
+        if _in_expansion(text, begin - (len(name) - len(m["w"]))):
+            # ${NAME:?message} / ${NAME:+alternate}: no value; ${NAME:-default}: the default is
+            if (m["op"] or "").strip() != ":" or text[start : start + 1] not in ("-", "="):
+                continue
+            start += 1
         env_style = flag or ((m["op"] or "").strip() == "=" and name.isupper())
         if not value_is_secret(text[start:end], group != "uq", env_style, strength == "generic"):
             continue

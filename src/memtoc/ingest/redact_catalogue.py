@@ -3,12 +3,15 @@
 Each kind is one regex for one credential format, with the anchors the prefilter looks for and a
 ``check`` that keeps look-alike identifiers out. Every kind has realistic synthetic samples in
 ``tests/fixtures/redaction/corpus.jsonl``; ``memtoc bench redaction`` reports per-kind detection
-and the false-positive rate on a clean corpus of code and prose.
+and the false-positive rate on a clean corpus of code and prose; ``memtoc eval redaction`` does
+so for every place a secret can be stored (text, metadata values and keys, session ids, projects,
+file paths).
 """
 
 from __future__ import annotations
 
 from memtoc.ingest.redact_assign import ENV_KIND
+from memtoc.ingest.redact_commands import COMMAND_KINDS, base64_kind
 from memtoc.ingest.redact_kinds import (
     PH,
     SecretKind,
@@ -24,7 +27,7 @@ from memtoc.ingest.redact_services import SERVICE_TOKENS, SIGNED_URLS
 
 # Application order matters: a match is replaced before later kinds look at the text, and no kind
 # matches a marker, so the first kind to claim a secret names it.
-BUILTIN: tuple[SecretKind, ...] = (
+_FORMATS: tuple[SecretKind, ...] = (
     secret_kind(
         "pgp_private_key",
         r"-----BEGIN PGP PRIVATE KEY BLOCK-----"
@@ -154,6 +157,11 @@ BUILTIN: tuple[SecretKind, ...] = (
         anchors=("AccountKey=", "SharedAccessKey="),
     ),
     *SIGNED_URLS,
+    *COMMAND_KINDS,
+)
+BUILTIN: tuple[SecretKind, ...] = (
+    *_FORMATS,
+    base64_kind(_FORMATS),
     secret_kind(
         "url_password",
         r"://[^\s:/@?#\[\]\"'<>]{0,256}:(?P<secret>(?!\[REDACTED:)" + PH + r"{1,128})@",

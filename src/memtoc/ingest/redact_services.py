@@ -3,7 +3,7 @@
 Most of these are a fixed prefix followed by a fixed-shape body (``dckr_pat_…``, ``pypi-AgE…``,
 ``dop_v1_<64 hex>``): the prefix is the anchor the prefilter looks for at the start of a long
 token run, and the body's shape keeps look-alikes out. The exceptions, each documented on its
-kind: Discord bot tokens have no prefix (so the text must mention Discord), Telegram bot tokens
+kind: Discord bot tokens have no prefix (the base64 of the bot's numeric id begins them), Telegram bot tokens
 are ``<bot id>:AA…``, and an Azure SAS token is the ``sig=`` of a signed URL or query string.
 
 Every kind has synthetic samples of the right shape in ``tests/fixtures/redaction/corpus.jsonl``
@@ -12,6 +12,8 @@ Every kind has synthetic samples of the right shape in ``tests/fixtures/redactio
 
 from __future__ import annotations
 
+import base64
+import binascii
 import re
 from collections.abc import Callable
 
@@ -38,6 +40,25 @@ def prefixed(
     alternatives = "|".join(re.escape(p) for p in prefixes)
     regex = f"{_NOT_AFTER_RUN}(?:{alternatives}){body}{_NOT_BEFORE_RUN}"
     return secret_kind(name, regex, "token", anchors=prefixes, check=check)
+
+
+DISCORD_ID_STARTS = tuple(
+    base64.b64encode(f"{first}{second}0".encode()).decode()[:3]
+    for first in range(1, 10)
+    for second in range(10)
+)
+"""How the base64 of a Discord user id (digits) begins: its first three characters, which the
+first two digits determine (90 starts: ``MTA`` … ``OTk``)."""
+
+
+def _discord_id(token: str) -> bool:
+    """The token's first part decodes to a user id: 17 to 20 ASCII digits."""
+    first = token.split(".", 1)[0]
+    try:
+        raw = base64.urlsafe_b64decode(first + "=" * (-len(first) % 4))
+    except (binascii.Error, ValueError):
+        return False
+    return raw.isdigit() and 17 <= len(raw) <= 20
 
 
 SERVICE_TOKENS: tuple[SecretKind, ...] = (
@@ -78,16 +99,17 @@ SERVICE_TOKENS: tuple[SecretKind, ...] = (
         anchors=(":AA",),
     ),
     secret_kind(
-        # No prefix: the base64 of a user id, a timestamp and an HMAC, dot-separated. Only tried
-        # when the text mentions Discord (a bare three-part token is indistinguishable from
-        # other signed blobs).
+        # No fixed prefix: the base64 of the bot's user id (17-20 digits), a timestamp and an
+        # HMAC, dot-separated. The first part's encoding of digits is what anchors it (its first
+        # three characters come from the id's first two digits) and what is checked: it must
+        # decode to the digits of an id — with or without the word "discord" nearby.
         "discord_bot_token",
         _NOT_AFTER_RUN
-        + r"[MNO][A-Za-z0-9_-]{23,27}\.[A-Za-z0-9_-]{6}\.[A-Za-z0-9_-]{27,40}"
+        + r"[MNO][A-Za-z0-9_-]{22,27}\.[A-Za-z0-9_-]{6}\.[A-Za-z0-9_-]{27,40}"
         + _NOT_BEFORE_RUN,
         "token",
-        lower=("discord",),
-        check=has_upper_or_digit,
+        anchors=DISCORD_ID_STARTS,
+        check=_discord_id,
     ),
     secret_kind(
         "discord_webhook",
