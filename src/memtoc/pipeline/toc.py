@@ -48,9 +48,9 @@ def node_summary(node: TocNode) -> Summary:
     )
 
 
-def node_doc(node: TocNode) -> DocRow:
-    """The search document of a node: title, bullets, keywords and L0."""
-    text = "\n".join(
+def node_text(node: TocNode) -> str:
+    """What a node's search document holds before indexing: title, bullets, keywords and L0."""
+    return "\n".join(
         part
         for part in (
             node.title,
@@ -60,7 +60,11 @@ def node_doc(node: TocNode) -> DocRow:
         )
         if part
     )
-    return DocRow("node", node.node_id, node.project, node.start_ms, search_text(text))
+
+
+def node_doc(node: TocNode) -> DocRow:
+    """The search document of a node (``node_text``, with its identifier forms)."""
+    return DocRow("node", node.node_id, node.project, node.start_ms, search_text(node_text(node)))
 
 
 def grip_doc(grip: Grip) -> DocRow:

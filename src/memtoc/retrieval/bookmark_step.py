@@ -414,11 +414,14 @@ def _dedupe(candidates: Sequence[Bookmark]) -> list[Bookmark]:
     return kept[::-1]
 
 
+def bookmark_text(b: Bookmark) -> str:
+    """What a bookmark's search document holds before indexing."""
+    return f"{b.type}: {b.content}"
+
+
 def bookmark_doc(b: Bookmark) -> DocRow:
     """The search document of a bookmark (``rebuild --docs`` and ``verify`` derive it too)."""
-    return DocRow(
-        "bookmark", b.bookmark_id, b.project, b.created_ms, search_text(f"{b.type}: {b.content}")
-    )
+    return DocRow("bookmark", b.bookmark_id, b.project, b.created_ms, search_text(bookmark_text(b)))
 
 
 def checkpoint_job(project: str, session_id: str) -> str:
