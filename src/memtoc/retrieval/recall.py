@@ -35,6 +35,7 @@ from memtoc.retrieval.tiers import SearchItem, TierRenderer, find_bookmark
 from memtoc.retrieval.timeparse import parse_time
 from memtoc.store.sqlite import SqliteStore
 from memtoc.text.fts_text import build_match
+from memtoc.text.keyphrases import key_terms
 from memtoc.text.tokens import TokenCounter
 
 DEFAULT_BUDGET = 1_000
@@ -180,7 +181,10 @@ def recall(
         ranking = Ranking(method="hybrid" if ranker.semantic is not None else "bm25")
     else:
         ranking = ranker.rank(text, SearchFilters(projects=projects), window)
-    packer = Packer(TierRenderer(store, counter), counter, tz, budget, deadline, headers=headers)
+    packer = Packer(
+        TierRenderer(store, counter), counter, tz, budget, deadline, headers=headers,
+        terms=key_terms(text),
+    )  # fmt: skip
     packer.pack(_units(ranking, store))
     items, tokens = packer.finish()
     truncated = bool(ranking.skipped) or packer.truncated

@@ -18,12 +18,20 @@ until it fits), so the result never exceeds the budget.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import heapq
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, tzinfo
 
 from memtoc.errors import NotFoundError
 from memtoc.model import MAX_TS_MS, MIN_TS_MS, Event, iso_ms
+from memtoc.retrieval.recall_passages import (
+    PASSAGE_TOKENS,
+    Passage,
+    passages_text,
+    rank_passages,
+    split_passages,
+)
 from memtoc.retrieval.recall_rank import Deadline
 from memtoc.retrieval.tiers import EVENT_HEAD_TOKENS, SearchItem, TierRenderer
 from memtoc.text.tokens import TokenCounter
@@ -53,6 +61,8 @@ class Unit:
     score: float
     events: tuple[Event, ...]
     pinned: bool = False
+    passage: Passage | None = None
+    """For an event unit: the one passage of its text this unit stands for (``None``: whole)."""
 
 
 def event_line(event: Event) -> str:
@@ -60,6 +70,12 @@ def event_line(event: Event) -> str:
     if event.role in _PLAIN_ROLES:
         return event.text
     return f"[{event.role}] {event.text}"
+
+
+def part_score(score: float, ratio: float, rank: int) -> float:
+    """The score of a long event's passage: the event's score times the passage's relevance
+    relative to the event's best passage (``rank`` is its place among them, 0 for the best)."""
+    return score * ratio
 
 
 def _dedupe_key(text: str) -> str:
@@ -83,8 +99,13 @@ class Packer:
         deadline: Deadline,
         *,
         headers: bool = True,
+        terms: Iterable[str] = (),
     ) -> None:
         self.headers = headers
+        self.terms = set(terms)
+        """The question's key terms: they choose a long event's passages (``recall_passages``)."""
+        self._parts: dict[str, tuple[int, dict[int, Passage]]] = {}
+        """Event id → (index in ``items``, its passages packed so far by index)."""
         self.renderer = renderer
         self.counter = counter
         self.tz = tz
@@ -166,10 +187,13 @@ class Packer:
 
     def add(self, unit: Unit) -> bool:
         """Pack ``unit`` at the highest tier that fits; False when it brings nothing or fits not."""
+        if unit.passage is not None:
+            return self._add_passage(unit, unit.passage)
         new = [
             e
             for e in unit.events
             if e.event_id not in self.included
+            and e.event_id not in self._parts
             and (key := _dedupe_key(e.text))
             and key not in self.texts
         ]
@@ -215,14 +239,84 @@ class Packer:
         return False
 
     def pack(self, units: Sequence[Unit]) -> None:
+        """Pack ``units`` best first (pinned ones before all). An event longer than a passage
+        enters as its passages (``recall_passages``), each at the event's score times its relevance
+        relative to the event's best passage: a long event's relevant parts compete with other
+        events one by one, and its irrelevant parts never spend the budget."""
+        queue = [(0 if u.pinned else 1, -u.score, n, u) for n, u in enumerate(units)]
+        heapq.heapify(queue)
+        order = len(queue)
         misses = 0
-        for unit in units:
+        while queue:
             if self.budget - self.used < MIN_ITEM_TOKENS or misses >= MAX_MISSES:
                 break
             if self.items and self.deadline.expired():  # the best so far: at least one item
                 self.truncated = True
                 break
+            pin, _, n, unit = heapq.heappop(queue)
+            parts = self._passages(unit)
+            if parts is not None:
+                for k, (passage, ratio) in enumerate(parts):
+                    part = replace(unit, score=part_score(unit.score, ratio, k), passage=passage)
+                    order += 1
+                    heapq.heappush(queue, (pin, -part.score, n if k == 0 else order, part))
+                continue
             misses = 0 if self.add(unit) else misses + 1
+
+    def _passages(self, unit: Unit) -> list[tuple[Passage, float]] | None:
+        """A long event unit's passages worth packing, best first (``None``: pack it whole)."""
+        if unit.kind != "event" or unit.passage is not None or len(unit.events) != 1:
+            return None
+        event = unit.events[0]
+        if event.event_id in self.included or self._tokens(event) <= PASSAGE_TOKENS:
+            return None
+        return rank_passages(self.terms, split_passages(event.text, self.counter))
+
+    def _add_passage(self, unit: Unit, passage: Passage) -> bool:
+        """Pack one passage of an event, merged into the item of its other packed passages."""
+        event = unit.events[0]
+        key = _dedupe_key(passage.text)
+        if event.event_id in self.included or key in self.texts:
+            return False
+        index, packed = self._parts.get(event.event_id, (-1, {}))
+        if passage.index in packed:
+            return False
+        parts = dict(packed)
+        parts[passage.index] = passage
+        text, whole = passages_text(event.text, list(parts.values()))
+        text = event_line(replace(event, text=text))
+        tokens = self.counter.count(text)
+        item = SearchItem(
+            kind="event",
+            id=event.event_id,
+            project=event.project,
+            tier="L2" if whole else "L1",
+            text=text,
+            tokens=tokens,
+            start_ms=event.ts_ms,
+            end_ms=event.ts_ms,
+            events=(event,) if whole else (),
+            cites=() if whole else (event.event_id,),
+            score=max(unit.score, self.items[index].score if index >= 0 else 0.0),
+            title=_title(passage.text),
+        )
+        if index < 0:
+            if not self._try(item):
+                return False
+            index = len(self.items) - 1
+            self.stepped_down += 1
+        else:
+            grow = tokens - self.items[index].tokens
+            if self.used + grow > self.budget:
+                return False
+            self.used += grow
+            self.items[index] = item
+            if whole:
+                self.stepped_down -= 1
+                self.included.add(event.event_id)
+        self._parts[event.event_id] = (index, parts)
+        self.texts.add(key)
+        return True
 
     def finish(self) -> tuple[list[SearchItem], int]:
         """The items in time order with day headers, and the context's token count (≤ budget)."""

@@ -1,0 +1,137 @@
+"""Passages: a long event split at its own line structure, so recall packs the part that answers.
+
+A coding history's long events — a plan handed to the agent, a file read, a test run, an
+assistant's report — hold many facts, and a question asks about one. Packing such an event whole
+spends most of a budget on text that does not answer, and its head (the first lines) often misses
+the part that does. So recall's packing unit is the *passage*: an event of at most
+``PASSAGE_TOKENS`` is one passage; a longer one is cut at line ends into runs of lines of at most
+``PASSAGE_TOKENS`` (a line longer than that is cut at word boundaries).
+
+A passage's relevance to the question is the IDF-weighted sum of the question's key terms it
+holds, with the IDF taken over the event's own passages: a term on every passage of a plan says
+nothing about which part answers, a term on one says a lot. Passages that hold none of the
+question's terms are not relevant; when none is, the event's first passage stands for it (a
+message's opening usually says what it is about: a plan's title, a report's conclusion).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from memtoc.text.keyphrases import key_terms
+from memtoc.text.tokens import TokenCounter, truncate_to_tokens
+
+PASSAGE_TOKENS = 120
+"""The largest passage: about a paragraph, so a 1,000-token budget holds several events' best
+parts (gold quotes, a sentence or two, are 25-200 characters)."""
+_CHARS_PER_TOKEN = 4
+"""A cheap upper estimate of text length per token, used to skip counting lines that are short."""
+
+
+@dataclass(frozen=True, slots=True)
+class Passage:
+    """Characters ``[start, end)`` of an event's text: the ``index``-th of ``count`` passages."""
+
+    index: int
+    count: int
+    start: int
+    end: int
+    text: str
+
+
+def _pieces(text: str, counter: TokenCounter, limit: int) -> list[tuple[int, int, int]]:
+    """``(start, end, tokens)`` of each non-blank line, a line over ``limit`` tokens cut at word
+    boundaries; ``tokens`` is exact for long lines and an estimate for short ones."""
+    out: list[tuple[int, int, int]] = []
+    pos = 0
+    for line in text.split("\n"):
+        start, pos = pos, pos + len(line) + 1
+        if not line.strip():
+            continue
+        if len(line) <= limit:  # fewer characters than the limit: fewer tokens too
+            out.append((start, start + len(line), 1 + len(line) // _CHARS_PER_TOKEN))
+            continue
+        size = counter.count(line)
+        if size < limit:
+            out.append((start, start + len(line), size + 1))
+            continue
+        at = 0
+        while at < len(line):
+            rest = line[at:]
+            part = truncate_to_tokens(counter, rest, limit - 1) or rest[: limit * _CHARS_PER_TOKEN]
+            out.append((start + at, start + at + len(part), limit))
+            at += len(part)
+            while at < len(line) and line[at].isspace():
+                at += 1
+    return out
+
+
+def split_passages(text: str, counter: TokenCounter, limit: int = PASSAGE_TOKENS) -> list[Passage]:
+    """``text`` as passages of about ``limit`` tokens at most, cut at line ends (module
+    docstring). Each passage is a contiguous slice of ``text`` that starts and ends on non-blank
+    characters; adjacent passages together are the slice from the first's start to the last's end."""
+    runs: list[list[int]] = []  # [start, end, tokens]
+    for start, end, size in _pieces(text, counter, limit):
+        if runs and runs[-1][2] + size <= limit:
+            runs[-1][1] = end
+            runs[-1][2] += size
+        else:
+            runs.append([start, end, size])
+    return [
+        Passage(i, len(runs), start, end, text[start:end]) for i, (start, end, _) in enumerate(runs)
+    ]
+
+
+def passages_text(text: str, passages: Sequence[Passage]) -> tuple[str, bool]:
+    """The passages of ``text`` in text order, adjacent ones as one slice, "…" marking what is
+    left out before, between and after; and whether they cover all of it (then: ``text``)."""
+    chosen = sorted(passages, key=lambda p: p.index)
+    if chosen and len({p.index for p in chosen}) == chosen[0].count:
+        return text, True
+    out: list[str] = []
+    run_start: Passage | None = None
+    previous: Passage | None = None
+    for p in chosen:
+        if previous is None or p.index != previous.index + 1:
+            if previous is not None and run_start is not None:
+                out.append(text[run_start.start : previous.end])
+            if previous is not None or p.index > 0:
+                out.append("…")
+            run_start = p
+        previous = p
+    if previous is not None and run_start is not None:
+        out.append(text[run_start.start : previous.end])
+        if previous.index < previous.count - 1:
+            out.append("…")
+    return "\n".join(out), False
+
+
+def passage_relevance(question_terms: set[str], passages: Sequence[Passage]) -> list[float]:
+    """Each passage's IDF-weighted count of the question's key terms (IDF over ``passages``)."""
+    if not question_terms or len(passages) <= 1:
+        return [0.0] * len(passages)
+    held = [key_terms(p.text) & question_terms for p in passages]
+    df: dict[str, int] = {}
+    for terms in held:
+        for t in terms:
+            df[t] = df.get(t, 0) + 1
+    n = len(passages)
+    idf = {t: math.log(1.0 + n / d) for t, d in df.items()}
+    return [sum(idf[t] for t in terms) for terms in held]
+
+
+def rank_passages(
+    question_terms: set[str], passages: Sequence[Passage]
+) -> list[tuple[Passage, float]]:
+    """The passages worth packing, best first, each with its relevance relative to the best
+    (1.0 for the best). Without any relevant passage: the first passage alone, at 1.0."""
+    if not passages:
+        return []
+    rel = passage_relevance(question_terms, passages)
+    best = max(rel, default=0.0)
+    if best <= 0:
+        return [(passages[0], 1.0)]
+    order = sorted(range(len(passages)), key=lambda i: (-rel[i], i))
+    return [(passages[i], rel[i] / best) for i in order if rel[i] > 0]

@@ -1,0 +1,139 @@
+"""Recall's passages (``recall_passages``): a long event is packed by its parts that answer the
+question, not whole and not by its head — the failure class of long plan and report messages in
+real coding histories (a plan of 2,000 tokens whose answer is one bullet deep inside)."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from memtoc.clock import ManualClock
+from memtoc.memory import Memory
+from memtoc.retrieval.embedding_index import SemanticIndex
+from memtoc.retrieval.recall_passages import (
+    PASSAGE_TOKENS,
+    passages_text,
+    rank_passages,
+    split_passages,
+)
+from memtoc.store.sqlite import SqliteStore
+from memtoc.text.keyphrases import key_terms
+from memtoc.text.tokens import TiktokenCounter
+from search_support import BASE, DAY
+
+COUNTER = TiktokenCounter()
+
+
+def _plan(sections: int) -> str:
+    """A plan message as agents get them: a title, then sections of bullets."""
+    out = ["Implement the following plan:", "", "# Plan: Rework the report exporter", ""]
+    for n in range(sections):
+        out += [f"## Step {n}: adjust module{n}", ""]
+        out += [
+            f"- update the renderer{n} helper and its unit tests in module{n}" for _ in range(4)
+        ]
+        out.append("")
+    return "\n".join(out)
+
+
+@given(st.text(alphabet=st.sampled_from("ab c\n\n  xyz.,-"), max_size=3_000))
+def test_passages_tile_the_text(text: str) -> None:
+    passages = split_passages(text, COUNTER, limit=20)
+    # every non-blank character is in exactly one passage, in order
+    assert "".join("".join(p.text.split()) for p in passages) == "".join(text.split())
+    for a, b in itertools.pairwise(passages):
+        assert a.end <= b.start and a.index + 1 == b.index
+    assert all(p.count == len(passages) and p.text == text[p.start : p.end] for p in passages)
+    if passages:
+        whole, covered = passages_text(text, passages)
+        assert covered and whole == text
+
+
+def test_long_lines_are_cut_and_passages_stay_small() -> None:
+    text = _plan(30) + "\n" + "word " * 2_000
+    passages = split_passages(text, COUNTER)
+    assert len(passages) > 10
+    assert max(COUNTER.count(p.text) for p in passages) <= PASSAGE_TOKENS + 10
+
+
+def test_the_passage_holding_the_rare_terms_ranks_first() -> None:
+    text = _plan(20).replace(
+        "- update the renderer7 helper", "- the CSV exporter must escape semicolons in the helper"
+    )
+    ranked = rank_passages(
+        key_terms("why does the exporter escape semicolons?"), split_passages(text, COUNTER)
+    )
+    assert "escape semicolons" in ranked[0][0].text and ranked[0][1] == 1.0
+    # passages without any of the question's terms are not offered at all
+    assert all(r > 0 for _, r in ranked)
+    # no question term anywhere: the opening stands for the event
+    opening = rank_passages(key_terms("kubernetes"), split_passages(text, COUNTER))
+    assert len(opening) == 1 and opening[0][0].index == 0
+
+
+def test_gaps_are_marked() -> None:
+    text = _plan(20)
+    passages = split_passages(text, COUNTER)
+    rendered, whole = passages_text(text, [passages[3], passages[1]])
+    assert not whole
+    assert rendered.startswith("…\n") and rendered.endswith("\n…")
+    assert rendered.index(passages[1].text) < rendered.index(passages[3].text)
+
+
+def _memory(path: Path, records: list[dict[str, Any]]) -> Memory:
+    clock = ManualClock(BASE + 30 * DAY)
+    store = SqliteStore(path, clock=clock)
+    memory = Memory(
+        store, clock=clock, tz=ZoneInfo("UTC"), semantic=SemanticIndex(store, kind="none")
+    )
+    assert memory.ingest_records(records, project="p").ingested == len(records)
+    memory.process()
+    memory.rollup(force=True)
+    return memory
+
+
+def test_recall_packs_the_answering_part_of_a_long_plan(tmp_path: Path) -> None:
+    answer = "- the CSV exporter must escape semicolons because Excel splits cells on them"
+    plan = _plan(60).replace(
+        "- update the renderer41 helper and its unit tests in module41", answer
+    )
+    assert COUNTER.count(plan) > 2_000
+    records = [
+        {"session_id": "s1", "timestamp": BASE, "role": "user", "text": plan},
+        {
+            "session_id": "s1",
+            "timestamp": BASE + 60_000,
+            "role": "assistant",
+            "text": "Done: the exporter now escapes semicolons.",
+        },
+    ]
+    records += [
+        {"session_id": f"o{n}", "timestamp": BASE + DAY + n * 3_600_000, "role": "user",
+         "text": f"the exporter option {n} renders the report header"}
+        for n in range(12)
+    ]  # fmt: skip
+    memory = _memory(tmp_path / "m.db", records)
+    try:
+        for budget in (300, 1_000):
+            result = memory.recall("Why must the exporter escape semicolons?", budget=budget)
+            assert result.tokens <= budget
+            texts = [i.text for i in result.items]
+            assert any(answer in t for t in texts), texts
+            part = next(i for i in result.items if answer in i.text)
+            # a part of the plan, cited, not the plan's 2,000 tokens nor its head
+            assert part.tier == "L1" and part.cites and not part.events
+            assert part.tokens < 400 and "…" in part.text
+        # a budget that holds it all gets the plan whole once its parts cover it
+        assert any(
+            i.tier == "L2" and i.text.endswith(plan[-200:])
+            for i in memory.recall(
+                "exporter semicolons renderer helper unit tests module plan", budget=20_000
+            ).items
+        )
+    finally:
+        memory.close()
