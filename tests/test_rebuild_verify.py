@@ -283,3 +283,33 @@ def test_cli_verify_exits_non_zero_and_rebuild_all_repairs_every_case_at_once(
         assert snapshot(store) == fresh.snapshot
     finally:
         store.close()
+
+
+@pytest.mark.parametrize("store", ["sqlite", "postgres"], indirect=True)
+def test_a_month_reached_only_through_a_straddling_week_is_rebuilt(store: Store) -> None:
+    # 1 December 2023 is a Friday of ISO week 48, which starts in November (the week's first
+    # parent): the December month node comes only from that day, and must come back
+    day = 86_400_000
+    events = [
+        Event(derived_ulid(ts, f"w48:{i}"), "w48", "p", "test", ts, "user_message", "user", text)
+        for i, (ts, text) in enumerate(
+            [
+                (1_701_165_600_000, "The flaky upload test fails on the CI runner again."),
+                (1_701_165_600_000 + 60_000, "Retry the upload with a fresh runner cache."),
+                (1_701_165_600_000 + 3 * day, "December release notes drafted for the upload fix."),
+            ]
+        )
+    ]
+    memory = open_memory(store)
+    store.append_events(events)
+    memory.process()
+    memory.rollup(force=True)
+    before = snapshot(store)
+    assert ("p", "toc:month:2023-12") in before["toc"] and ("p", "toc:month:2023-11") in before[
+        "toc"
+    ]
+    corrupt(store, ["DELETE FROM toc_nodes", "DELETE FROM toc_node_versions", "DELETE FROM grips"])
+    memory.rebuild(["summaries"])
+    assert snapshot(store) == before
+    report = memory.verify()
+    assert report.ok, report.problems

@@ -91,18 +91,23 @@ def reroll(
     *,
     now_ms: int,
 ) -> RerollReport:
-    """Roll up the given periods (node ids of days, weeks, months or years) and every ancestor
-    at once, bottom-up, whatever their age; clear their rollup marks (unless a concurrent change
+    """Roll up the given periods (node ids of days, weeks, months or years) and every period
+    above them (``Calendar.summary_parents`` and ``parents``: a day's week and month, a week's
+    months, a month's year) at once, bottom-up, whatever their age; clear their rollup marks (unless a concurrent change
     made a build stale, which leaves the mark for the next rollup)."""
     levels: dict[str, dict[str, Period]] = {lvl: {} for lvl in PERIOD_ORDER}
+    todo: list[Period] = []
     for node_id in node_ids:
         try:
-            period: Period | None = calendar.from_node_id(node_id)
+            todo.append(calendar.from_node_id(node_id))
         except QueryError:
             continue
-        while period is not None:
-            levels[period.level][period.node_id] = period
-            period = calendar.parent(period)
+    while todo:  # upward: the periods summarised from it and those listing it as a child
+        period = todo.pop()
+        if period.node_id in levels[period.level]:
+            continue
+        levels[period.level][period.node_id] = period
+        todo.extend({*calendar.summary_parents(period), *calendar.parents(period)})
     rerolled = retired = stale = 0
     for lvl in PERIOD_ORDER:
         # the marks as they stand once the level below is built (it marked these)

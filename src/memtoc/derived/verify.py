@@ -3,8 +3,8 @@
 The store's ``audit`` (``memtoc.store.derived``) checks what SQL can; this module checks what
 needs the derivation code, streaming every latest node and grip once:
 
-- **node tree**: every node below a year has its parent; a period lists exactly the children that
-  name it as their parent, and each listed child exists;
+- **node tree**: every node below a year has its parents (a week: each month it has days in); a
+  period lists every child that names it as a parent, and each listed child exists;
 - **bullet grips**: every bullet's grips exist, and every grip is cited by its segment's latest
   version (a grip no bullet cites is left over);
 - **search document text**: each node's, grip's and bookmark's document holds the text the
@@ -48,7 +48,7 @@ class _Problem:
 @dataclass(slots=True)
 class _Shape:
     level: str
-    parent_id: str | None
+    parents: tuple[str, ...]
     children: tuple[str, ...]
     start_ms: int
     end_ms: int
@@ -105,7 +105,7 @@ def verify_structure(
         for node in batch:
             key = (node.project, node.node_id)
             shape = _Shape(
-                node.level, node.parent_id, node.child_node_ids, node.start_ms, node.end_ms
+                node.level, node.parents, node.child_node_ids, node.start_ms, node.end_ms
             )
             shapes[key] = shape
             for bullet in node.bullets:
@@ -168,13 +168,16 @@ def _tree(
     orphans, lost, unlisted = _Problem(), _Problem(), _Problem()
     for (project, node_id), shape in shapes.items():
         if shape.level != "year" and not pending.covers(project, node_id, shape):
-            parent = shapes.get((project, shape.parent_id)) if shape.parent_id else None
-            if parent is None:
-                orphans.add(f"{node_id} (parent {shape.parent_id}) in {project}", examples)
-            elif node_id not in parent.children and not pending.covers(
-                project, str(shape.parent_id), parent
-            ):
-                unlisted.add(f"{node_id} not listed by {shape.parent_id} in {project}", examples)
+            if not shape.parents:
+                orphans.add(f"{node_id} (no parent) in {project}", examples)
+            for parent_id in shape.parents:  # a week lies in one or two months
+                parent = shapes.get((project, parent_id))
+                if parent is None:
+                    orphans.add(f"{node_id} (parent {parent_id}) in {project}", examples)
+                elif node_id not in parent.children and not pending.covers(
+                    project, parent_id, parent
+                ):
+                    unlisted.add(f"{node_id} not listed by {parent_id} in {project}", examples)
         if shape.level == "segment" or pending.covers(project, node_id, shape):
             continue
         for child in shape.children:
