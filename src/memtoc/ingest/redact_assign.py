@@ -62,7 +62,7 @@ def secret_name_strength(name: str) -> Literal["strong", "generic"] | None:
 
 _ASSIGN = re.compile(
     r"""(?i:(?P<w>secret|token|password|passwd|passphrase|pass|pwd|credentials?|key))
-    (?P<kq>\\?["'`])?  # the closing quote of a quoted key: "password": / \"password\":
+    (?P<kq>\\?["'`]\]?)?  # a quoted key's closing quote: "password": / \"password\": / ['password'] =
     (?:(?P<op>[ \t]*(?::=|=>|=(?!=)|:(?![:/]))[ \t]*)|(?P<sp>[ \t]+))  # operator / --flag space
     (?:\\"(?P<eq>[^"\\\n]*+(?:\\(?!")[^"\\\n]*+)*+)(?:\\")?  # the value, maybe unclosed
     |"(?P<dq>[^"\\\n]*+(?:\\.[^"\\\n]*+)*+)"?
@@ -141,7 +141,7 @@ GATE_WORD_FORMS: dict[str, tuple[str, ...]] = {
 prefilter looks for all of them in one pass, then asks the word's gate regex at each."""
 _BLANK = r"(?:[ \t]|\\t)"
 """A blank, or a tab as JSON writes it (metadata is read as JSON)."""
-GATE_OPERATOR = r"[\\\"'`]{0,4}" + _BLANK + "*[:=]"
+GATE_OPERATOR = r"[\\\"'`]{0,4}\]?" + _BLANK + "*[:=]"
 """What must follow a secret word for an ``op`` match of :data:`_ASSIGN`: the key's closing quote
 (``\\?["'`]``, or two quote characters as the ``aws_secret_access_key`` kind allows; up to four
 characters, as JSON escapes each), blanks, then ``:`` or ``=`` (every operator, ``:=`` and ``=>``
@@ -308,7 +308,14 @@ def redact_assignments(text: str, starts: list[int] | None) -> tuple[str, int]:
         start, end = m.span(group)
         if group == "uq" and text[end : end + 1] in ("(", "[", "{"):
             continue  # a call or an index: code, not a literal
-        if _in_expansion(text, begin - (len(name) - len(m["w"]))):
+        at = begin - (len(name) - len(m["w"]))  # where the key name starts
+        if group == "uq" and (
+            text[at - 1 : at] == "$" or text[max(0, at - 5) : at].lower() == "$env:"
+        ):
+            continue  # $NAME = … / $env:NAME = …: PowerShell, PHP: a bare value is code
+        if m["op"] == ":" and m["kq"] is None and text[at - 1 : at] == ":":
+            continue  # a:b:secret:c — a part of a colon-separated name (an ARN), not a key
+        if _in_expansion(text, at):
             # ${NAME:?message} / ${NAME:+alternate}: no value; ${NAME:-default}: the default is
             if (m["op"] or "").strip() != ":" or text[start : start + 1] not in ("-", "="):
                 continue

@@ -113,6 +113,7 @@ _FORMATS: tuple[SecretKind, ...] = (
         r"(?<![A-Za-z0-9_-])(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}(?![A-Za-z0-9])",
         "token",
         anchors=("AKIA", "ASIA", "ABIA", "ACCA"),
+        check=lambda s: not s.endswith("EXAMPLE"),  # AWS's documented AKIAIOSFODNN7EXAMPLE
     ),
     secret_kind(
         "npm_token",

@@ -26,14 +26,34 @@ _VALUE = r"(?:(?P<q>['\"]))?(?P<secret>(?(q)[^'\"\n]+|[^\s'\"]+))"
 """A value, bare or quoted (the quotes are kept)."""
 
 
+_COOKIE_ATTRIBUTES = frozenset(
+    [
+        "path",
+        "domain",
+        "expires",
+        "max-age",
+        "samesite",
+        "secure",
+        "httponly",
+        "priority",
+        "partitioned",
+        "version",
+        "comment",
+    ]
+)
+
+
 def _credential_cookie(value: str) -> bool:
     """Whether a cookie string holds a value that looks like a credential: 8 or more characters
-    with a digit or an upper-case letter (``sessionid=8f2k…``, not ``theme=dark``)."""
+    with a letter and a digit, or 20 or more (``sessionid=8f2k…``; not ``theme=dark``, nor the
+    attributes of a ``Set-Cookie``: ``Max-Age=31536000``)."""
     for pair in value.split(";"):
-        _, eq, cookie = pair.partition("=")
+        name, eq, cookie = pair.partition("=")
         cookie = cookie.strip().strip('"')
-        looks_random = any(c.isdigit() or c.isupper() for c in cookie)
-        if eq and len(cookie) >= 8 and looks_random and not is_placeholder(cookie):
+        if not eq or name.strip().lower() in _COOKIE_ATTRIBUTES or is_placeholder(cookie):
+            continue
+        mixed = any(c.isdigit() for c in cookie) and any(c.isalpha() for c in cookie)
+        if (len(cookie) >= 8 and mixed) or len(cookie) >= 20:
             return True
     return False
 
@@ -83,13 +103,31 @@ COMMAND_KINDS: tuple[SecretKind, ...] = (
         # Cookie: / Set-Cookie: headers (also as a quoted key in code or JSON), curl -b/--cookie:
         # the whole cookie string, when one of its values looks like a credential
         "cookie",
-        r"(?:(?i:\b(?:set-)?cookie)\\?[\"']?[ \t]*:|(?i:\bcurl\b)"
+        r"(?:(?i:\b(?:set-)?cookie)\\?[\"']?\]?[ \t]*[:=]|(?i:\bcurl\b)"
         + _SAME_COMMAND
         + r"[ \t](?:-b|--cookie)(?:[ \t]+|=))[ \t]*\\?[\"']?"
         + r"(?P<secret>[^\s\"'\\;][^\n\"'\\]*)",
         "keyword",
         lower=("cookie", "curl"),
         check=_credential_cookie,
+    ),
+    secret_kind(
+        # ~/.netrc (and _netrc): machine HOST login USER password PASSWORD, on one line or more
+        "netrc_password",
+        r"(?i:\bmachine)[ \t]+\S+(?:\s+(?:login|account|port)[ \t]+\S+)*\s+password[ \t]+"
+        r"(?P<secret>[^\s'\"]+)",
+        "keyword",
+        lower=("machine",),
+        check=not_placeholder,
+    ),
+    secret_kind(
+        # PHP: define('DB_PASSWORD', 'value'); (WordPress' wp-config.php: AUTH_KEY, …_SALT too)
+        "php_define",
+        r"\bdefine\(\s*['\"](?P<name>[A-Z0-9_]*(?:PASSWORD|PASSWD|PASS|SECRET|TOKEN|KEY|SALT))"
+        r"['\"]\s*,\s*(?P<q>['\"])(?P<secret>[^'\"\n]+)(?P=q)",
+        "keyword",
+        lower=("define(",),
+        check=not_placeholder,
     ),
     secret_kind(
         # ~/.docker/config.json: {"auths": {"registry": {"auth": "<base64 user:password>"}}}
@@ -150,7 +188,7 @@ def base64_kind(decoded_kinds: Sequence[SecretKind]) -> SecretKind:
     alternatives = "|".join(re.escape(a) for a in starts)
     return secret_kind(
         "base64_secret",
-        rf"(?<![A-Za-z0-9+/=])(?:{alternatives}){_B64_RUN}{{8,}}={{0,2}}(?![A-Za-z0-9+/=])",
+        rf"(?<![A-Za-z0-9+/])(?:{alternatives}){_B64_RUN}{{8,}}={{0,2}}(?![A-Za-z0-9+/=])",
         # keyword-gated on the starts (any case): a base64 run is broken into short token runs
         # by its "+" and "/", so the token gate's 16-character run may not hold it
         "keyword",

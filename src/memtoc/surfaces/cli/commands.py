@@ -13,6 +13,7 @@ from memtoc.surfaces.cli import (
     migrate_cmds,  # memtoc migrate-store (SQLite → PostgreSQL)
     quality_cmds,  # memtoc eval summaries
     recall_cmds,  # memtoc recall (budgeted context)
+    redaction_eval_cmds,  # memtoc eval redaction
     search_cmds,  # memtoc search, memtoc rebuild
     serve_cmds,  # memtoc serve (daemon: worker, rollups, HTTP API, web UI), memtoc token
     status_cmds,  # memtoc status
@@ -33,6 +34,7 @@ __all__ = [
     "migrate_cmds",
     "quality_cmds",
     "recall_cmds",
+    "redaction_eval_cmds",
     "search_cmds",
     "serve_cmds",
     "status_cmds",
