@@ -112,3 +112,13 @@ def pg_url() -> Iterator[str]:
     url, drop = create_pg_database()
     yield url
     drop()
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    """Lines a test module left for the end of the run (``config.memtoc_summary``): the fuzz
+    figures of tests/test_fuzz.py."""
+    lines = getattr(config, "memtoc_summary", None)
+    if lines:
+        terminalreporter.section("memtoc")
+        for line in lines:
+            terminalreporter.write_line(line)
