@@ -23,6 +23,7 @@ from typer.testing import CliRunner
 
 from conftest import PG_URL, create_pg_database
 from memtoc.clock import ManualClock
+from memtoc.derived.rebuild import PARTS
 from memtoc.ids import derived_ulid
 from memtoc.memory import Memory
 from memtoc.model import Event
@@ -313,3 +314,41 @@ def test_a_month_reached_only_through_a_straddling_week_is_rebuilt(store: Store)
     assert snapshot(store) == before
     report = memory.verify()
     assert report.ok, report.problems
+
+
+def test_rebuild_all_leaves_events_outside_the_time_range_unfiled(
+    sqlite_store: SqliteStore,
+) -> None:
+    # an older memtoc stored an instant past year 9999: never filed, never indexed, named only
+    # by verify's "event times" check (the fix is `memtoc forget`), and no rebuild crashes on it
+    memory = open_memory(sqlite_store)
+    events = corpus()[:12]
+    sqlite_store.append_events(events)
+    with sqlite_store.transaction():
+        sqlite_store._exec(
+            "INSERT INTO events(event_id, ts_ms, project, session_id, agent, event_type, role, "
+            "text, metadata) VALUES ('far', ?, ?, ?, 'a', 'user_message', 'user', "
+            "'poison from year 10889', '{}')",
+            ((1 << 48) - 1, events[0].project, events[0].session_id),
+        )
+        seq = sqlite_store._query("SELECT MAX(seq) FROM events")[0][0]
+        sqlite_store._exec(  # with its outbox entry and session span, as it was written then
+            "INSERT INTO outbox(kind, payload, created_ms) VALUES ('events', ?, 0)",
+            (json.dumps({"first_seq": seq, "last_seq": seq}),),
+        )
+        sqlite_store._exec(
+            "UPDATE sessions SET last_ms = ? WHERE project = ? AND session_id = ?",
+            ((1 << 48) - 1, events[0].project, events[0].session_id),
+        )
+    memory.process()
+    memory.rollup(force=True)
+    before = snapshot(sqlite_store)
+    memory.rebuild(["segments"])
+    assert sqlite_store._query("SELECT COUNT(*) FROM events_fts")[0][0] == len(events)
+    report = memory.rebuild(PARTS)
+    assert set(report.parts) == set(PARTS)
+    assert snapshot(sqlite_store) == before
+    checks = {f.check for f in memory.verify().findings}
+    assert checks == {"event times"}
+    filed = sqlite_store._query("SELECT COUNT(*) FROM events_fts")[0][0]
+    assert filed == len(events)

@@ -45,6 +45,7 @@ from memtoc.errors import QueryError
 from memtoc.model import JsonValue
 from memtoc.pipeline.grips import segment_grips
 from memtoc.pipeline.periods import Calendar, Period
+from memtoc.pipeline.segment import fileable
 from memtoc.pipeline.toc import TocBuilder, grip_doc, node_doc
 from memtoc.pipeline.worker import Processor, ProcessReport
 from memtoc.retrieval.bookmark_step import BookmarkStep, bookmark_doc, checkpoint_job
@@ -259,7 +260,11 @@ class Rebuilder:
         self, project: str, session_id: str, days: dict[str, set[str]]
     ) -> tuple[int, int, int, int]:
         store, ops = self.store, self.ops
-        events = store.session_events_from(project, session_id, _FAR_PAST, "")
+        events = [  # an instant outside 1970..9999 (an older memtoc stored it) is never filed
+            item
+            for item in store.session_events_from(project, session_id, _FAR_PAST, "")
+            if fileable(item[1])
+        ]
         desired = self.processor.segmenter.scan(project, session_id, events)
         stored = {s.node_id: s for s in store.segments_from(project, session_id, _FAR_PAST, "")}
         members = ops.members_by_node(project, list(stored))
