@@ -14,7 +14,8 @@
 2. **Re-derive** (``finish``, also the ``forget`` outbox handler, so a crash between the phases is
    completed by the next ``memtoc process``): the queued segments are summarised again from the
    remaining events (new grips, documents), the affected days, weeks, months and years are rolled
-   up again bottom-up at once (or retired when emptied), their older versions and any retired
+   up again bottom-up at once (or retired when emptied: ``derived.rebuild.reroll``, which
+   ``memtoc rebuild`` uses too), their older versions and any retired
    node overlapping the forgotten span are deleted, vectors of changed documents are dropped (and
    re-embedded when an embedder is configured), and ``store/sqlite_scrub.py`` erases the bytes:
    the FTS indexes merged (deleted terms leave them), every table that can hold text rewritten
@@ -36,9 +37,9 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from memtoc import forget_log
+from memtoc.derived.rebuild import reroll
 from memtoc.errors import QueryError
 from memtoc.model import JsonValue, OutboxEntry, iso_ms
-from memtoc.pipeline.periods import Period
 from memtoc.pipeline.worker import Processor, ProcessReport
 from memtoc.store import sqlite_scrub
 from memtoc.store.base import DirtyPeriod
@@ -65,7 +66,6 @@ from memtoc.store.sqlite_forget import (
 from memtoc.text.fts_text import search_text
 
 OUTBOX_KIND = "forget"
-_LEVELS = ("day", "week", "month", "year")
 
 
 @dataclass(frozen=True, slots=True)
@@ -339,27 +339,18 @@ def finish(
     calendar = processor.calendar
     projects = payload.get("projects") or {}
     for project, info in sorted(projects.items()):
-        levels: dict[str, dict[str, Period]] = {lvl: {} for lvl in _LEVELS}
-        for day_id in info["days"]:
-            todo = [calendar.from_node_id(day_id)]
-            while todo:  # the day and every period summarised from it: week, month, year
-                period = todo.pop()
-                levels[period.level][period.node_id] = period
-                todo.extend(calendar.summary_parents(period))
-        touched: list[str] = []
-        for lvl in _LEVELS:
-            # the marks as they stand before this level is built (the level below marked them):
-            # each is cleared after its period's build, unless re-set meanwhile
-            marks = {m.node_id: m.seq for m in store.dirty_periods(lvl) if m.project == project}
-            for node_id, period in sorted(levels[lvl].items()):
-                outcome = processor.builder.build_period(
-                    project, period, activity_ms=int(info["until_ms"])
-                )
-                if node_id in marks:
-                    store.clear_dirty(project, node_id, marks[node_id])
-                out.periods_rerolled += int(not outcome.retired)
-                out.periods_retired += int(outcome.retired)
-                touched.append(node_id)
+        # the affected days and every period above them, at once (``derived.rebuild.reroll``)
+        rolled = reroll(
+            store,
+            processor.builder,
+            calendar,
+            project,
+            info["days"],
+            now_ms=processor.clock.now_ms(),
+        )
+        out.periods_rerolled += rolled.rerolled
+        out.periods_retired += rolled.retired
+        touched = list(rolled.node_ids)
         retired = retired_nodes_overlapping(
             store, project, int(info["since_ms"]), int(info["until_ms"])
         )

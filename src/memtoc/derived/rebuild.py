@@ -81,6 +81,8 @@ class RerollReport:
     rerolled: int = 0
     retired: int = 0
     stale: int = 0
+    node_ids: tuple[str, ...] = ()
+    """Every period visited (rebuilt, retired or left stale), bottom-up."""
 
 
 def reroll(
@@ -110,10 +112,12 @@ def reroll(
         levels[period.level][period.node_id] = period
         todo.extend({*calendar.summary_parents(period), *calendar.parents(period)})
     rerolled = retired = stale = 0
+    visited: list[str] = []
     for lvl in PERIOD_ORDER:
         # the marks as they stand once the level below is built (it marked these)
         marks = {m.node_id: m.seq for m in store.dirty_periods(lvl) if m.project == project}
         for node_id, period in sorted(levels[lvl].items()):
+            visited.append(node_id)
             outcome = builder.build_period(
                 project, period, activity_ms=min(period.end_ms - 1, now_ms)
             )
@@ -124,7 +128,7 @@ def reroll(
                 store.clear_dirty(project, node_id, marks[node_id])
             rerolled += int(not outcome.retired)
             retired += int(outcome.retired)
-    return RerollReport(rerolled, retired, stale)
+    return RerollReport(rerolled, retired, stale, tuple(visited))
 
 
 def _shape(seg: SegmentRecord) -> tuple[object, ...]:
@@ -204,7 +208,10 @@ class Rebuilder:
         for project, ids in sorted(days.items()):
             r = reroll(self.store, self.processor.builder, self.calendar, project, ids, now_ms=now)
             total = RerollReport(
-                total.rerolled + r.rerolled, total.retired + r.retired, total.stale + r.stale
+                total.rerolled + r.rerolled,
+                total.retired + r.retired,
+                total.stale + r.stale,
+                (*total.node_ids, *r.node_ids),
             )
         return total
 
