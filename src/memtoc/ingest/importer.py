@@ -365,6 +365,7 @@ class _Prepared:
         pending: list[_Pending],
         report: IngestReport,
         worker: redact_worker.GateWorker | None,
+        js: list[str | None] | None = None,
     ) -> None:
         self.pending = pending
         self.report = report
@@ -372,7 +373,8 @@ class _Prepared:
         self.cap = importer.options.max_event_bytes
         self.texts: list[str] = list(map(_TEXT, pending))
         self.metas: list[Mapping[str, JsonValue]] = list(map(_METADATA, pending))
-        self.js = metadata_json(self.metas)  # None: not JSON, redacted whole; raises below
+        # None: not JSON, redacted whole; raises below (``js``: made already by the caller)
+        self.js = js if js is not None else metadata_json(self.metas)
         self._cap_metadata()
         self.worker = worker
         n = len(pending)
@@ -849,14 +851,28 @@ class Importer:
         named = self._project or draft.project or self.options.default_project
         agent_name = draft.agent or agent
         session_id = draft.session_id
-        for name, value in (
-            ("event_id", event_id),
-            ("session_id", session_id),
-            ("project", named),
-            ("agent", agent_name),
+        if (  # one expression: this runs for every event
+            type(event_id) is not str
+            or type(session_id) is not str
+            or type(named) is not str
+            or type(agent_name) is not str
+            or len(event_id) > MAX_ID_CHARS
+            or len(session_id) > MAX_ID_CHARS
+            or len(named) > MAX_ID_CHARS
+            or len(agent_name) > MAX_ID_CHARS
+            or "\x00" in event_id
+            or "\x00" in session_id
+            or "\x00" in named
+            or "\x00" in agent_name
         ):
-            if type(value) is not str or len(value) > MAX_ID_CHARS or "\x00" in value:
-                raise IngestError(_id_problem(name, value), event_id=None)
+            for name, value in (
+                ("event_id", event_id),
+                ("session_id", session_id),
+                ("project", named),
+                ("agent", agent_name),
+            ):
+                if type(value) is not str or len(value) > MAX_ID_CHARS or "\x00" in value:
+                    raise IngestError(_id_problem(name, value), event_id=None)
         ids = self._ids
         if ids is not None:
             session_id, agent_name = ids(session_id), ids(agent_name)
@@ -909,10 +925,10 @@ class Importer:
         return found
 
     def _finish(
-        self, pending: list[_Pending], report: IngestReport
+        self, pending: list[_Pending], report: IngestReport, js: list[str | None] | None = None
     ) -> tuple[list[EventRow], list[Mapping[str, JsonValue]]]:
         """Redact, cap and serialise a batch: its rows and each row's metadata (for events)."""
-        batch = _Prepared(self, pending, report, worker=None)
+        batch = _Prepared(self, pending, report, worker=None, js=js)
         try:
             return list(batch.rows()), batch.metas
         finally:
@@ -927,6 +943,7 @@ class Importer:
         where: str,
         lines: Sequence[int] | None = None,
         fallback: Callable[[_Pending], str | None] | None = None,
+        js: list[str | None] | None = None,
     ) -> tuple[list[str], AppendResult]:
         """Finish ``pending`` and append it (with ``checkpoints``) in one transaction; returns
         the ids of the batch's events now stored and what the store did.
@@ -938,7 +955,7 @@ class Importer:
         first line — stored under the alternative id, in the same transaction.
         """
         with self.store.transaction():
-            result = self._append(pending, report, checkpoints)
+            result = self._append(pending, report, checkpoints, js)
             ids = [p[0] for p in pending]
             if result.conflicts or result.refused:
                 ids = self._settle(pending, result, report, where, lines, fallback)
@@ -955,21 +972,23 @@ class Importer:
         pending: list[_Pending],
         report: IngestReport,
         checkpoints: Mapping[str, JsonValue] | None,
+        js: list[str | None] | None = None,
     ) -> AppendResult:
-        """Finish ``pending`` and hand it to the store.
+        """Finish ``pending`` (``js``: its metadata's JSON, when made already) and hand it to
+        the store.
 
         A store that takes rows (:class:`~memtoc.store.base.RowAppender`) gets them lazily,
         chunk by chunk (:class:`_Prepared`), so redaction's prefilter for the next chunk runs in
         the helper process while the store inserts this one.
         """
         if self._append_rows is None:
-            rows, metas = self._finish(pending, report)
+            rows, metas = self._finish(pending, report, js)
             events = [_event(r, m) for r, m in zip(rows, metas, strict=True)]
             return self.store.append_events(events, checkpoints)
         helper = None
         if self.redactor is not None and self.options.redact_helper and len(pending) >= 2 * _CHUNK:
             helper = redact_worker.worker()
-        batch = _Prepared(self, pending, report, worker=helper)
+        batch = _Prepared(self, pending, report, worker=helper, js=js)
         try:
             return self._append_rows(batch.rows(), checkpoints, count=len(pending))
         finally:
@@ -1024,6 +1043,29 @@ class Importer:
             ids += [p[0] for i, p in enumerate(moved) if i not in bad]
         return ids
 
+    def _checked_metadata(
+        self, batch: _Batch, report: IngestReport, source: str
+    ) -> list[str | None]:
+        """The batch's metadata as JSON (serialised once, in C, for the store too), after
+        dropping, with the reason, each one that is not JSON or is nested too deep (records
+        given through the API: a file's are checked as its lines are decoded)."""
+        js = metadata_json([p[8] for p in batch.pending])
+        bad = [
+            i for i, j in enumerate(js) if j is None or j.count("[") + j.count("{") > MAX_NESTING
+        ]
+        dropped = set()
+        for i in bad:
+            problem = metadata_problem(batch.pending[i][8])
+            if problem is not None:
+                dropped.add(i)
+                report.rejections.append(Rejection(source, batch.lines[i], problem))
+        if dropped:
+            keep = [i for i in range(len(js)) if i not in dropped]
+            batch.pending = [batch.pending[i] for i in keep]
+            batch.lines = [batch.lines[i] for i in keep]
+            js = [js[i] for i in keep]
+        return js
+
     # -- records given directly (API, MCP remember, hooks) -----------------------------------------
     def ingest_drafts(
         self, drafts: Iterable[tuple[EventDraft | str, str]], *, source: str = "api"
@@ -1042,9 +1084,10 @@ class Importer:
                 try:
                     if isinstance(draft, str):
                         raise IngestError(draft)
-                    problem = metadata_problem(draft.metadata)
-                    if problem is not None:
-                        raise IngestError(problem, event_id=event_id)
+                    if type(draft.metadata) is not dict:  # dicts are checked by the batch
+                        problem = metadata_problem(draft.metadata)
+                        if problem is not None:
+                            raise IngestError(problem, event_id=event_id)
                     pending.append(validate(draft, event_id, None, None, "unknown"))
                     batch.lines.append(n)
                 except IngestError as exc:
@@ -1060,7 +1103,10 @@ class Importer:
     def _flush_api(self, batch: _Batch, report: IngestReport, source: str) -> None:
         if not batch.pending:
             return
-        ids, result = self._store(batch.pending, report, where=source, lines=batch.lines)
+        js = self._checked_metadata(batch, report, source)
+        if not batch.pending:
+            return
+        ids, result = self._store(batch.pending, report, where=source, lines=batch.lines, js=js)
         if self.on_commit is not None:
             self.on_commit(
                 CommitInfo(

@@ -38,7 +38,7 @@ from memtoc.model import (
 )
 from memtoc.store import sqlite_projects
 from memtoc.store.base import DirtyPeriod, DocRow, EventRow, SegmentRecord
-from memtoc.store.event_checks import EDGE_SQL, Stored, classify, out_of_range_count
+from memtoc.store.event_checks import Stored, classify, out_of_range_count, valid_rows
 from memtoc.store.migrations import migrate
 from memtoc.store.sqlite_checkpoint import BackgroundCheckpointer
 from memtoc.store.sqlite_sessions import (
@@ -58,9 +58,8 @@ _EVENT_COLS = (
 )
 _INSERT_EVENT = (
     "INSERT OR IGNORE INTO events(event_id, ts_ms, project, session_id, agent, event_type, role, "
-    f"text, source, source_pos, metadata) SELECT ?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11 WHERE {EDGE_SQL}"
+    "text, source, source_pos, metadata) VALUES (?,?,?,?,?,?,?,?,?,?,?)"
 )
-"""An event row in, unless its id is stored already or it is not a valid event (``EDGE_SQL``)."""
 _EVENT_FIELDS = attrgetter(
     "event_id",
     "ts_ms",
@@ -420,17 +419,18 @@ class SqliteStore:
         new: set[str] = set()
         with self.transaction():
             before = self._exec("SELECT COALESCE(MAX(seq), 0) FROM events").fetchone()[0]
-            cur = self._conn.executemany(_INSERT_EVENT, rows)
+            refused: list[int] = []
+            cur = self._conn.executemany(_INSERT_EVENT, valid_rows(rows, refused))
             inserted = cur.rowcount if cur.rowcount >= 0 else 0
             result.inserted = inserted
             result.duplicates = count - inserted
             if inserted < count:  # duplicates, conflicts or refused rows: tell them apart
                 if not isinstance(given, list):
                     given = list(given)
-                classify(given, self._stored_for_classify, result)
-                if result.refused:  # a refused row's session span must not widen
-                    refused = {i for i, _ in result.refused}
-                    given = [r for i, r in enumerate(given) if i not in refused]
+                classify(given, self._stored_for_classify, result, set(refused))
+                if refused:  # a refused row's session span must not widen
+                    skip = set(refused)
+                    given = [r for i, r in enumerate(given) if i not in skip]
             if inserted:
                 after = self._exec("SELECT MAX(seq) FROM events").fetchone()[0]
                 result.outbox_entry_id = self._add_outbox(
