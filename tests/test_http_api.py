@@ -344,6 +344,13 @@ def test_remember_stores_an_event(tmp_path: Path) -> None:
         ]
         bad = c.post("/v1/remember", json={"text": "x", "role": "robot"}, headers=AUTH)
         assert bad.status_code == 422 and "role" in bad.json()["error"]
+        # the values the importer refuses are refused here too, with the reason, never a 500
+        for body, why in [
+            ({"text": "x", "session_id": "a\u0000b"}, "session_id contains a NUL character"),
+            ({"text": "x", "project": "p" * 1500}, "project"),
+        ]:
+            refused = c.post("/v1/remember", json=body, headers=AUTH)
+            assert 400 <= refused.status_code < 500 and why in refused.text, refused.text
     with Memory.open(s) as memory:
         assert [e.text for e in memory.events()] == ["We chose SQLite for the embedded store."]
 

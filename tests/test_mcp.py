@@ -208,6 +208,9 @@ async def _stdio(home: Path) -> dict[str, Any]:
             "memory_recall", {"query": RECALL_QUERY, "budget": 500, "project": "webapp"}
         )
         out["bad"] = await client.call_tool("memory_toc", {"node_id": "toc:week:1999-W01"})
+        out["refused"] = await client.call_tool(
+            "memory_remember", {"text": NOTE, "session_id": "a\u0000b"}
+        )
     return out
 
 
@@ -252,6 +255,8 @@ def test_stdio_session_processed_by_the_servers_own_worker(
         assert_recall(recall, 500, again)
         assert any(NOTE in i["text"] for i in recall["items"])
     assert out["bad"].is_error is True and "node not found" in out["bad"].content[0].text
+    refused = out["refused"]  # refused with the importer's reason, nothing stored
+    assert refused.is_error is True and "session_id contains a NUL" in refused.content[0].text
 
 
 def spawn_mcp(home: Path, *args: str) -> subprocess.Popen[str]:
