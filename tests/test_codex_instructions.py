@@ -102,3 +102,36 @@ def test_memory_stores_no_instruction_text(tmp_path: Path) -> None:
     assert system < 2_000, system  # was about 28 KB of instructions in this session alone
     assert "You are Codex" not in view.text and "AGENTS.md instructions" not in view.text
     assert json.dumps([e.metadata for e in events]).count("skills_instructions") == 1
+
+
+def test_a_compressed_rollout_is_read_and_never_stored_twice(tmp_path: Path) -> None:
+    """Codex zstd-compresses a rollout idle for a week (``rollout-….jsonl.zst``): it is read
+    through a plain copy, with the ids the plain file gave, so a rollout imported before and after
+    its compression is stored once."""
+    import zstandard
+
+    sessions = tmp_path / "sessions"
+    sessions.mkdir()
+    plain = sessions / ROLLOUT.name
+    plain.write_bytes(ROLLOUT.read_bytes())
+    with Memory.open(load_settings({"home": str(tmp_path / "home")})) as mem:
+        first = mem.ingest([sessions])
+        assert first.rejected == 0 and first.ingested > 0
+        packed = plain.with_name(plain.name + ".zst")
+        packed.write_bytes(zstandard.ZstdCompressor().compress(plain.read_bytes()))
+        plain.unlink()  # what Codex's compression worker does
+        again = mem.ingest([sessions])
+        assert (again.files, again.rejected, again.ingested) == (1, 0, 0)
+        assert mem.ingest([packed], rescan=True).duplicates == first.ingested
+        sources = {e.source for e in mem.events()}
+    assert sources == {str(plain)}  # the events keep the file they came from first
+    with Memory.open(load_settings({"home": str(tmp_path / "fresh")})) as mem:
+        report = mem.ingest([packed])
+        assert (report.rejected, report.ingested) == (0, first.ingested)
+        assert {e.source for e in mem.events()} == {str(packed)}
+        broken = (
+            sessions / "rollout-2026-06-23T00-00-00-019eef3d-0000-7000-8000-000000000000.jsonl.zst"
+        )
+        broken.write_bytes(b"\x28\xb5\x2f\xfd not really zstd")
+        bad = mem.ingest([broken])
+        assert bad.unusable == [str(broken)] and "zstd" in bad.rejections[0].reason

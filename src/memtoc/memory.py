@@ -217,6 +217,7 @@ class Memory:
             project=project,
             rescan=rescan,
             default_cwd=default_cwd,
+            plain_cache=s.home / "cache" / "plain",
             default_project=s.project or "default",
             include_thinking=s.include_thinking,
             follow_symlinks=s.follow_symlinks,

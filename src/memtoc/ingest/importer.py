@@ -34,6 +34,7 @@ from memtoc.clock import Clock, SystemClock
 from memtoc.errors import IngestError
 from memtoc.ids import derived_ulid
 from memtoc.ingest import redact_worker
+from memtoc.ingest.compressed import default_cache, is_compressed, plain_copy
 from memtoc.ingest.positions import CHECKPOINT_PREFIX, Fingerprints, first_line_hash, resume
 from memtoc.ingest.redact_gate import batch_blob, blob_suspects
 from memtoc.ingest.sources import get_source, sniff_format
@@ -151,6 +152,9 @@ class IngestOptions:
     max_event_bytes: int = 1_000_000
     batch_size: int = 2_000
     rescan: bool = False
+    plain_cache: Path | None = None
+    """Where compressed transcripts (``*.jsonl.zst``) are decompressed to be read
+    (``ingest.compressed``; None: a per-user temporary folder)."""
     """Ignore watermarks and re-read every file (what is already stored counts as duplicates)."""
     redact_helper: bool = False
     """Gate large batches' redaction prefilter in the helper process (``redact_worker``) while
@@ -238,7 +242,11 @@ def discover(
             for name in sorted(filenames):
                 path = Path(dirpath) / name
                 suffix = path.suffix.lower()
-                if suffix not in _SUFFIXES and (suffix != _MARKDOWN or not _specstory_file(path)):
+                if (
+                    suffix not in _SUFFIXES
+                    and not is_compressed(path)
+                    and (suffix != _MARKDOWN or not _specstory_file(path))
+                ):
                     continue
                 real = path.resolve()
                 if not follow_symlinks and path.is_symlink() and not real.is_relative_to(real_root):
@@ -664,6 +672,8 @@ class Importer:
         report = IngestReport(files=1)
         where = str(path)
         try:
+            if is_compressed(path):  # read through its plain copy; reported under its own name
+                path = plain_copy(path, self.options.plain_cache or default_cache())
             identity = first_line_hash(path)
             if identity is None:
                 return report  # empty (or blank) file: nothing to import, nothing wrong
