@@ -20,8 +20,6 @@ import os
 import tempfile
 from pathlib import Path
 
-import zstandard
-
 from memtoc.errors import IngestError
 
 SUFFIXES = (".jsonl.zst", ".json.zst", ".ndjson.zst")
@@ -55,6 +53,13 @@ def plain_copy(path: Path, cache: Path) -> Path:
             return target
     except OSError:
         pass
+    try:
+        import zstandard  # imported here: only compressed files need it
+    except ImportError as exc:  # an environment installed before the dependency was added
+        raise IngestError(
+            "reading .zst transcripts needs the 'zstandard' package (reinstall memtoc)",
+            source=str(path),
+        ) from exc
     cache.mkdir(parents=True, exist_ok=True, mode=0o700)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=cache)
     try:
