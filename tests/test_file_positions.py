@@ -257,3 +257,24 @@ def test_older_checkpoints_migrate_on_postgres(pg_url: str) -> None:
         }
     finally:
         store.close()
+
+
+def test_a_rewritten_chat_document_without_times_stores_nothing_twice(
+    memory: Memory, tmp_path: Path
+) -> None:
+    """OpenAI chat documents carry no time: messages were placed to end at the file's mtime, and
+    the document's one line was its identity, so every rewrite stored every message again."""
+    doc = tmp_path / "chat.json"
+    messages = [{"role": "user", "content": "hello there"}, {"role": "assistant", "content": "hi"}]
+    doc.write_text(json.dumps(messages))
+    os.utime(doc, (1_705_572_000, 1_705_572_000))
+    assert memory.ingest([doc]).ingested == 2
+    messages.append({"role": "user", "content": "another question"})
+    doc.write_text(json.dumps(messages))
+    os.utime(doc, (1_705_572_600, 1_705_572_600))
+    grown = memory.ingest([doc])
+    assert (grown.ingested, grown.duplicates) == (1, 2)
+    events = memory.events()
+    assert [e.text for e in events] == ["hello there", "hi", "another question"]
+    assert [e.ts_ms for e in events] == [1_705_571_999_999, 1_705_572_000_000, 1_705_572_000_001]
+    assert memory.ingest([doc], rescan=True).duplicates == 3

@@ -35,7 +35,13 @@ from memtoc.errors import IngestError
 from memtoc.ids import derived_ulid
 from memtoc.ingest import redact_worker
 from memtoc.ingest.compressed import default_cache, is_compressed, plain_copy
-from memtoc.ingest.positions import CHECKPOINT_PREFIX, Fingerprints, first_line_hash, resume
+from memtoc.ingest.positions import (
+    CHECKPOINT_PREFIX,
+    Fingerprints,
+    document_hash,
+    first_line_hash,
+    resume,
+)
 from memtoc.ingest.redact_gate import batch_blob, blob_suspects
 from memtoc.ingest.sources import get_source, sniff_format
 from memtoc.ingest.sources._lines import MAX_NESTING, nesting
@@ -532,9 +538,11 @@ class _Position:
     fingerprints: Fingerprints
     identity: str
     """The file's first-line hash: event ids without one of their own derive from it."""
+    anchors: dict[str, int]
+    """Where the file's time-less sessions are placed (``RawRecord.anchor``), kept with it."""
 
     def mark(self, offset: int) -> dict[str, JsonValue]:
-        return self.fingerprints.mark(offset, self.path, self.fmt)
+        return self.fingerprints.mark(offset, self.path, self.fmt, self.anchors)
 
     def alternative_id(self, p: _Pending) -> str | None:
         """For an event whose id was derived from its position (``_event_from``), the id it
@@ -702,17 +710,21 @@ class Importer:
     ) -> None:
         real = path.resolve()
         label = Path(self._id(str(real)))  # the path as checkpoints keep it
-        start, job = self._resume_offset(identity, label, size, source, fingerprints, report)
+        if not resumable(source, path):  # a whole document: its first line changes as it grows
+            identity = document_hash(label)
+        start, job, anchors = self._resume_offset(
+            identity, label, size, source, fingerprints, report
+        )
         if start >= size:
             if progress:
                 progress(size)
             return
         if progress and start:
             progress(start)
-        options = SourceOptions(include_thinking=self.options.include_thinking)
+        options = SourceOptions(include_thinking=self.options.include_thinking, anchors=anchors)
         batch = _Batch()
         consumed = start
-        position = _Position(job, label, source.name, fingerprints, identity)
+        position = _Position(job, label, source.name, fingerprints, identity, dict(anchors))
         failed = 0  # rejections that count against the file (not a last line still growing)
         try:
             for record in _guarded(source, path, start, options):
@@ -723,6 +735,8 @@ class Importer:
                     failed += 1
                 else:
                     report.skipped += record.skipped
+                    if record.anchor is not None:
+                        position.anchors[record.anchor[0]] = record.anchor[1]
                     for draft in record.drafts:
                         pending = self._event_from(
                             draft, identity, record, where, report, source.agent
@@ -761,20 +775,21 @@ class Importer:
         source: Source,
         fingerprints: Fingerprints,
         report: IngestReport,
-    ) -> tuple[int, str]:
-        """Where to start reading the file, and its checkpoint key (:mod:`positions`)."""
+    ) -> tuple[int, str, dict[str, int]]:
+        """Where to start reading the file, its checkpoint key and where its time-less sessions
+        were placed (:mod:`positions`)."""
         prefix = f"{CHECKPOINT_PREFIX}{identity}:"
         own = self.store.get_checkpoint(prefix + str(real))
         others = {} if own is not None else self.store.list_checkpoints(prefix)
         found = resume(others, own, first=identity, path=real, size=size, fingerprints=fingerprints)
         if self.options.rescan:
-            return 0, found.job
-        report.restarted += found.restarted
-        if not resumable(source, real) and found.start != size:
+            return 0, found.job, found.anchors
+        if not resumable(source, real):
             # A whole-document format: unchanged size means nothing new; otherwise re-read it all
             # (every event already stored is a no-op duplicate).
-            return 0, found.job
-        return found.start, found.job
+            return (size if found.start == size else 0), found.job, found.anchors
+        report.restarted += found.restarted
+        return found.start, found.job, found.anchors
 
     def _flush(self, batch: _Batch, position: _Position, where: str, report: IngestReport) -> None:
         if batch.watermark is None and not batch.pending:

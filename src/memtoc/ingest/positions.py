@@ -12,6 +12,11 @@ from the start, which is always safe (what is stored already comes back as dupli
 A file with no checkpoint under its path that matches one kept under another path with the same
 first line (head and tail fingerprints) was moved, renamed or copied: it resumes there too.
 
+A whole-document file (``openai-chat``, a Gemini CLI JSON document: read whole, rewritten as it
+grows) is identified by its path instead (:func:`document_hash`): its first line changes with every
+rewrite. Its time-less sessions keep the instants the first read gave them (``anchors``), so a
+rewritten document's earlier messages keep their ids; moved, it is a new file.
+
 Checkpoints written before fingerprints (``0010_file_positions`` marks them ``legacy``) are trusted
 only under their own path and at a line start; any doubt means a re-read.
 """
@@ -21,7 +26,7 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +52,13 @@ def first_line_hash(path: Path) -> str | None:
         return None
     first = identity_prefix(head) if is_specstory(head) else head.split(b"\n", 1)[0]
     return hashlib.blake2b(first, digest_size=12).hexdigest()
+
+
+def document_hash(path: Path) -> str:
+    """The identity of a whole-document file (read whole, rewritten as it grows: its first line
+    changes with it, or is a bare ``{`` shared by every document): a hash of its path."""
+    key = f"document:{path}".encode("utf-8", "surrogatepass")
+    return hashlib.blake2b(key, digest_size=12).hexdigest()
 
 
 def job_for(first: str, path: Path) -> str:
@@ -87,16 +99,21 @@ class Fingerprints:
     def tail(self, offset: int) -> str:
         return _digest(self._read(max(0, offset - TAIL_BYTES), offset))
 
-    def mark(self, offset: int, path: Path, fmt: str) -> dict[str, JsonValue]:
-        """The checkpoint value for ``offset``."""
+    def mark(
+        self, offset: int, path: Path, fmt: str, anchors: Mapping[str, int] | None = None
+    ) -> dict[str, JsonValue]:
+        """The checkpoint value for ``offset`` (with the time-less sessions' ``anchors``)."""
         length, head = self.head(offset)
-        return {
+        value: dict[str, JsonValue] = {
             "offset": offset,
             "path": str(path),
             "format": fmt,
             "head": [length, head],
             "tail": self.tail(offset),
         }
+        if anchors:
+            value["anchors"] = dict(anchors)
+        return value
 
     def matches(self, mark: Mapping[str, Any], size: int) -> bool:
         """Whether the file still holds, before the mark's offset, the bytes the mark saw."""
@@ -124,6 +141,8 @@ class Resume:
     """The file's own checkpoint no longer matched it: read again from the start."""
     moved_from: str | None = None
     """The path whose checkpoint this file continues (a moved, renamed or copied file)."""
+    anchors: dict[str, int] = field(default_factory=dict)
+    """Where earlier reads placed the file's time-less sessions (``RawRecord.anchor``)."""
 
 
 def resume(
@@ -139,15 +158,16 @@ def resume(
     none, the other ``checkpoints`` kept under its first line's hash."""
     job = job_for(first, path)
     if isinstance(own, dict):
+        anchors = _anchors(own)
         if own.get("legacy"):
             offset = own.get("offset")
             if type(offset) is int and fingerprints.at_line_start(offset, size):
-                return Resume(job, offset)
-            return Resume(job, 0, restarted=True)
+                return Resume(job, offset, anchors=anchors)
+            return Resume(job, 0, restarted=True, anchors=anchors)
         if fingerprints.matches(own, size):
-            return Resume(job, int(own["offset"]))
-        return Resume(job, 0, restarted=True)
-    best: tuple[int, str] | None = None
+            return Resume(job, int(own["offset"]), anchors=anchors)
+        return Resume(job, 0, restarted=True, anchors=anchors)
+    best: tuple[int, str, dict[str, int]] | None = None
     for key, mark in list(checkpoints.items())[:MAX_CANDIDATES]:
         if key == job or not isinstance(mark, dict):
             continue
@@ -158,10 +178,17 @@ def resume(
                     {}, mark, first=first, path=path, size=size, fingerprints=fingerprints
                 )
                 if not found.restarted:
-                    return Resume(job, found.start, moved_from=recorded)
+                    return Resume(job, found.start, moved_from=recorded, anchors=found.anchors)
             continue
         if fingerprints.matches(mark, size) and (best is None or mark["offset"] > best[0]):
-            best = (int(mark["offset"]), str(mark.get("path")))
+            best = (int(mark["offset"]), str(mark.get("path")), _anchors(mark))
     if best is not None:
-        return Resume(job, best[0], moved_from=best[1])
+        return Resume(job, best[0], moved_from=best[1], anchors=best[2])
     return Resume(job, 0)
+
+
+def _anchors(mark: Mapping[str, Any]) -> dict[str, int]:
+    found = mark.get("anchors")
+    if not isinstance(found, dict):
+        return {}
+    return {k: v for k, v in found.items() if isinstance(k, str) and type(v) is int}

@@ -60,6 +60,10 @@ class RawRecord:
     complete: bool = True
     """False for a last line with no newline that failed to parse: it may still be growing, so the
     watermark stays before it and the next incremental import retries it."""
+    anchor: tuple[str, int] | None = None
+    """For a format whose records carry no time: ``(session_id, instant)`` the source placed that
+    session's records from. The importer keeps it with the file's position and hands it back
+    (``SourceOptions.anchors``), so a re-read places them at the same instants (same ids)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +72,8 @@ class SourceOptions:
 
     include_thinking: bool = False
     default_agent: str | None = None
+    anchors: Mapping[str, int] = field(default_factory=dict)
+    """Instants earlier reads of this file placed time-less sessions from (``RawRecord.anchor``)."""
 
 
 class Source(Protocol):

@@ -17,7 +17,9 @@ message with neither content nor tool calls is skipped.
 
 Time: the format has none. With ``created`` (epoch seconds or ISO), message *i* (1-based) is at
 ``created + (i - 1)`` ms; without it, the conversation is placed to end at the file's mtime
-(message *i* of *n* at ``mtime - (n - i)`` ms). One millisecond apart keeps the order.
+(message *i* of *n* at ``mtime - (n - i)`` ms) when it is first read, and kept there: the base is
+reported as the record's ``anchor`` and handed back on later reads, so a rewritten document keeps
+its messages' instants and ids. One millisecond apart keeps the order.
 
 ``session_id``: the conversation's, else the file stem (``stem-K`` for the K-th conversation of a
 list). Records' ``line`` is the 1-based message index across the document, and their offsets are
@@ -132,10 +134,15 @@ class OpenAIChatSource:
                 conv.error = conv.error or "field 'session_id' must be a non-empty string"
             if deep and nesting(conv.fields) > MAX_NESTING + 2:  # + the conversation, messages
                 conv.error = conv.error or f"nested deeper than {MAX_NESTING} levels"
-            base_ms = _conversation_start(conv, path)
+            base_ms = _conversation_start(conv, path, options.anchors.get(session_id))
+            anchor = (
+                (session_id, base_ms)
+                if isinstance(base_ms, int) and conv.fields.get("created") is None
+                else None
+            )
             for index, (begin, end, message) in enumerate(conv.messages, start=1):
                 line += 1
-                record = RawRecord(line, to_bytes(begin), to_bytes(end))
+                record = RawRecord(line, to_bytes(begin), to_bytes(end), anchor=anchor)
                 found = (
                     base_ms if isinstance(base_ms, str) else _message_parts(message, conv.fields)
                 )
@@ -166,14 +173,16 @@ class OpenAIChatSource:
         return {"session_id": path.stem}
 
 
-def _conversation_start(conv: _Conversation, path: Path) -> int | str:
+def _conversation_start(conv: _Conversation, path: Path, anchor: int | None) -> int | str:
     """The instant of message 0 (message *i* is at this + *i* ms), or why the conversation's
-    messages cannot be read."""
+    messages cannot be read. Without ``created``: where an earlier read placed it (``anchor``),
+    else ending at the file's mtime — a document rewritten with more messages keeps its earlier
+    messages' instants (and so their ids), the new ones follow them."""
     if conv.error is not None:
         return conv.error
     created = conv.fields.get("created")
     if created is None:
-        return mtime_ms(path) - len(conv.messages)
+        return anchor if anchor is not None else mtime_ms(path) - len(conv.messages)
     try:
         return parse_timestamp(created) - 1
     except ValueError as exc:
