@@ -78,6 +78,28 @@ def test_requests_are_not_conclusions() -> None:
         assert detect([("user", request), ("assistant", "On it.")]) == [], request
 
 
+def test_commands_status_reports_and_pasted_plans_are_not_moments() -> None:
+    status = "All clean. Here's a summary of the changes: the banner is now hidden in cloud mode."
+    assert detect([("assistant", status), ("user", "commit")]) == []
+    assert (
+        detect([("assistant", "Let me start by reading RemediateTab.tsx."), ("user", "continue")])
+        == []
+    )
+    plan = (
+        "Implement the following plan: # Plan: auto-expand the latest remediation ## Context "
+        "The panel stays collapsed. We want the latest remediation visible instead of hidden, "
+        "not collapsed. ## Changes 1. Track the active id 2. Expand it on completion"
+    )
+    assert detect([("user", plan), ("assistant", "On it.")]) == []
+
+
+def test_a_bare_choice_names_an_offered_option() -> None:
+    offer = "Options: 1. **session.go** 2. **agent.go** 3. **events.go**. Which one do you prefer?"
+    (b,) = detect([("assistant", offer), ("user", "agent.go")])
+    assert b.type == "conclusion" and b.content.endswith("— agent.go")
+    assert detect([("assistant", "The tests pass."), ("user", "agent.go")]) == []
+
+
 def test_a_user_correction_keeps_the_right_version_not_the_mistake() -> None:
     events = conversation(
         [

@@ -47,6 +47,11 @@ CHOICE = _rx(
     r"^(?:option|approach|plan)\s+[\w-]+[.!]?$|^[\w./-]+\.\w{1,5}[.!]?$|^[A-Z][A-Za-z0-9]+[.!]?$"
 )
 """A bare choice: "1", "4 and 1", "B", "option 2", "agent.go", "WatchProviders"."""
+BARE_COMMAND = _rx(
+    r"^(?:commit|comit|commi|push|continue|proceed|go|next|stop|wait|retry|again|clear|"
+    r"commit (?:this|it|that|all)|and push|then commit)\W*$"
+)
+"""A reply that is a command, not a pick ("commit", "continue")."""
 CHOICE_VERB = _rx(
     r"^(?:ok(?:ay)?[,.]?\s*)?(?:revert|drop|keep|remove|delete|use|take|pick|choose|try|go with|"
     r"plan out|do)\b"
@@ -175,9 +180,11 @@ DECISION: tuple[tuple[re.Pattern[str], float], ...] = (
 """A statement that settles a choice or a rule, with its strength."""
 QUOTED = _rx(
     r"review comment|comment from a reviewer|observation from|\u26a0|^fix:|^address\b|"
+    r"^implement the following plan|^this session is being continued|^## context|"
     r"^let's address|^let's look at this|suggested change|^consider this"
 )
-"""A user turn that relays someone else's suggestions (a code review): not the user's decision."""
+"""A user turn that relays text written elsewhere (a code review, a plan to implement, a context
+dump): not the user's own decision."""
 REQUEST = _rx(
     r"^(?:let's (?:address|look|see|check|try|start|debug|investigate|figure|think|take|dig|find|"
     r"get|begin|continue|focus|review|explore|talk|consider|do \d|fix \d|have|proceed|move on|"

@@ -213,6 +213,8 @@ def _cap(text: str) -> str:
 _MESSAGES = {"user_message", "assistant_message"}
 _LEAD_IN = re.compile(r"^(?:ok(?:ay)?|alright|so|right|well|hmm+|k|look)[,.!…]*\s+", re.I)
 _STARTS_ACTION = re.compile(r"^(?:let me|now let me|i'll|i will|next,? i|first,? let me)\b", re.I)
+_NUMBERED = re.compile(r"(?:option\s*)?(?:\d|[a-e])(?:\s*(?:,|and|&|then)\s*(?:\d|[a-e]))*")
+_LISTED = re.compile(r"(?:^|\s)(?:\d|[a-e])[.)]\s|\boption\b|\*\*", re.I)
 _REPORT = re.compile(
     r"^(?:i (?:ran|tested|did|got|have|see|added|made|fixed)|something|here's|here is|there's)\b",
     re.I,
@@ -301,14 +303,15 @@ class _Session:
             if b is not None:
                 yield b
                 return
-        decided = None if cues.QUOTED.search(text) else _best(e.text, cues.DECISION)
+        # a decision is the user's own framing: its first lines, not a pasted plan, log or review
+        decided = None if cues.QUOTED.search(text) else _best(text, cues.DECISION)
         if decided is not None and not _is_request(decided[1]):
             yield self._decision(e, decided, offered, reply)
-        elif offered is not None and len(text.split()) <= 40 and _agrees(text):
+        elif offered is not None and len(text.split()) <= 40 and _agrees(text, offered.text):
             b = self._agreement(e, text, offered)
             if b is not None:
                 yield b
-        found = _best(e.text, cues.FOUNDATIONAL)
+        found = None if cues.QUOTED.search(text) else _best(text, cues.FOUNDATIONAL)
         if found is not None:
             b = make_bookmark(e.project, "foundational", _cap(found[1]), [e], found[0])
             if b is not None:
@@ -375,15 +378,23 @@ class _Session:
         proposal = [s for s in said if cues.PROPOSAL.search(s)]
         question = [s for s in said if s.endswith("?")]
         first = _LEAD_IN.sub("", text).strip()
-        picked = bool(cues.CHOICE.search(first) or cues.CHOICE_VERB.search(first)) and (
-            len(first.split()) <= 8
-        )
+        picked = _picks(first, offered.text)
         extra = _beyond_agreement(text)
-        if extra and (_is_request(extra) or "?" in text or _REPORT.search(extra)):
-            extra = ""  # a new request, a question or a report after "ok" accepts nothing
+        if extra and (
+            _is_request(extra)
+            or "?" in text
+            or _REPORT.search(extra)
+            or _STARTS_ACTION.search(said[-1])
+            or not (_best(extra, cues.DECISION) or cues.CHOICE_VERB.search(extra))
+        ):
+            extra = ""  # accepting nothing: a new request, a question, a report ("now it works")
         confirm = next((s for p, s in cues.CONFIRM if p.search(text)), None)
         status = cues.SUCCESS.search(said[0]) or cues.STATUS.search(said[0])
-        if proposal or question or picked or (extra and not status and len(said) >= 2):
+        if status and not (proposal or question):
+            return None  # "commit" after "Done. Here's a summary…" decides nothing
+        if any(cues.DECLARED.search(s) for s in said[:4]):
+            return None  # "Confirmed" of a declared conclusion: a source of that bookmark
+        if proposal or question or picked or (extra and len(said) >= 2):
             if not proposal and question and not picked and cues.MECHANICAL.search(question[-1]):
                 return None  # permission for a next step ("shall I run the tests?")
             content = _proposal_content(said, proposal, question)
@@ -500,15 +511,30 @@ def _is_request(sentence: str) -> bool:
     return not any(p.search(s) for p in strong)
 
 
-def _agrees(text: str) -> bool:
+def _agrees(text: str, offered: str = "") -> bool:
     first = _LEAD_IN.sub("", text).strip()
-    short = len(first.split()) <= 8
     return bool(
         cues.AGREE.search(first)
         or cues.AGREE.search(text)
         or any(p.search(text) for p, _ in cues.CONFIRM)
-        or (short and (cues.CHOICE.search(first) or cues.CHOICE_VERB.search(first)))
+        or _picks(first, offered)
     )
+
+
+def _picks(reply: str, offered: str) -> bool:
+    """A short reply naming one of the things offered: an option number or letter when the offer
+    lists options, a word of the offer ("agent.go", "WatchProviders"), or an imperative pick
+    ("revert it", "drop both for 1"); never a bare command ("commit", "continue")."""
+    if not offered or len(reply.split()) > 8 or cues.BARE_COMMAND.search(reply):
+        return False
+    if cues.CHOICE_VERB.search(reply):
+        return True
+    if not cues.CHOICE.search(reply):
+        return False
+    token = reply.strip(" .!").lower()
+    if _NUMBERED.fullmatch(token):  # "1", "4 and 1", "option B": the offer must list options
+        return bool(_LISTED.search(offered))
+    return token in offered.lower()
 
 
 def _acks(text: str) -> bool:
