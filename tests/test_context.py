@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from datetime import UTC, datetime
 from pathlib import Path
@@ -188,3 +189,29 @@ def test_where_we_left_off_is_the_intent_and_outcome_of_the_latest_sessions(
     ]
     assert "refresh_token" not in view.text and "/model" not in view.text
     assert view.text.index("Where we left off") < view.text.index("Sessions before it")
+
+
+def test_sessions_before_a_long_latest_session_are_still_found(tmp_path: Path) -> None:
+    """A latest session of many segments fills the newest segments: the session before it is
+    found by looking just before the latest one began."""
+    clock = ManualClock(T0 + 5 * DAY)
+    store = SqliteStore(tmp_path / "c.db", durability="off", clock=clock)
+    events = _session("old", T0, [
+        ("user", "Migrate the settings page to the new form library", ""),
+        ("assistant", "Settings page now uses react-hook-form; 40 tests pass.", ""),
+    ])  # fmt: skip
+    long = [("user", "Profile the importer on the 1M store", "")]
+    long += [("assistant", f"Step {i}: measured batch {i} of the importer.", "") for i in range(80)]
+    events += [
+        dataclasses.replace(e, ts_ms=T0 + DAY + i * 3_600_000)  # an hour apart: a segment each
+        for i, e in enumerate(_session("long", T0 + DAY, long))
+    ]
+    store.append_events(events)
+    counter = default_counter()
+    mem = Memory(store, clock=clock, counter=counter, summarizer=ExtractiveSummarizer(counter),
+                 tz=ZoneInfo("UTC"), pipeline=PipelineConfig())  # fmt: skip
+    mem.process()
+    assert len(store.latest_nodes("p", "segment", 100)) > 12
+    view = mem.context("p", budget=800)
+    assert "Asked: “Profile the importer on the 1M store”" in view.text
+    assert "asked: “Migrate the settings page to the new form library”" in view.text

@@ -12,7 +12,8 @@ they reported) are passed over.
 The latest session gets all four; the sessions before it — work running in parallel, or the
 thread the user left a little earlier — their intent and outcome. Every read is an indexed walk
 that stops after a few rows: the project's newest events, its newest segments (to find its
-recent sessions), and the first and last events of each of a few sessions.
+recent sessions), the events just before the earliest session found (when one long session
+fills those), and the first and last events of each of a few sessions.
 """
 
 from __future__ import annotations
@@ -96,6 +97,7 @@ class _Session:
     last_request: Event | None
     outcome: Event | None
     failure: Event | None
+    first_ms: int
     last_ms: int
 
 
@@ -124,7 +126,9 @@ def _session(store: Store, project: str, session_id: str) -> _Session | None:
             break
     if intent is None and outcome is None:
         return None
-    return _Session(session_id, intent, last_request, outcome, failure, tail[0].ts_ms)
+    return _Session(
+        session_id, intent, last_request, outcome, failure, head[0].ts_ms, tail[0].ts_ms
+    )
 
 
 def _quote(counter: TokenCounter, event: Event) -> str:
@@ -132,7 +136,9 @@ def _quote(counter: TokenCounter, event: Event) -> str:
 
 
 def recent_sessions(store: Store, project: str, segments: Iterable[TocNode]) -> list[_Session]:
-    """The latest work session, then up to ``EARLIER_SESSIONS`` before it (by last activity)."""
+    """The latest work session, then up to ``EARLIER_SESSIONS`` before it (by last activity):
+    the sessions of the newest events and segments, and — when those are all one long session —
+    the sessions whose events come just before the earliest one found."""
     tail = [
         e
         for e in store.scan_events(project=project, limit=TAIL_EVENTS, descending=True)
@@ -141,12 +147,26 @@ def recent_sessions(store: Store, project: str, segments: Iterable[TocNode]) -> 
     order = list(dict.fromkeys([*(e.session_id for e in tail),
                                 *(s.session_id for s in segments if s.session_id)]))  # fmt: skip
     found: list[_Session] = []
-    for session_id in order:
+    tried: set[str] = set()
+    while len(found) <= EARLIER_SESSIONS:
+        if not order:
+            if not found:
+                break
+            before = min(s.first_ms for s in found)
+            older = store.scan_events(
+                project=project, until_ms=before, limit=TAIL_EVENTS, descending=True
+            )
+            order = [sid for sid in dict.fromkeys(e.session_id for e in older if is_work(e))
+                     if sid not in tried]  # fmt: skip
+            if not order:
+                break
+        session_id = order.pop(0)
+        if session_id in tried:
+            continue
+        tried.add(session_id)
         session = _session(store, project, session_id)
         if session is not None:
             found.append(session)
-        if len(found) > EARLIER_SESSIONS:
-            break
     latest, earlier = found[:1], sorted(found[1:], key=lambda s: -s.last_ms)
     return latest + earlier
 
