@@ -1,66 +1,130 @@
 """Time expressions in queries: "yesterday", "last week", "in March", "two weeks ago", "on 8 May",
-"since Monday", "before the migration" — resolved against a reference instant in a time zone.
+"Friday evening", "about an hour ago", "since Monday", "before the migration" — resolved against a
+reference instant in a time zone.
 
 ``parse_time(query, reference_ms, tz)`` finds the first time expression in ``query`` and returns a
 ``TimeExpr``: the half-open range ``[start_ms, end_ms)`` it denotes (local calendar periods computed
 with ``pipeline.periods.Calendar``, so they agree with the TOC's days, ISO weeks and months, DST
-included), or — for "before/after <event>" — an ``anchor`` phrase and a ``relation`` the caller
-resolves by searching for the event (``resolve_anchor``), plus the query with the expression
-removed (``rest``). No expression gives ``None``; arbitrary input never raises.
+included; hours of the day are local wall-clock hours), or — for "before/after <event>" — an
+``anchor`` phrase and a ``relation`` the caller resolves by searching for the event
+(``resolve_anchor``), plus the query with the expression removed (``rest``). No expression gives
+``None``; arbitrary input never raises.
 
 What each form means (``ref`` = the reference instant, "day" = a local calendar day):
 
 =====================================  =========================================================
-``today`` / ``this morning`` …         today (morning 00-12h, afternoon 12-18h, evening 18-24h)
-``yesterday`` / ``the day before …``   that day; ``last night`` = yesterday 18:00 → today 06:00
-``this week`` / ``last week``          the current / previous ISO week (Monday 00:00 → Monday)
+``today`` / ``yesterday`` / ``the      that day; ``earlier today`` = today up to ``ref``
+day before yesterday`` / ``tomorrow``
+``this week`` / ``last week``          the current / previous ISO week (Monday 00:00 → Monday);
+                                       ``earlier this week|month|year`` ends at ``ref``
 ``the week before last``               the ISO week before the previous one
 ``this|last weekend``                  Saturday 00:00 → Monday 00:00 of the current / previous
                                        ISO week
+``over|during|on|at the weekend``      the most recent weekend that has begun by ``ref``
+``before|after the weekend``           the Friday before / the Monday after the most recent
+                                       weekend that has begun (ended, for "after") by ``ref``
 ``this|last month|year``               the calendar month / year, or the one before
 ``Monday`` / ``on Monday`` / ``last    the most recent Monday strictly before today;
 Monday``                               ``this Monday`` = the Monday of the current ISO week
 ``in March`` / ``during March``        the most recent March whose start is not after ``ref``
                                        (asked in January, "in December" is last year's)
+``early|mid|late March``, ``the        days 1-10 / 11-20 / 21-end of that month
+start|middle|end of March``
 ``last March``                         the most recent March strictly before the current month
 ``March 2023`` / ``in 2023`` / ``2023``  that month / year (a year alone: 1900-2099 only)
 ``on 8 May`` / ``May 8th`` / ``the     that day; without a year, the most recent one not after
-8th of May`` / ``2023-05-08``          ``ref``'s date
+8th of May`` / ``2023-05-08``          ``ref``'s date. A weekday written beside a date
+                                       ("Tuesday Feb 17") is part of it; the date wins
+``on the 27th`` / ``of the 27th``      the most recent 27th not after today (with a weekday,
+                                       "Tuesday the 17th": the most recent 17th that is a
+                                       Tuesday, within a year)
 ``N days ago``                         the local day ``N`` days before today
 ``N weeks ago``                        7 days centred on the day ``N`` weeks back (day-3 … day+3)
 ``N months ago``                       31 days centred on the same day ``N`` months back
 ``N years ago``                        365 days centred on the same day ``N`` years back
-``the last|past N days|weeks|…``       ``[ref - N units, ref)`` (months = 30 d, years = 365 d)
+``N hours|minutes ago``                ``ref - N units`` ± half of it (at least ± 10 minutes),
+                                       never after ``ref``: "an hour ago" = 1.5 h → 0.5 h before
+``the last|past N days|hours|…``       ``[ref - N units, ref)`` (months = 30 d, years = 365 d)
+``between X and Y``, ``from X to       from the start of the earlier to the end of the later
+Y``, ``X and Y``                       (both dates or days)
 ``since X`` / ``after X``              ``[start(X), ref)`` / ``[end(X), ref)`` for a date ``X``
 ``before X`` / ``until X``             ``[0, start(X))`` / ``[0, end(X))`` (open start: epoch 0)
 ``before|until the <event>``           anchor ``<event>``, relation ``before``
 ``after|since the <event>``            anchor ``<event>``, relation ``after``
 =====================================  =========================================================
 
+**Parts of the day** narrow any expression naming one day, written after it ("Friday evening",
+"yesterday around lunchtime", "Monday late afternoon", "Feb 18 in the morning") or before it ("the
+evening of June 27", "the evening of the 27th", "around lunchtime today", "right after lunch
+today", "late yesterday evening", "late this morning", "late last night"). ``this morning`` /
+``tonight`` / ``last night`` are today's morning / today's night / yesterday's night. Alone, a
+part of the day needs a position word ("at the end of the afternoon", "later in the morning",
+"around lunchtime", "after lunch") and means the most recent one that has begun by ``ref``. Local
+wall-clock hours (``PARTS``; a night runs into the next morning):
+
+=====================  ==============  ====================  ==============
+morning                05:00 - 12:00   early / mid / late    05-09 / 09-11 / 10-12
+afternoon              12:00 - 18:00   early / mid / late    12-15 / 14-16 / 15-18
+evening                18:00 - 24:00   early / mid / late    18-21 / 20-22 / 21-24
+night                  18:00 - 06:00   early / middle / late 18-24 / 00-04 / 21-05
+lunch(time)            12:00 - 13:30   before / after lunch  10:00-12:00 / 13:30-15:30
+noon, midday           11:30 - 12:30   late <day>            16:00 - 24:00; early <day> 05-09
+=====================  ==============  ====================  ==============
+
+Speakers round to the part they mean (a message at 12:10 is still "late this morning", one at
+17:55 "this evening"), so every part-of-day window is widened by ``PART_SLACK_MIN`` on each side,
+but never beyond its day (except a night). "The start/beginning of" reads as early, "the end of",
+"towards the end of" and "just before leaving" as late, "the middle of" as mid. "First thing this
+morning" is the morning: "first" orders the morning's events, it does not move the clock.
+``earlier`` before a day or a part ("earlier today", "earlier this afternoon") ends the window at
+``ref``.
+
 ``N`` is digits or a word: ``a``/``an``/``one`` … ``twenty``, ``a couple (of)`` = 2,
-``a few`` / ``several`` = 3. Month names take their three-letter abbreviations (and ``Sept``); a
-bare month name ("March", "May") is not an expression — it needs a preposition, a day or a year,
-because "may" and "march" are also ordinary words. An anchor needs a determiner or a possessive
-("after **the** migration", "after **Melanie's** birthday"), so "after login" is not an anchor.
-When several expressions occur, the leftmost wins (the longest among those starting there).
+``a few`` / ``several`` = 3, ``half an`` (hour) = ½. Month names take their three-letter
+abbreviations (and ``Sept``); a bare month name ("March", "May") is not an expression — it needs a
+preposition, a day or a year, because "may" and "march" are also ordinary words. An anchor needs a
+determiner or a possessive ("after **the** migration", "after **Melanie's** birthday"), so "after
+login" is not an anchor. When several expressions occur, the leftmost wins (the longest among those
+starting there).
+
+Parsing is on recall's path for every question and for up to a hundred candidate events each
+(``recall_time``): a rule's regular expression runs only when one of its key words occurs in the
+text (``timeparse_rules.key_words``), so a text without time words costs a few microseconds.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
-from datetime import date, timedelta, tzinfo
+from dataclasses import dataclass, replace
+from datetime import tzinfo
 from typing import Any, Literal
 
 from memtoc.pipeline.periods import Calendar
+from memtoc.retrieval.timeparse_rules import (
+    LEFT_MOD,
+    LEFT_PART,
+    LEFT_SPAN,
+    MOD_WORDS,
+    MONTH,
+    PART_WORDS,
+    PARTS,
+    RIGHT_PART,
+    RULES,
+    WEEKDAYS,
+    WORD_START,
+    Ctx,
+    Day,
+    Range,
+    end_at_ref,
+    key_words,
+    mod_kind,
+    part_key,
+)
+
+__all__ = ["PARTS", "Range", "Relation", "SearchFn", "TimeExpr", "parse_time", "resolve_anchor"]
 
 Relation = Literal["before", "after"]
-Range = tuple[int, int]
-
-_DAY_MS = 86_400_000
-_MAX_N = 10_000
-_UNIT_MS = {"day": _DAY_MS, "week": 7 * _DAY_MS, "month": 30 * _DAY_MS, "year": 365 * _DAY_MS}
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,322 +152,53 @@ class TimeExpr:
         return None
 
 
-# -- vocabulary ---------------------------------------------------------------------------------
-_NUMBERS: dict[str, int] = {
-    "a": 1,
-    "an": 1,
-    "one": 1,
-    "two": 2,
-    "three": 3,
-    "four": 4,
-    "five": 5,
-    "six": 6,
-    "seven": 7,
-    "eight": 8,
-    "nine": 9,
-    "ten": 10,
-    "eleven": 11,
-    "twelve": 12,
-    "thirteen": 13,
-    "fourteen": 14,
-    "fifteen": 15,
-    "sixteen": 16,
-    "seventeen": 17,
-    "eighteen": 18,
-    "nineteen": 19,
-    "twenty": 20,
-    "thirty": 30,
-    "a couple of": 2,
-    "a couple": 2,
-    "couple of": 2,
-    "a few": 3,
-    "few": 3,
-    "several": 3,
-}
-_NUM_WORDS = "|".join(
-    re.escape(w).replace(r"\ ", r"\s+") for w in sorted(_NUMBERS, key=len, reverse=True)
-)
-_NUM = rf"(?P<n>\d{{1,6}}|{_NUM_WORDS})"
-
-_MONTHS: dict[str, int] = {}
-for _i, _name in enumerate(
-    (
-        "january",
-        "february",
-        "march",
-        "april",
-        "may",
-        "june",
-        "july",
-        "august",
-        "september",
-        "october",
-        "november",
-        "december",
-    ),
-    start=1,
-):
-    _MONTHS[_name] = _i
-    _MONTHS[_name[:3]] = _i
-_MONTHS["sept"] = 9
-_MONTH = (
-    r"(?P<mon>" + "|".join(sorted((re.escape(m) for m in _MONTHS), key=len, reverse=True)) + r")\.?"
-)
-_WEEKDAYS = {
-    d: i
-    for i, d in enumerate(
-        ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
-    )
-}
-_WEEKDAY = r"(?P<wd>" + "|".join(_WEEKDAYS) + r")"
-_ORD = r"(?:st|nd|rd|th)?"
-_YEAR = r"(?P<y>\d{4})"
-_B = r"(?<![\w'-])"  # left word boundary that also refuses "-" and "'" (ids, possessives)
-_E = r"(?![\w-])"
-
-
-def _number(text: str) -> int:
-    word = " ".join(text.lower().split())
-    return int(word) if word.isdigit() else _NUMBERS[word]
-
-
-# -- resolution helpers ---------------------------------------------------------------------------
-@dataclass(frozen=True, slots=True)
-class _Ctx:
-    cal: Calendar
-    ref_ms: int
-    today: date
-
-    def days(self, first: date, count: int = 1) -> Range:
-        return (self.cal.day_start(first), self.cal.day_start(first + timedelta(days=count)))
-
-    def month(self, year: int, month: int) -> Range:
-        p = self.cal.month(year, month)
-        return (p.start_ms, p.end_ms)
-
-    def year(self, year: int) -> Range:
-        p = self.cal.year(year)
-        return (p.start_ms, p.end_ms)
-
-    def week_of(self, d: date) -> Range:
-        p = self.cal.week(d)
-        return (p.start_ms, p.end_ms)
-
-    def hours(self, d: date, start_h: int, end_h: int) -> Range:
-        base = self.cal.day_start(d)
-        return (base + start_h * 3_600_000, base + end_h * 3_600_000)
-
-
-def _shift_months(d: date, months: int) -> date:
-    index = d.year * 12 + (d.month - 1) - months
-    year, month = divmod(index, 12)
-    month += 1
-    for day in (d.day, 30, 29, 28):
-        try:
-            return date(year, month, day)
-        except ValueError:
-            continue
-    raise ValueError(f"no such month: {year}-{month}")  # pragma: no cover - 28 always exists
-
-
-def _recent_day(ctx: _Ctx, month: int, day: int) -> date:
-    """The most recent ``month``/``day`` not after today (skipping years where it does not exist)."""
-    for year in range(ctx.today.year, ctx.today.year - 9, -1):
-        try:
-            d = date(year, month, day)
-        except ValueError:
-            continue
-        if d <= ctx.today:
-            return d
-    raise ValueError(f"no recent date {month}/{day}")
-
-
-def _recent_month(ctx: _Ctx, month: int, strictly_before: bool) -> Range:
-    year = ctx.today.year
-    if month > ctx.today.month or (strictly_before and month == ctx.today.month):
-        year -= 1
-    return ctx.month(year, month)
-
-
-def _last_weekday(ctx: _Ctx, weekday: int) -> date:
-    back = (ctx.today.weekday() - weekday) % 7 or 7
-    return ctx.today - timedelta(days=back)
-
-
-# -- rules: (pattern, resolver) ---------------------------------------------------------------------
-Resolver = Callable[[re.Match[str], _Ctx], Range]
-
-
-def _g(m: re.Match[str], name: str) -> str:
-    return (m.group(name) or "").lower()
-
-
-def _rel_day(m: re.Match[str], ctx: _Ctx) -> Range:
-    word = " ".join(_g(m, "w").split())
-    offset = {
-        "today": 0,
-        "tonight": 0,
-        "yesterday": -1,
-        "tomorrow": 1,
-        "the day before yesterday": -2,
-    }[word]
-    d = ctx.today + timedelta(days=offset)
-    if word == "tonight":
-        return ctx.hours(d, 18, 24)
-    return ctx.days(d)
-
-
-def _part_of_day(m: re.Match[str], ctx: _Ctx) -> Range:
-    part = _g(m, "part")
-    if part == "night":  # "last night"
-        return ctx.hours(ctx.today - timedelta(days=1), 18, 30)
-    start, end = {"morning": (0, 12), "afternoon": (12, 18), "evening": (18, 24)}[part]
-    return ctx.hours(ctx.today, start, end)
-
-
-def _this_last_period(m: re.Match[str], ctx: _Ctx) -> Range:
-    which, unit = _g(m, "which"), _g(m, "unit")
-    back = {"this": 0, "current": 0, "last": 1, "previous": 1, "past": 1, "next": -1}[which]
-    if unit == "week":
-        return ctx.week_of(ctx.today - timedelta(weeks=back))
-    if unit == "month":
-        d = _shift_months(ctx.today.replace(day=1), back)
-        return ctx.month(d.year, d.month)
-    if unit == "year":
-        return ctx.year(ctx.today.year - back)
-    # weekend: Saturday and Sunday of the current (this) or previous (last) ISO week
-    monday = ctx.today - timedelta(days=ctx.today.weekday()) - timedelta(weeks=back)
-    return ctx.days(monday + timedelta(days=5), 2)
-
-
-def _week_before_last(m: re.Match[str], ctx: _Ctx) -> Range:
-    return ctx.week_of(ctx.today - timedelta(weeks=2))
-
-
-def _weekday(m: re.Match[str], ctx: _Ctx) -> Range:
-    wd = _WEEKDAYS[_g(m, "wd")]
-    if _g(m, "which") == "this":
-        return ctx.days(ctx.today - timedelta(days=ctx.today.weekday() - wd))
-    return ctx.days(_last_weekday(ctx, wd))
-
-
-def _ago(m: re.Match[str], ctx: _Ctx) -> Range:
-    n = min(_number(m.group("n")), _MAX_N)
-    unit = _g(m, "unit")
-    if unit == "day":
-        return ctx.days(ctx.today - timedelta(days=n))
-    if unit == "week":
-        return ctx.days(ctx.today - timedelta(weeks=n) - timedelta(days=3), 7)
-    if unit == "month":
-        return ctx.days(_shift_months(ctx.today, n) - timedelta(days=15), 31)
-    return ctx.days(_shift_months(ctx.today, 12 * n) - timedelta(days=182), 365)
-
-
-def _past_span(m: re.Match[str], ctx: _Ctx) -> Range:
-    n = min(_number(m.group("n")), _MAX_N) if m.group("n") else 1
-    return (ctx.ref_ms - n * _UNIT_MS[_g(m, "unit")], ctx.ref_ms)
-
-
-def _in_month(m: re.Match[str], ctx: _Ctx) -> Range:
-    month = _MONTHS[_g(m, "mon")]
-    if m.group("y"):
-        return ctx.month(int(m.group("y")), month)
-    return _recent_month(ctx, month, strictly_before=_g(m, "which") == "last")
-
-
-def _year(m: re.Match[str], ctx: _Ctx) -> Range:
-    return ctx.year(int(m.group("y")))
-
-
-def _iso_date(m: re.Match[str], ctx: _Ctx) -> Range:
-    return ctx.days(date(int(m.group("y")), int(m.group("mm")), int(m.group("dd"))))
-
-
-def _day_month(m: re.Match[str], ctx: _Ctx) -> Range:
-    month, day = _MONTHS[_g(m, "mon")], int(m.group("dd"))
-    if m.group("y"):
-        return ctx.days(date(int(m.group("y")), month, day))
-    return ctx.days(_recent_day(ctx, month, day))
-
-
-_RULE_PATTERNS: tuple[tuple[str, Resolver], ...] = (
-    (r"(?P<w>today|tonight|yesterday|tomorrow|the\s+day\s+before\s+yesterday)", _rel_day),
-    (r"(?:earlier\s+)?this\s+(?P<part>morning|afternoon|evening)", _part_of_day),
-    (r"last\s+(?P<part>night)", _part_of_day),
-    (
-        r"(?:(?:earlier|later)\s+)?(?P<which>this|current|last|previous|next)\s+"
-        r"(?P<unit>week|month|year|weekend)",
-        _this_last_period,
-    ),
-    (r"the\s+week\s+before\s+last", _week_before_last),
-    (r"(?:(?:on|last)\s+)?" + _WEEKDAY + r"(?P<which>)", _weekday),
-    (r"(?P<which>this)\s+" + _WEEKDAY, _weekday),
-    (_NUM + r"\s+(?P<unit>day|week|month|year)s?\s+ago", _ago),
-    (
-        r"(?:(?:in|over|during|for)\s+)?the\s+(?:last|past)\s+(?:" + _NUM + r"\s+)?"
-        r"(?P<unit>day|week|month|year)s?",
-        _past_span,
-    ),
-    (
-        r"(?:(?:in|over|during|for)\s+)?(?:last|past)\s+" + _NUM + r"\s+"
-        r"(?P<unit>day|week|month|year)s?",
-        _past_span,
-    ),
-    (
-        r"(?P<pre>(?:in|during|of|by|throughout)\s+)?(?:(?:early|mid|late)\s+)?"
-        r"(?:(?P<which>last|this)\s+)?" + _MONTH + r"(?:,?\s+" + _YEAR + r")?",
-        _in_month,
-    ),
-    (r"(?:(?:in|during|of|throughout)\s+)?(?P<y>(?:19|20)\d\d)", _year),
-    (r"(?:on\s+)?" + _YEAR + r"-(?P<mm>\d{2})-(?P<dd>\d{2})", _iso_date),
-    (
-        r"(?P<pre>on\s+)?(?:the\s+)?(?P<dd>\d{1,2})"
-        + _ORD
-        + r"(?:\s+of)?\s+"
-        + _MONTH
-        + r"(?:,?\s+"
-        + _YEAR
-        + r")?",
-        _day_month,
-    ),
-    (
-        r"(?P<pre>on\s+)?"
-        + _MONTH
-        + r"\s+(?:the\s+)?(?P<dd>\d{1,2})"
-        + _ORD
-        + r"(?:,?\s+"
-        + _YEAR
-        + r")?",
-        _day_month,
-    ),
-)
-_RULES: tuple[tuple[re.Pattern[str], Resolver], ...] = tuple(
-    (re.compile(_B + pattern + _E, re.IGNORECASE), resolver) for pattern, resolver in _RULE_PATTERNS
-)
-"""Every date rule, in tie-break order (earlier wins between equal spans)."""
-
 _WRAPPER = re.compile(r"(?P<w>since|after|from|before|until|till|up\s+to)\s+$", re.IGNORECASE)
+_SPAN_LEFT = re.compile(WORD_START + r"(?P<w>between|from)\s+$", re.IGNORECASE)
+_SPAN_JOIN = re.compile(
+    r"\s*,?\s*(?P<w>and|to|through|thru|till|until|-|\u2013|\u2014)\s*", re.IGNORECASE
+)
+_NTH_LEFT = re.compile(
+    WORD_START + r"(?:on|of|between|and|to|from|since|until|till|after|before|by|through)\s+$",
+    re.IGNORECASE,
+)
+_NTH_FOLLOW = re.compile(
+    r"\s*(?:$|[?.!,;:)])|\s+(?:and|or|at|in|on|around|about|when|while|we|i|you|before|after|"
+    r"until|to|morning|afternoon|evening|night|lunch)\b",
+    re.IGNORECASE,
+)
 _ANCHOR = re.compile(
-    _B
+    WORD_START
     + r"(?P<rel>before|after|since|until|till|prior\s+to|following)\s+"
     + r"(?P<phrase>(?:(?:the|my|our|your|his|her|their|its|a|an)\s+|[\w-]+'s\s+)"
     + r"[^\s?.!,;:]+(?:\s+[^\s?.!,;:]+){0,5})",
     re.IGNORECASE,
 )
+_ANCHOR_KEYS = frozenset(("before", "after", "since", "until", "till", "prior", "following"))
 _ANCHOR_STOP = re.compile(
     r"\s+(?:and|but|or|when|while|because|so|did|do|does|was|were|is|are|had|has|have|"
     r"what|who|how|why|where|which|that)\b.*$",
     re.IGNORECASE,
 )
-_BARE_MONTH = re.compile(r"^\s*" + _MONTH + r"\s*$", re.IGNORECASE)
+_BARE_MONTH = re.compile(r"^\s*" + MONTH + r"\s*$", re.IGNORECASE)
+_DETERMINERS = frozenset(("the", "my", "our", "your", "his", "her", "their", "its", "a", "an"))
 
 
-def _ordinary_word(m: re.Match[str]) -> bool:
-    """A month-name match that is really a word: "march"/"may" alone, or "3 may fail"."""
+def _ordinary_word(m: re.Match[str], query: str) -> bool:
+    """A match that is really a word: "march"/"may" alone, "3 may fail", "the 3rd attempt"."""
+    groups = m.re.groupindex
+    if "wdp" in groups and (m.group("wdp") or "").lower() in WEEKDAYS:
+        return False  # "Tuesday Feb 17": a date ("sat the 3rd exam" is not)
+    if "third" in groups and m.group("third"):
+        return False  # "mid-March"
     if _BARE_MONTH.match(m.group(0)):
         return True
-    groups = m.re.groupindex
-    if "mon" not in groups or "pre" not in groups:
+    if "mon" not in groups:
+        if "dd" in groups and "mm" not in groups:  # "the 27th": needs "on"/"of"/… and an end
+            left = m.group("pre") or _NTH_LEFT.search(query, max(0, m.start() - 9), m.start())
+            follow = _NTH_FOLLOW.match(query, m.end()) or RIGHT_PART.match(query, m.end())
+            return not left or not follow
+        return False
+    if "pre" not in groups:
         return False
     mon = m.group("mon")
     return (
@@ -420,50 +215,131 @@ class _Candidate:
     range: Range | None
     anchor: str | None = None
     relation: Relation | None = None
+    day: Day | None = None
+    """Set when the expression names one day (a part of the day may narrow it)."""
+    spanned: bool = False
+    """A "between X and Y" span: no since/until wrapper applies."""
 
 
-def _date_candidates(query: str, ctx: _Ctx) -> Iterable[_Candidate]:
-    for pattern, resolver in _RULES:
-        for m in pattern.finditer(query):
-            start, end = m.start(), m.end()
-            wrap = _WRAPPER.search(query, max(0, start - 12), start)
-            wrapped = wrap is not None and wrap.end() == start
-            if _ordinary_word(m) and not wrapped:  # "since March" is a date, "march on" is not
-                continue
+def _raw_candidates(query: str, keys: set[str], ctx: Ctx) -> Iterable[_Candidate]:
+    for rule in RULES:
+        if not all(not group.isdisjoint(keys) for group in rule.keys):
+            continue
+        for m in rule.pattern.finditer(query):
+            start = m.start()
+            if _ordinary_word(m, query):
+                wrap = _WRAPPER.search(query, max(0, start - 12), start)
+                if wrap is None or wrap.end() != start:  # "since March" is a date, "march on" not
+                    continue
             try:
-                rng = resolver(m, ctx)
+                value = rule.resolver(m, ctx)
+                if isinstance(value, Day):
+                    rng = ctx.part(value.day, value.part) if value.part else ctx.days(value.day)
+                    yield _Candidate(start, m.end(), rng, day=value)
+                else:
+                    yield _Candidate(start, m.end(), value)
             except (ValueError, OverflowError, OSError, KeyError):
                 continue
-            if wrap is not None and wrapped:
-                word = " ".join(wrap.group("w").lower().split())
-                start = wrap.start()
-                if word in {"since", "from"}:
-                    rng = (rng[0], max(rng[0], ctx.ref_ms))
-                elif word == "after":
-                    rng = (rng[1], max(rng[1], ctx.ref_ms))
-                elif word == "before":
-                    rng = (min(0, rng[0]), rng[0])
-                else:  # until, till, up to
-                    rng = (min(0, rng[1]), rng[1])
-            yield _Candidate(start, end, rng)
 
 
-def _anchor_candidates(query: str) -> Iterable[_Candidate]:
+def _qualify(query: str, keys: set[str], c: _Candidate, ctx: Ctx) -> _Candidate:
+    """``c`` (one day) narrowed by a part of the day and modifiers written around it."""
+    if c.day is None:
+        return c
+    day, part, start, end = c.day.day, c.day.part, c.start, c.end
+    mod: str | None = None
+    if part is None and not keys.isdisjoint(PART_WORDS):
+        right = RIGHT_PART.match(query, end)
+        if right is not None:
+            part = part_key(right.group("part"), right.group("mod"), right.group("ba"))
+            end = right.end() if part else end
+        if part is None:
+            left = LEFT_PART.search(query, max(0, start - LEFT_SPAN), start)
+            if left is not None:
+                part = part_key(left.group("part"), left.group("mod"), left.group("ba"))
+                start = left.start() if part else start
+    earlier = False
+    left_mod = None
+    if not keys.isdisjoint(MOD_WORDS):
+        left_mod = LEFT_MOD.search(query, max(0, start - LEFT_SPAN), start)
+    if left_mod is not None:
+        word = " ".join(left_mod.group("mod").lower().split())
+        earlier = word == "earlier"
+        mod = mod_kind(word)
+        start = left_mod.start()
+    key = part
+    if mod is not None:
+        if part is None:
+            key = f"{mod} day" if f"{mod} day" in PARTS else None
+        elif " " not in part and f"{mod} {part}" in PARTS:
+            key = f"{mod} {part}"
+    rng = ctx.part(day, key) if key else ctx.days(day)
+    if earlier:
+        rng = end_at_ref(rng, ctx.ref_ms)
+    if (start, end, rng) == (c.start, c.end, c.range):
+        return c
+    return replace(c, start=start, end=end, range=rng, day=Day(day, key))
+
+
+def _spans(query: str, cands: list[_Candidate]) -> Iterable[_Candidate]:
+    """One window over both dates of "between X and Y", "from X to Y", "X and Y"."""
+    by_start: dict[int, _Candidate] = {}
+    for c in cands:  # the longest expression starting at each position
+        best = by_start.get(c.start)
+        if c.range is not None and (best is None or c.end > best.end):
+            by_start[c.start] = c
+    for x in cands:
+        join = _SPAN_JOIN.match(query, x.end)
+        if x.range is None or join is None:
+            continue
+        y = by_start.get(join.end())
+        if y is None or y.range is None or y.start <= x.start:
+            continue
+        left = _SPAN_LEFT.search(query, max(0, x.start - 9), x.start)
+        word = join.group("w").lower()
+        if left is not None and (left.group("w").lower() == "between") != (word == "and"):
+            left = None  # "between X to Y", "from X and Y": not a span from that word
+        if left is None and word not in {"and", "to", "through", "thru", "-", "\u2013", "\u2014"}:
+            continue
+        rng = (min(x.range[0], y.range[0]), max(x.range[1], y.range[1]))
+        start = left.start() if left is not None else x.start
+        yield _Candidate(start, y.end, rng, spanned=left is not None)
+
+
+def _wrapped(query: str, c: _Candidate, ref_ms: int) -> _Candidate:
+    """``c`` with a "since/after/before/until" written right before it applied."""
+    if c.range is None or c.spanned:
+        return c
+    wrap = _WRAPPER.search(query, max(0, c.start - 12), c.start)
+    if wrap is None or wrap.end() != c.start:
+        return c
+    lo, hi = c.range
+    word = " ".join(wrap.group("w").lower().split())
+    if word in {"since", "from"}:  # up to now; a date still ahead: that date
+        rng = (lo, ref_ms if ref_ms > lo else hi)
+    elif word == "after":  # up to now; a date still ahead: as long again after it
+        rng = (hi, ref_ms if ref_ms > hi else hi + (hi - lo))
+    elif word == "before":
+        rng = (min(0, lo - (hi - lo)), lo)
+    else:  # until, till, up to
+        rng = (min(0, lo), hi)
+    return replace(c, start=wrap.start(), range=rng, day=None)
+
+
+def _date_candidates(query: str, keys: set[str], ctx: Ctx) -> list[_Candidate]:
+    cands = [_qualify(query, keys, c, ctx) for c in _raw_candidates(query, keys, ctx)]
+    if len(cands) > 1:
+        cands += list(_spans(query, cands))
+    return [_wrapped(query, c, ctx.ref_ms) for c in cands]
+
+
+def _anchor_candidates(query: str, keys: set[str]) -> Iterable[_Candidate]:
+    if keys.isdisjoint(_ANCHOR_KEYS):
+        return
     for m in _ANCHOR.finditer(query):
         phrase = _ANCHOR_STOP.sub("", m.group("phrase")).strip()
         words = phrase.split()
-        if words and words[0].lower() in {
-            "the",
-            "my",
-            "our",
-            "your",
-            "his",
-            "her",
-            "their",
-            "its",
-            "a",
-            "an",
-        }:
+        if words and words[0].lower() in _DETERMINERS:
             words = words[1:]
         if not words:
             continue
@@ -477,7 +353,7 @@ def _remove(query: str, start: int, end: int) -> str:
     rest = query[:start] + " " + query[end:]
     rest = re.sub(r"\s+", " ", rest).strip()
     rest = re.sub(r"\s+([?.!,;:])", r"\1", rest)
-    rest = re.sub(r"^[\s,;:]+", "", rest)
+    rest = re.sub(r"^[\s,;:]+|[\s,;:]+(?=[?.!]|$)", "", rest)
     return "" if re.fullmatch(r"[\s?.!,;:]*", rest) else rest
 
 
@@ -488,15 +364,18 @@ def parse_time(query: str, reference_ms: int, tz: tzinfo) -> TimeExpr | None:
     """
     if not isinstance(query, str) or not query.strip():
         return None
+    keys = key_words(query)
+    if not keys:
+        return None
     try:
         cal = Calendar(tz)
-        ctx = _Ctx(cal, reference_ms, cal.local_date(reference_ms))
+        ctx = Ctx(cal, reference_ms, cal.local_date(reference_ms))
+        dated = _date_candidates(query, keys, ctx)
     except (ValueError, OverflowError, OSError):
         return None
-    dated = list(_date_candidates(query, ctx))
     anchors = [
         a
-        for a in _anchor_candidates(query)
+        for a in _anchor_candidates(query, keys)
         if not any(d.start < a.end and a.start < d.end for d in dated)
     ]
     candidates = dated + anchors
