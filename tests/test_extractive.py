@@ -92,7 +92,7 @@ def summarizer() -> ExtractiveSummarizer:
 def test_coding_segment_summary(summarizer: ExtractiveSummarizer) -> None:
     events = coding_segment()
     s = summarizer.summarize_events(events)
-    assert summarizer.name == "extractive/1" and s.backend == "extractive/1"
+    assert summarizer.name == "extractive/2" and s.backend == "extractive/2"
     # A descriptive title, not the first words of the first message.
     assert 0 < len(s.title) <= 80
     assert not events[0].text.lower().startswith(s.title.lower()[:15])
@@ -113,7 +113,7 @@ def test_coding_segment_summary(summarizer: ExtractiveSummarizer) -> None:
     assert "src/app/auth/session.py" in s.keywords
     assert not {"src", "app", "py"} & set(s.keywords)
     # L0 / L1 and the key facts.
-    assert COUNTER.count(s.abstract) <= 100
+    assert 60 <= COUNTER.count(s.abstract) <= 140
     assert s.abstract.startswith(s.title)
     assert "Files: src/app/auth/session.py" in s.overview
     assert "pytest tests/test_session.py -q" in s.overview
@@ -147,7 +147,7 @@ def test_long_input_respects_token_limits(summarizer: ExtractiveSummarizer) -> N
         for i in range(60)
     ]
     s = summarizer.summarize_events(events)
-    assert COUNTER.count(s.abstract) <= 100
+    assert COUNTER.count(s.abstract) <= 140  # one sentence repeated: nothing more to say
     assert COUNTER.count(s.overview) <= 2000
     assert all(len(b.split()) <= 41 for b in s.bullets)
     assert len(s.title) <= 80
@@ -186,13 +186,15 @@ def test_children_merge_covers_each_child(summarizer: ExtractiveSummarizer) -> N
         ),
     ]
     s = summarizer.summarize_children(children)
-    assert 3 <= len(s.bullets) <= 5
-    for child in children:
-        assert any(b in child.bullets for b in s.bullets), child.title
+    assert 3 <= len(s.bullets) <= 8
+    for child in children:  # every child's work is told, in the period's own words
+        assert any(cb in b for b in s.bullets for cb in child.bullets), child.title
+    assert not set(s.bullets) & {b for c in children for b in c.bullets}  # never verbatim
     assert s.keywords[0] == "refresh_token"  # carried by every child
     assert {"outbox", "pytest", "lock"} <= set(s.keywords)
     assert "Summary" not in s.title and 0 < len(s.title) <= 80
-    assert COUNTER.count(s.abstract) <= 100
+    assert COUNTER.count(s.abstract) <= 140
+    assert all(b.split(": ", 1)[-1] in s.abstract for b in s.bullets[:2])  # L0 runs through them
     assert summarizer.summarize_children(children) == s
 
 
@@ -203,7 +205,7 @@ def test_children_merge_removes_redundancy(summarizer: ExtractiveSummarizer) -> 
         for i in range(3)
     ]
     s = summarizer.summarize_children(children)
-    assert sum(1 for b in s.bullets if b == same) == 1
+    assert sum(1 for b in s.bullets if same in b) == 1
 
 
 EVENT_TYPES = st.sampled_from(
@@ -220,10 +222,10 @@ def test_never_raises_and_bounded(
     s = summarizer.summarize_events(events)
     assert len(s.title) <= 80 and s.title
     assert len(s.bullets) <= 5 and len(s.keywords) <= 10
-    assert COUNTER.count(s.abstract) <= 100
+    assert COUNTER.count(s.abstract) <= 140
     assert COUNTER.count(s.overview) <= 2000
     merged = summarizer.summarize_children([s, s])
-    assert len(merged.bullets) <= 5 and COUNTER.count(merged.abstract) <= 100
+    assert len(merged.bullets) <= 8 and COUNTER.count(merged.abstract) <= 140
 
 
 def _locomo_sessions() -> tuple[list[list[str]], list[str]]:
@@ -392,12 +394,13 @@ def test_period_title_names_dominant_topics(summarizer: ExtractiveSummarizer) ->
         ),
     ]
     s = summarizer.summarize_children(children)
-    assert s.title.startswith("Docker builds"), s.title
-    assert "/" not in s.title and ("," in s.title or " and " in s.title)
-    # Decisions and causes beat plain error lines when a child has to give up a bullet.
-    assert "Decision: Let's switch to a multi-stage build." in s.bullets
+    # The heaviest thread's work, then how many more: a title that says what was done.
+    assert s.title.startswith("Fixed") and s.title.endswith(" and 2 more"), s.title
+    # Every thread is told: its topic, then its strongest line (decisions and causes first).
+    assert any("Let's switch to a multi-stage build" in b for b in s.bullets)
+    assert any(b.startswith("Debugging state lock in apply_env: Root cause") for b in s.bullets)
     one = summarizer.summarize_children(children[:1])
-    assert one.title == children[0].title
+    assert one.title != children[0].title and children[0].title in one.title
 
 
 def test_locomo_titles_name_speakers_and_topics(summarizer: ExtractiveSummarizer) -> None:

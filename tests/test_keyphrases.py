@@ -28,13 +28,25 @@ def test_identifiers_and_paths_stay_whole() -> None:
     phrases = extract_keyphrases(CODING, 10)
     assert "src/app/auth.py" in phrases
     assert "tests/test_auth.py" in phrases
-    assert "--until-idle" in phrases
+    assert "--until-idle" not in phrases  # a flag is searched as typed, never a topic
     assert "auth_token" in phrases
     assert "session cache" in phrases
     # No fragment of an identifier or path appears on its own.
     assert not {"src", "app", "py", "until", "idle"} & {p.lower() for p in phrases}
     # Chat filler never becomes a keyphrase.
     assert not {"ok", "thanks", "i'll", "let's", "now"} & {p.lower() for p in phrases}
+
+
+def test_flags_urls_hashes_and_placeholders_are_not_keyphrases() -> None:
+    texts = [
+        "Run memtoc watch --tail with https://example.com/docs and http://localhost:8080.",
+        "The token was REDACTED; commit f2635a5 fixed the /Users/me/code/app/main.py loader.",
+        "The tail loader reads --tail lines; the loader keeps REDACTED values redacted.",
+    ]
+    lowered = {p.lower() for p in extract_keyphrases(texts, 10)}
+    assert not {"--tail", "http", "https", "redacted", "f2635a5"} & lowered
+    assert not any(p.startswith("/") for p in lowered)
+    assert "loader" in lowered
 
 
 def test_keyphrases_rank_recurring_topics_first() -> None:

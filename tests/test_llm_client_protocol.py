@@ -283,7 +283,7 @@ class LeadSummarizer:
     def summarize_events(self, events: Sequence[Event], context: Sequence[Event] = ()) -> Summary:
         return self._from_texts([e.text for e in events])
 
-    def summarize_children(self, children: Sequence[Summary]) -> Summary:
+    def summarize_children(self, children: Sequence[Summary], level: str | None = None) -> Summary:
         return self._from_texts([c.title for c in children])
 
     def _from_texts(self, texts: list[str]) -> Summary:

@@ -47,12 +47,12 @@ class GatedSummarizer:
     def summarize_events(self, events: Sequence[Event], context: Sequence[Event] = ()) -> Summary:
         return self.inner.summarize_events(events, context)
 
-    def summarize_children(self, children: Sequence[Summary]) -> Summary:
+    def summarize_children(self, children: Sequence[Summary], level: str | None = None) -> Summary:
         self.calls += 1
         if self.calls == 1:
             self.entered.set()
             assert self.release.wait(timeout=30)
-        return self.inner.summarize_children(children)
+        return self.inner.summarize_children(children, level)
 
 
 def processor(store: PipelineStore, summarizer: Summarizer | None = None) -> Processor:

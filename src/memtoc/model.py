@@ -195,6 +195,9 @@ class Summary:
     backend: str = "extractive"
     degraded: str | None = None
     """Why the preferred backend was not used (None when it was)."""
+    thread: str | None = None
+    """The thread of work a child summary belongs to (a segment's session id), so a period can
+    group its children by it; None when unknown."""
 
 
 @dataclass(frozen=True, slots=True)

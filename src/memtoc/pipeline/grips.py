@@ -48,6 +48,8 @@ _EMPHASIS = re.compile(r"\*\*|__|~~|`")
 _TOOL_FACT = re.compile(
     r"^(?:Ran|Edited|Wrote|Read|Fetched|Searched(?: the web)? for|Called) `([^`]+)`"
 )
+_CALL_SAID = re.compile(r"^(?:Committed|Proposed plan|Asked): (.+)")
+_RESULT_SAID = re.compile(r"^Committed [0-9a-f]{7,12}: (.+)")
 _CALLS = frozenset({"tool_call"})
 _RESULTS = frozenset({"tool_result"})
 _MESSAGES = frozenset({"user_message", "assistant_message", "system", "note"})
@@ -108,7 +110,7 @@ def best_range(
 
 def excerpt_of(text: str, bullet_terms: set[str], limit: int = EXCERPT_CHARS) -> str:
     """The sentence of ``text`` sharing most key terms with the bullet, cut to ``limit`` chars."""
-    sentences = [m.group(0).strip() for m in _SENTENCE.finditer(text)]
+    sentences = [m.group(0).strip() for m in _SENTENCE.finditer(text[:SEARCH_CHARS])]
     sentences = [s for s in sentences if s]
     if not sentences:
         return text.strip()[:limit]
@@ -139,8 +141,14 @@ def bullet_core(bullet: str) -> tuple[str, frozenset[str]]:
     `test`" → ``msg`` in a tool result). Empty when too short to identify an event."""
     text = bullet.strip().removesuffix("…")
     tool = _TOOL_FACT.match(text)
+    said = _CALL_SAID.match(text)
+    result = _RESULT_SAID.match(text)
     if tool:
         text, types = tool.group(1).removesuffix("…"), _CALLS
+    elif said:  # a commit message, a plan's heading, a question put to the user
+        text, types = said.group(1).removesuffix("…"), _CALLS
+    elif result:  # "Committed 1a2b3c4: subject (2 files changed…)"
+        text, types = result.group(1).split(" (", 1)[0], _RESULTS
     elif text.startswith(("Error: ", "Tests: ")):
         text, types = text[7:].rsplit(" in `", 1)[0], _RESULTS
     else:
@@ -165,7 +173,7 @@ def segment_grips(
     """
     if not events:
         return []
-    event_terms = [key_terms(ev.text) for ev in events]
+    event_terms = [key_terms(ev.text[:SEARCH_CHARS]) for ev in events]
     flats: list[str] | None = None
     out: list[Grip] = []
     for bullet in bullets:

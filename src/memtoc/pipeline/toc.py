@@ -29,10 +29,14 @@ from memtoc.model import Bullet, Event, Grip, Summary, TocNode
 from memtoc.pipeline.grips import inherited_grips, segment_grips
 from memtoc.pipeline.periods import Calendar, Period
 from memtoc.pipeline.summarize.base import Summarizer
-from memtoc.pipeline.summarize.extractive import empty_summary
+from memtoc.pipeline.summarize.extractive import bookkeeping_summary, empty_summary
 from memtoc.store.base import DirtyPeriod, DocRow, PipelineStore, SegmentRecord, Store
 from memtoc.text.fts_text import search_text
 from memtoc.text.tokens import TokenCounter
+
+_HEAD_CHARS_PER_TOKEN = 8
+"""Characters of a long text counted first to see whether it can fit the overlap at all (a
+prefix has at most one token fewer than the whole text has up to the cut)."""
 
 
 def node_summary(node: TocNode) -> Summary:
@@ -45,6 +49,7 @@ def node_summary(node: TocNode) -> Summary:
         overview=node.overview,
         backend=node.summarizer,
         degraded=node.degraded,
+        thread=node.session_id,
     )
 
 
@@ -114,6 +119,10 @@ class TocBuilder:
         for ev in reversed(self.store.segment_member_events(prev.project, prev.node_id)):
             if seg.start_ms - ev.ts_ms > self.overlap_ms:
                 break
+            left = self.overlap_tokens - used
+            head = ev.text[: _HEAD_CHARS_PER_TOKEN * (left + 2)]
+            if len(head) < len(ev.text) and self.counter.count(head) - 1 > left:
+                break  # a long output: its head alone is over what is left (no need to count it)
             used += self.counter.count(ev.text)
             if used > self.overlap_tokens:
                 break
@@ -123,15 +132,15 @@ class TocBuilder:
 
     def build_segment(self, seg: SegmentRecord) -> BuildOutcome:
         # an agent's bookkeeping (warm-up prompts, command wrappers, notices) is never summarised
-        events = [
-            e
-            for e in self.store.segment_member_events(seg.project, seg.node_id)
-            if not e.bookkeeping
-        ]
+        members = self.store.segment_member_events(seg.project, seg.node_id)
+        events = [e for e in members if not e.bookkeeping]
         if events:
             context = [e for e in self.context_for(seg) if not e.bookkeeping]
             summary = self.summarizer.summarize_events(events, context)
-        else:  # nothing but bookkeeping: nothing to say, and no summariser to ask
+        elif members:  # nothing but bookkeeping: described as such, no summariser asked
+            events = members
+            summary = bookkeeping_summary(members, self.summarizer.name)
+        else:
             summary = empty_summary(self.summarizer.name)
         grips = segment_grips(seg.project, seg.node_id, seg.session_id, events, summary.bullets)
         day = self.calendar.period_of("day", seg.start_ms)
@@ -204,7 +213,9 @@ class TocBuilder:
                     self.store.delete_node(project, period.node_id)
                     self.store.mark_dirty(marks)
             return BuildOutcome(period.node_id, False, retired=existed)
-        summary = self.summarizer.summarize_children([node_summary(c) for c in children])
+        summary = self.summarizer.summarize_children(
+            [node_summary(c) for c in children], period.level
+        )
         listed = children
         if period.level == "month":  # the weeks of its days (a week may lie in two months)
             listed = weeks_of_days(self.store, project, period.start_ms, period.end_ms, children)

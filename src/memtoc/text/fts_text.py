@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 from memtoc.text.keyphrases import is_code_token, iter_words
 
@@ -63,6 +64,11 @@ def _snake(token: str) -> str:
     return "_".join(p for p in _SEPARATORS.split(token.lower().removesuffix("()")) if p)
 
 
+@lru_cache(maxsize=65_536)
+def _forms(token: str) -> tuple[str, ...]:
+    return tuple(identifier_forms(token))
+
+
 def identifier_forms(token: str) -> list[str]:
     """Index/query forms of one code token, most specific first, without duplicates.
 
@@ -95,7 +101,7 @@ def search_text(text: str) -> str:
     clean = text.replace(EXTRAS_MARK, " ")
     extras: dict[str, None] = {}
     for token in dict.fromkeys(_code_tokens(clean)):
-        for form in identifier_forms(token):
+        for form in _forms(token):  # identifiers recur across events: computed once each
             extras[form] = None
     if not extras:
         return clean

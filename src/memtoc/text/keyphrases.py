@@ -101,6 +101,15 @@ GENERIC_WORDS: frozenset[str] = frozenset(
 )
 """Words too generic to be a keyphrase on their own; a phrase made only of them is dropped too."""
 
+_ACTIVITY = """
+    lint linter linting commit commits git typecheck changelog update updates build builds branch
+    main master push merge rebase stash diff status log logs checkout bun npm npx pnpm yarn pip uv
+    cargo pytest jest vitest ruff mypy eslint biome prettier tsc docker sudo echo grep sed rg head
+    tail eof todo repo repository
+"""
+_JUNK_TOKENS = frozenset("http https www redacted eof null nil undefined".split())  # noqa: SIM905
+_HEX = re.compile(r"(?=[0-9a-f]*\d)[0-9a-f]{7,40}")
+
 _TRAILING_FILLER: frozenset[str] = frozenset(
     "suite test file code command step part site snippet description output result line case".split()  # noqa: SIM905
 )
@@ -129,6 +138,11 @@ def normalize_term(word: str) -> str:
     if len(w) > 2 and w[-1] == w[-2] and w[-1] not in "lsz":
         w = w[:-1]
     return w
+
+
+ACTIVITY_WORDS: frozenset[str] = frozenset(normalize_term(w) for w in _ACTIVITY.split())
+"""Normalised words of the software workflow itself (lint, commit, git, build, the tools):
+every coding session has them, so alone they name no topic — never a keyphrase on their own."""
 
 
 def iter_words(text: str) -> Iterable[re.Match[str]]:
@@ -181,6 +195,8 @@ def key_terms(text: str) -> set[str]:
 def _classify(token: str) -> tuple[int, str, str]:
     """(kind, lowercased token, normalised term) for one token."""
     low = token.lower()
+    if low in _JUNK_TOKENS or _HEX.fullmatch(low) or token.startswith(("-", "/", "~")):
+        return _STOP, low, low  # flags, absolute paths, URL schemes, hashes, placeholders
     if is_code_token(token):
         return _CODE, low.removesuffix("()"), low.removesuffix("()")
     if low in STOPWORDS or low in _WEAK_WORDS or len(low) < 2 or low[0].isdigit():
@@ -295,7 +311,9 @@ def extract_keyphrases(
     span = max(cands.total, 1)
     for key, count in cands.count.items():
         code = key in cands.code
-        if all(w in GENERIC_WORDS for w in key) or (len(key) == 1 and key[0] in exclude):
+        if all(w in GENERIC_WORDS or w in ACTIVITY_WORDS for w in key) or (
+            len(key) == 1 and key[0] in exclude
+        ):
             continue
         if len(key) > 1 and not code and key[-1] in _TRAILING_FILLER:
             continue

@@ -16,6 +16,7 @@ class Summarizer(Protocol):
         """Summarise one segment's ``events``; ``context`` (overlap) informs but is not summarised."""
         ...
 
-    def summarize_children(self, children: Sequence[Summary]) -> Summary:
-        """Merge the summaries of a period's children (segments of a day, days of a week, ...)."""
+    def summarize_children(self, children: Sequence[Summary], level: str | None = None) -> Summary:
+        """Merge the summaries of a period's children (segments of a day, days of a week, ...);
+        ``level`` names the period being written (``day``, ``week``, ``month``, ``year``)."""
         ...

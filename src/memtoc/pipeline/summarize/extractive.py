@@ -1,39 +1,49 @@
 """The extractive summariser: no model, no network, deterministic.
 
-For a segment: events become facts (``extractive_facts``), scored for salience; 3-5 diverse
-bullets are picked MMR-style (score minus redundancy with bullets already chosen) and shown in
-order; keywords are the segment's keyphrases (never tool names or filler); the title says what
-happened to what (``extractive_titles``: "Fixed order dependence (AssertionError) in db_fixture"),
-never the opening words of the first message; L0 is the title and the best
-bullet within 100 tokens; L1 adds every bullet, further notable facts and key facts (files,
+For a segment: events become facts (``extractive_facts``: the user's requests and corrections,
+the agent's conclusions, what tools did and what their results showed), scored for salience;
+3-5 diverse bullets are picked MMR-style (score minus redundancy with bullets already chosen)
+and shown in order; keywords are the segment's keyphrases from what was said and the files
+touched (never tool names, flags, URLs or hashes); the title says what was done
+(``extractive_titles``: "Fixed the diff viewer column layout"). A segment holding nothing but a
+tool's output is described by it ("Read `engine.ts` (845 lines, defining …)").
+
+L0 (the abstract) stands on its own, because a parent lists its children by title and L0: the
+title, then the most salient facts, whole, until about ``abstract_tokens`` (100) and never past
+``abstract_max`` (140). L1 adds every bullet, further notable facts and key facts (files,
 commands, errors, participants) within 2,000 tokens.
 
-For a period: child bullets are re-ranked by their own salience (decisions, causes, fixes and
-errors over plans and tool steps), their coverage of the merged keywords and redundancy, with a penalty on children already represented, so each child
-gets a bullet where room allows; keywords propagate by how many children carry them, and the
-title names the dominant topics.
+For a period (``extractive_periods``): the children are grouped into threads; the title names
+the main threads, each bullet gives a thread's strongest outcome or decision, the L0 runs
+through the threads — a synthesis, never a child's text repeated.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 
 from memtoc.model import Event, Summary
 from memtoc.pipeline.summarize.extractive_facts import (
+    TOOL_KINDS,
     Fact,
-    bullet_salience,
-    clean_sentence,
     extract_facts,
     score_facts,
 )
-from memtoc.pipeline.summarize.extractive_titles import period_title, segment_title
+from memtoc.pipeline.summarize.extractive_periods import PeriodDigest, digest_children
+from memtoc.pipeline.summarize.extractive_titles import segment_title
 from memtoc.pipeline.summarize.tool_calls import TOOL_NAMES, tool_name
-from memtoc.text.keyphrases import extract_keyphrases, key_terms
+from memtoc.pipeline.summarize.tool_results import output_fact, results_of
+from memtoc.text.keyphrases import extract_keyphrases
 from memtoc.text.tokens import TokenCounter, truncate_to_tokens
 
 EMPTY_TITLE = "(empty)"
+COVERAGE_WEIGHT = 1.0
+"""How much a fact's new terms count when picking bullets (against its salience score)."""
+OUTCOME_KINDS = frozenset({"commit", "tests", "changed"})
+"""Facts that tell what came of a segment's work: one of them is always a bullet when any is."""
 
 
 def _jaccard(a: frozenset[str], b: frozenset[str]) -> float:
@@ -44,9 +54,9 @@ def _jaccard(a: frozenset[str], b: frozenset[str]) -> float:
 
 
 class ExtractiveSummarizer:
-    """Deterministic extractive summaries (``name = "extractive/1"``)."""
+    """Deterministic extractive summaries (``name = "extractive/2"``)."""
 
-    name = "extractive/1"
+    name = "extractive/2"
 
     def __init__(
         self,
@@ -56,6 +66,7 @@ class ExtractiveSummarizer:
         min_bullets: int = 3,
         max_keywords: int = 10,
         abstract_tokens: int = 100,
+        abstract_max: int = 140,
         overview_tokens: int = 2000,
         redundancy: float = 0.7,
     ) -> None:
@@ -64,15 +75,18 @@ class ExtractiveSummarizer:
         self.min_bullets = min(min_bullets, max_bullets)
         self.max_keywords = max_keywords
         self.abstract_tokens = abstract_tokens
+        self.abstract_max = max(abstract_max, abstract_tokens)
         self.overview_tokens = overview_tokens
         self.redundancy = redundancy
 
     # -- segments ---------------------------------------------------------------------------
 
     def summarize_events(self, events: Sequence[Event], context: Sequence[Event] = ()) -> Summary:
-        facts = extract_facts(events)
+        facts = extract_facts(events, context)
         if not facts:
-            return self._empty()
+            facts = self._output_facts(events, context)
+            if not facts:
+                return self._empty()
         score_facts(facts, events)
         tools = {tool_name(e.metadata).lower() for e in events if e.event_type == "tool_call"}
         keywords = extract_keyphrases(
@@ -82,6 +96,14 @@ class ExtractiveSummarizer:
         )
         target = max(self.min_bullets, min(self.max_bullets, 2 + len(facts) // 8))
         chosen = self._select(facts, target)
+        if not any(f.kind in OUTCOME_KINDS for f in chosen):  # what came of it, when known
+            outcome = max((f for f in facts if f.kind in OUTCOME_KINDS),
+                          key=lambda f: (f.score, -f.position), default=None)  # fmt: skip
+            if outcome is not None and len(chosen) < self.max_bullets:
+                chosen.append(outcome)
+            elif outcome is not None:  # in place of the weakest
+                weakest = min(chosen, key=lambda f: (f.score, -f.position))
+                chosen = [f for f in chosen if f is not weakest] + [outcome]
         bullets = [f.text for f in sorted(chosen, key=lambda f: f.position)]
         title = segment_title(facts, keywords, events)
         chosen_ids = {id(f) for f in chosen}
@@ -91,8 +113,24 @@ class ExtractiveSummarizer:
             penalty_terms=[f.terms for f in chosen],
         )
         facts_block = self._key_facts(facts)
-        best = max(chosen, key=lambda f: (f.score, -f.position)).text
-        return self._finish(title, bullets, keywords, best, [f.text for f in extra], facts_block)
+        # L0 stands alone (the best fact first) and adds what the bullets do not say
+        by_score = sorted(chosen, key=lambda f: (-f.score, f.position))
+        ranked = [by_score[0].text, *(f.text for f in extra if f.score > 0)]
+        ranked += [f.text for f in by_score[1:]]
+        abstract = self._abstract(title, ranked, keywords)
+        return self._finish(title, bullets, keywords, abstract, [f.text for f in extra],
+                            facts_block)  # fmt: skip
+
+    def _output_facts(self, events: Sequence[Event], context: Sequence[Event]) -> list[Fact]:
+        """A segment of tool output only: each output described by what it was."""
+        out: list[Fact] = []
+        for i, _call, action in results_of(events, context):
+            if not events[i].text.strip():
+                continue
+            described = output_fact(events[i], action)
+            terms = frozenset(t for t in described.text.lower().split() if len(t) > 2)
+            out.append(Fact(described.text, len(out), i, terms, described.kind, code=True))
+        return out
 
     def _select(
         self,
@@ -101,9 +139,22 @@ class ExtractiveSummarizer:
         *,
         penalty_terms: Iterable[frozenset[str]] = (),
     ) -> list[Fact]:
-        """MMR: repeatedly take the fact with the best score minus its redundancy."""
+        """MMR with coverage: repeatedly take the fact with the best score, minus its redundancy
+        with what is chosen, plus the weight of the segment's terms it adds that nothing chosen
+        says yet (``COVERAGE_WEIGHT``; a term weighs by how many facts use it)."""
         picked: list[Fact] = []
         pool = sorted(facts, key=lambda f: (-f.score, f.position))[: max(4 * k, 40)]
+        freq: Counter[str] = Counter(t for f in facts for t in f.terms)
+        weight = {t: math.log1p(n) for t, n in freq.items()}
+        top = max(weight.values(), default=1.0) or 1.0
+        covered: set[str] = set()
+        for terms in penalty_terms:
+            covered |= terms
+
+        def gain(f: Fact) -> float:
+            new = math.fsum(weight.get(t, 0.0) for t in f.terms if t not in covered)
+            return COVERAGE_WEIGHT * new / (top * (len(f.terms) + 2))
+
         # Each candidate's largest overlap with what is already chosen, updated per pick.
         overlap = [0.0] * len(pool)
         for terms in penalty_terms:
@@ -111,7 +162,10 @@ class ExtractiveSummarizer:
         texts: set[str] = set()
         alive = list(range(len(pool)))
         while alive and len(picked) < k:
-            best_i = max(alive, key=lambda i: (pool[i].score - self.redundancy * overlap[i], -i))
+            best_i = max(
+                alive,
+                key=lambda i: (pool[i].score - self.redundancy * overlap[i] + gain(pool[i]), -i),
+            )
             alive.remove(best_i)
             fact = pool[best_i]
             key = fact.text.lower()
@@ -119,6 +173,7 @@ class ExtractiveSummarizer:
                 continue
             texts.add(key)
             picked.append(fact)
+            covered |= fact.terms
             for i in alive:
                 o = _jaccard(pool[i].terms, fact.terms)
                 if o > overlap[i]:
@@ -129,9 +184,10 @@ class ExtractiveSummarizer:
         out: list[str] = []
         groups = (
             ("Participants", sorted({f.speaker for f in facts if f.speaker})),
-            ("Files", _unique(f.text.split("`")[1] for f in facts if f.kind == "edit")),
-            ("Commands", _unique(f.text.split("`")[1] for f in facts if f.kind == "command")),
+            ("Files", _unique(s for f in facts if f.kind == "edit" for s in _ticked(f.text))),
+            ("Commands", _unique(s for f in facts if f.kind == "command" for s in _ticked(f.text))),
             ("Errors", _unique(f.text.removeprefix("Error: ") for f in facts if f.kind == "error")),
+            ("Tests", _unique(f.text.removeprefix("Tests: ") for f in facts if f.kind == "tests")),
         )
         for label, values in groups:
             if values:
@@ -140,75 +196,61 @@ class ExtractiveSummarizer:
 
     # -- periods ----------------------------------------------------------------------------
 
-    def summarize_children(self, children: Sequence[Summary]) -> Summary:
-        live = [c for c in children if c.title != EMPTY_TITLE and (c.bullets or c.keywords)]
+    def summarize_children(self, children: Sequence[Summary], level: str | None = None) -> Summary:
+        live = [c for c in children if c.title != EMPTY_TITLE and c.title.strip()]
+        # an agent's bookkeeping says nothing about the period unless it is all there is
+        live = [c for c in live if not is_bookkeeping(c)] or live
         if not live:
             return self._empty()
-        keywords = self._merge_keywords(live)
-        top_terms = frozenset().union(*(key_terms(k) for k in keywords[:6]))
-        candidates: list[tuple[float, int, int, str, frozenset[str]]] = []
-        for ci, child in enumerate(live):
-            for rank, bullet in enumerate(child.bullets):
-                terms = frozenset(key_terms(bullet))
-                coverage = len(terms & top_terms) / (len(top_terms) or 1)
-                weight = 0.5 / (1 + rank) + coverage + bullet_salience(bullet)
-                candidates.append((weight, ci, rank, bullet, terms))
-        target = max(self.min_bullets, min(self.max_bullets, len(live)))
-        picked: list[tuple[float, int, int, str, frozenset[str]]] = []
-        used: Counter[int] = Counter()
-        pool = list(candidates)
-        while pool and len(picked) < target:
-
-            def value(c: tuple[float, int, int, str, frozenset[str]]) -> tuple[float, int, int]:
-                overlap = max((_jaccard(c[4], p[4]) for p in picked), default=0.0)
-                return (c[0] - self.redundancy * overlap - 0.8 * used[c[1]], -c[1], -c[2])
-
-            best = max(pool, key=value)
-            pool.remove(best)
-            if any(
-                best[3].lower() == p[3].lower() or _jaccard(best[4], p[4]) > 0.8 for p in picked
-            ):
-                continue
-            picked.append(best)
-            used[best[1]] += 1
-        bullets = [clean_sentence(p[3]) for p in sorted(picked, key=lambda p: (p[1], p[2]))]
-        title = period_title(live, keywords)
-        best_bullet = (
-            clean_sentence(max(picked, key=lambda p: (p[0], -p[1], -p[2]))[3]) if picked else ""
-        )
-        extra = [f"{c.title}" for c in live]
-        return self._finish(title, bullets, keywords, best_bullet, extra, [], extra_label="Covers")
-
-    def _merge_keywords(self, children: Sequence[Summary]) -> list[str]:
-        stats: dict[str, list[float]] = {}
-        forms: dict[str, Counter[str]] = {}
-        for child in children:
-            for rank, kw in enumerate(dict.fromkeys(child.keywords)):
-                key = kw.lower()
-                entry = stats.setdefault(key, [0.0, 0.0])
-                entry[0] += 1
-                entry[1] += 1.0 / (1 + rank)
-                forms.setdefault(key, Counter())[kw] += 1
-        order = sorted(stats, key=lambda k: (-stats[k][0], -stats[k][1], k))
-        return [min(forms[k].items(), key=lambda kv: (-kv[1], kv[0]))[0] for k in order][
-            : self.max_keywords
-        ]
+        digest: PeriodDigest = digest_children(
+            live, level=level, max_bullets=self.max_bullets, min_bullets=self.min_bullets,
+            max_keywords=self.max_keywords, redundancy=self.redundancy,
+        )  # fmt: skip
+        abstract = self._abstract(digest.title, digest.lines, digest.keywords)
+        return self._finish(digest.title, digest.bullets, digest.keywords, abstract,
+                            digest.covers, [], extra_label="Covers")  # fmt: skip
 
     # -- shared -----------------------------------------------------------------------------
+
+    def _abstract(self, title: str, sentences: Sequence[str], keywords: Sequence[str]) -> str:
+        """L0: the title, then whole sentences (best first) until about ``abstract_tokens``,
+        never past ``abstract_max``; a short one ends with its keywords."""
+        count = self.counter.count
+        text = title
+        used = count(text)
+        seen = {title.lower()}
+        for sentence in sentences:
+            if used >= self.abstract_tokens:
+                break
+            sentence = sentence.strip()
+            if not sentence or sentence.lower() in seen:
+                continue
+            joined = f"{text}{'' if text.endswith(('.', '!', '?', '…')) else '.'} {sentence}"
+            n = count(joined)
+            if n <= self.abstract_max:
+                text, used = joined, n
+                seen.add(sentence.lower())
+        if used < self.abstract_tokens * 0.6 and keywords:
+            tail = [k for k in keywords if k.lower() not in text.lower()]
+            if tail:
+                joined = f"{text}{'' if text.endswith(('.', '!', '?', '…')) else '.'} " + (
+                    "About: " + ", ".join(tail)
+                )
+                text = truncate_to_tokens(self.counter, joined, self.abstract_max)
+        return text
 
     def _finish(
         self,
         title: str,
         bullets: Sequence[str],
         keywords: Sequence[str],
-        best: str,
+        abstract: str,
         extra: Sequence[str],
         key_facts: Sequence[str],
         *,
         extra_label: str = "Also",
     ) -> Summary:
-        abstract = f"{title}. {best}" if best else title
-        abstract = truncate_to_tokens(self.counter, abstract, self.abstract_tokens)
+        abstract = truncate_to_tokens(self.counter, abstract, self.abstract_max)
         lines = [title, "", *(f"- {b}" for b in bullets)]
         if keywords:
             lines += ["", "Keywords: " + ", ".join(keywords)]
@@ -229,8 +271,62 @@ class ExtractiveSummarizer:
         return empty_summary(self.name)
 
 
+_BOOKKEEPING_WHAT = {
+    "command": "slash command",
+    "compact_summary": "compaction summary",
+    "interrupt": "interruption",
+    "warmup": "sub-agent warm-up",
+    "caveat": "local-command notice",
+    "command_output": "command output",
+    "hook": "hook notice",
+    "notice": "agent notice",
+    "context": "injected environment context",
+    "instructions": "injected instructions",
+}
+
+
+def bookkeeping_summary(events: Sequence[Event], backend: str) -> Summary:
+    """A segment holding only an agent's bookkeeping (``Event.bookkeeping``), described by what
+    it was — the slash commands typed ("Local command /exit"), an interruption, a compaction, a
+    warm-up — so no node is ``(empty)`` while it holds events. The notices' own words are never
+    quoted (they are nobody's words), and it has no keywords."""
+    kinds = _unique(e.bookkeeping or "notice" for e in events)
+    commands = _unique(e.text.split()[0] for e in events
+                       if e.bookkeeping == "command" and e.text.strip().startswith("/"))  # fmt: skip
+    if commands:
+        title = f"Local command {', '.join(commands[:3])}"
+    elif "compact_summary" in kinds:
+        title = "Conversation compacted"
+    elif "interrupt" in kinds:
+        title = "Interrupted by the user"
+    else:
+        title = "Agent bookkeeping: " + ", ".join(
+            _BOOKKEEPING_WHAT.get(k, k.replace("_", " ")) for k in kinds[:3]
+        )
+    described = [_BOOKKEEPING_WHAT.get(k, k.replace("_", " ")) for k in kinds]
+    bullets = [f"Agent bookkeeping: {', '.join(described)}"]
+    abstract = f"{title}. {bullets[0]}."
+    return Summary(title, tuple(bullets), (), abstract, "\n".join([title, "", *bullets]),
+                   backend=backend)  # fmt: skip
+
+
+BOOKKEEPING_TITLES = ("Local command ", "Conversation compacted", "Interrupted by the user",
+                      "Agent bookkeeping: ")  # fmt: skip
+
+
+def is_bookkeeping(summary: Summary) -> bool:
+    """Whether ``summary`` describes a segment of bookkeeping only (``bookkeeping_summary``)."""
+    return not summary.keywords and summary.title.startswith(BOOKKEEPING_TITLES)
+
+
+def _first_words(text: str, n: int) -> str:
+    words = text.split()
+    return " ".join(words[:n]) + ("…" if len(words) > n else "")
+
+
 def empty_summary(backend: str) -> Summary:
-    """The summary of a segment with nothing to summarise (titled ``EMPTY_TITLE``)."""
+    """The summary of a segment with nothing to summarise (titled ``EMPTY_TITLE``): only for
+    input without any text at all."""
     return Summary(
         title=EMPTY_TITLE,
         bullets=(),
@@ -242,16 +338,26 @@ def empty_summary(backend: str) -> Summary:
 
 
 _FACT_PREFIX = re.compile(
-    r"^(?:Ran|Edited|Wrote|Read|Fetched|Searched(?: the web)? for|Called|Error:|Tests:) "
+    r"^(?:Ran|Edited|Wrote|Read(?: and searched)?|Fetched|Searched(?: the web)? for|Called|Error:|"
+    r"Tests:|Committed(?: [0-9a-f]+)?:|Proposed plan:|Asked:) "
 )
+_TICKED = re.compile(r"`([^`]+)`")
+_TOOL_WORDS = re.compile(
+    r"\band \d+ more (?:files|commands)\b|\(\d+ lines\)|\bdefines\b|\(\d+ files? changed[^)]*\)"
+    r"|\b\d+ (?:insertions?|deletions?)\(?[+-]?\)?"
+)
+
+
+def _ticked(text: str) -> list[str]:
+    return _TICKED.findall(text)
 
 
 def _topic_text(fact: Fact) -> str:
     """A fact's text without the words the summariser itself adds ("Ran", "Error:")."""
-    if fact.kind == "command":  # the arguments, not the program ("pytest", "git")
-        return _FACT_PREFIX.sub("", fact.text).replace("`", " ").strip().partition(" ")[2]
-    if fact.kind in ("edit", "read", "error", "tally"):
-        return _FACT_PREFIX.sub("", fact.text).replace("`", " ")
+    if fact.kind in TOOL_KINDS:
+        text = _FACT_PREFIX.sub("", fact.text)
+        text = _TOOL_WORDS.sub(" ", text)
+        return text.replace("`", " ")
     return fact.text
 
 

@@ -1,10 +1,26 @@
 """Sentences and facts from events, scored for salience (used by the extractive summariser).
 
-Every event becomes zero or more ``Fact``s: prose is split into clean sentences (markdown and
-code fences removed, commands kept whole); a tool call becomes "Ran `cmd`", "Edited `path`",
-"Searched for `pattern`"... (``tool_calls.render_tool_call``: never the raw call or tool name);
-a tool result contributes only its error line (or a test tally), since raw output is noise.
-Each fact carries its key terms and cue flags; ``score_facts`` turns them into salience scores.
+Every event becomes zero or more ``Fact``s, each of a *kind* that says whose words it is and
+what it did — because in a coding session what the user asked and corrected, and what the agent
+concluded, matter more than the tool traffic around them:
+
+- a **user** turn: its opening sentences (or a plan's heading) are the ``request``; a turn that
+  pushes back ("no, …", "actually …", "instead …") is a ``correction``; later sentences are
+  ``user`` prose. A conversation transcript (turns labelled ``Name: …``, as LoCoMo's) keeps
+  ``prose`` and ``question`` facts with the speaker's name;
+- an **assistant** turn: sentences carrying a conclusion (root cause, the fix, a decision, an
+  outcome) are ``conclusion``s; announcements of what it is about to do ("Let me check…") are
+  ``intent``; the rest ``prose``. Fenced code is dropped, except shell commands;
+- a **tool call** is rendered in words (``tool_calls.render_tool_call``): edits and reads are
+  gathered into one fact each ("Edited `a.ts`, `b.ts` and 3 more files"), commands too, while a
+  commit, a proposed plan or a question put to the user stand alone;
+- a **tool result** gives what it showed (``tool_results``): a test tally (the last one of the
+  segment: its outcome), a commit, files changed, a real error — never the raw output, and no
+  "error" read out of a file's code.
+
+Agent bookkeeping in the text (``<command-name>`` wrappers, ``<details>`` markup) is dropped.
+Each fact carries its key terms and cue flags; ``score_facts`` turns kind, cues and centrality
+into a salience score.
 """
 
 from __future__ import annotations
@@ -13,33 +29,39 @@ import math
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from memtoc.model import Event
 from memtoc.pipeline.summarize.tool_calls import render_tool_call
+from memtoc.pipeline.summarize.tool_results import describe_result, results_of
 from memtoc.text.keyphrases import SPEAKER_LABEL, iter_words, token_terms
 
 MAX_WORDS = 40
+READ_CHARS = 20_000
+"""How much of one message the summariser reads."""
+REQUEST_SENTENCES = 2
+"""Sentences of a user turn that count as its request."""
+LISTED_FILES = 3
+"""Files named in a gathered edit or read fact before "and N more"."""
 
 _SENT_SPLIT = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[`*_]*[A-Z0-9])")
 _MD_PREFIX = re.compile(r"^\s*(?:#{1,6}\s+|>\s*|[-*+•]\s+|\d{1,3}[.)]\s+|\[[ xX]\]\s+)+")
 _MD_INLINE = re.compile(r"\*\*|__|~~|(?<!\w)\*(?=\S)|(?<=\S)\*(?!\w)")
 _MD_LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
-_ERROR_LINE = re.compile(
-    r"(?:^|\s)((?:[A-Za-z_][\w.]*(?:Error|Exception|Warning)|error|ERROR|FAILED|fatal|panic)"
-    r"\b[:\s].{0,200})"
-)
-_PYTEST_FAILED = re.compile(r"FAILED \S*?::(\w+)\S* - (.+)")
-_TALLY = re.compile(r"\b\d+ (?:passed|failed|errors?|skipped)\b(?:[, ]+\d+ \w+)*")
+_TAG = re.compile(r"</?[A-Za-z][\w-]*(?:\s[^<>]{0,300})?/?>")
+_HEADING = re.compile(r"^\s*#{1,4}\s+(.{4,160}?)\s*#*\s*$", re.MULTILINE)
+_PLAN_PREFIX = re.compile(r"^(?:plan|fix|feature|bug|task|goal|summary)\s*[:—-]\s*", re.IGNORECASE)
 _SHELL = re.compile(
-    r"^(?:\$ )?(?:git|pytest|python3?|pip|uv|npm|npx|yarn|pnpm|cargo|go|make|docker|kubectl|ls|cd|"
-    r"cat|grep|rg|sed|curl|ruff|mypy|node|bash|sh|cp|mv|rm|mkdir|psql|sqlite3|memtoc)\b"
+    r"^(?:\$ )?(?:git|pytest|python3?|pip|uv|npm|npx|yarn|pnpm|bun|cargo|go|make|docker|kubectl|"
+    r"ls|cd|cat|grep|rg|sed|curl|ruff|mypy|node|bash|sh|cp|mv|rm|mkdir|psql|sqlite3|memtoc)\b"
 )
 _CUES = re.compile(
     r"\b(?:"
     r"(?P<decision>let's|lets|we'll use|we will use|decided|decide|decision|instead|the fix|"
-    r"fixed by|root cause|solution|resolved|the problem (?:is|was)|turns out|switch(?:ed)? to|"
-    r"going with|chose|conclusion|because)"
-    r"|(?P<fix>fix(?:ed|es|ing)?|works now|passes|passing|solved)"
+    r"fixed by|root cause|solution|resolved|the problem (?:is|was)|the issue (?:is|was)|"
+    r"turns out|switch(?:ed)? to|going with|chose|conclusion|because|caused by)"
+    r"|(?P<fix>fix(?:ed|es|ing)?|works now|passes|passing|solved|all \d+ tests|succeeded|"
+    r"now (?:works|passes|renders|shows))"
     r"|(?P<life>went|visited|started|joined|bought|adopted|moved|finished|signed up|won|lost|met|"
     r"married|graduated|volunteer\w*|plan(?:s|ned|ning)?|going to|gonna|next (?:week|month|year)|"
     r"last (?:week|month|year|night)|yesterday|tomorrow|weekend|recently|just got|birthday|"
@@ -51,6 +73,58 @@ _CHITCHAT = re.compile(
     r"(?:ok(?:ay)?|thanks?|thank you|great|cool|nice|sure|yes|yeah|yep|no|wow|lol|haha|awesome|"
     r"sounds good|got it|hi|hey|hello|bye|perfect|glad|that's (?:great|awesome|amazing|cool))\b"
 )
+_INTENT_START = re.compile(
+    r"^(?:now,? |next,? |first,? |ok(?:ay)?,? |great,? |good,? |perfect,? )?"
+    r"(?:let me|let's (?:check|look|see|read|run|verify|start|explore|examine|find)|i'll|i will|"
+    r"i need to|i'm going to|i am going to|i should|we need to check|time to)\b",
+    re.IGNORECASE,
+)
+_CORRECTION = re.compile(
+    r"^(?:no\b|nope\b|not\b|actually\b|wait\b|stop\b|don't\b|do not\b|that's (?:not|wrong)|"
+    r"that is (?:not|wrong)|wrong\b|instead\b|i said\b|i meant\b|rather\b|undo\b|revert\b)",
+    re.IGNORECASE,
+)
+_REQUEST_FILLER = re.compile(
+    r"^(?:(?:hey|hi|ok(?:ay)?|so|great|thanks|perfect|cool|alright)[,!.]?\s+)*"
+    r"(?:implement the following plan:?\s*|(?:can|could|would) you(?: please)?\s+|please\s+|"
+    r"i(?:'d| would) like (?:you )?to\s+|i want (?:you )?to\s+|let's\s+|we need to\s+)?",
+    re.IGNORECASE,
+)
+
+_NOT_SPEAKERS = frozenset(
+    """
+    note notes update updates error errors warning fixed fix summary plan context problem solution
+    result results status question answer todo important edit file files step tip example output
+    input reason cause decision goal approach bug issue feature task changes done test tests
+    """.split()  # noqa: SIM905 - a word list reads better as text
+)
+"""Section labels ("Note: …", "Fixed: …") that open a line like a speaker's name but are not."""
+
+KIND_WEIGHT: dict[str, float] = {
+    "request": 1.2,
+    "correction": 1.2,
+    "commit": 1.3,
+    "plan": 1.0,
+    "conclusion": 0.8,
+    "error": 0.9,
+    "tests": 0.7,
+    "ask": 0.6,
+    "question": 0.2,
+    "user": 0.3,
+    "changed": 0.3,
+    "edit": 0.25,
+    "command": 0.1,
+    "prose": 0.0,
+    "tool_error": -0.8,
+    "read": -0.4,
+    "intent": -0.6,
+    "call": -0.6,
+    "output": -0.5,
+}
+"""Base salience of each kind of fact (``score_facts`` adds centrality and cues)."""
+TOOL_KINDS = frozenset({"command", "edit", "read", "call", "commit", "plan", "ask", "tests",
+                        "changed", "error", "tool_error", "output"})  # fmt: skip
+"""Facts derived from tool calls and results (not anybody's words)."""
 
 
 @dataclass(slots=True)
@@ -63,13 +137,15 @@ class Fact:
     event_index: int
     terms: frozenset[str]
     kind: str
-    """``prose``, ``question``, ``command``, ``edit``, ``read``, ``call``, ``error`` or ``tally``."""
+    """One of ``KIND_WEIGHT``'s kinds."""
     speaker: str | None = None
     decision: bool = False
     fix: bool = False
     life_event: bool = False
     chitchat: bool = False
     code: bool = False
+    heading: bool = False
+    """A markdown heading (a plan's or a section's title)."""
     score: float = 0.0
 
 
@@ -77,6 +153,8 @@ def clean_sentence(text: str, max_words: int = MAX_WORDS) -> str:
     """Markdown-free, single-spaced, at most ``max_words`` words (cut ends with an ellipsis)."""
     if "](" in text:
         text = _MD_LINK.sub(r"\1", text)
+    if "<" in text:
+        text = _TAG.sub(" ", text)
     text = _MD_PREFIX.sub("", text)
     if "*" in text or "__" in text or "~~" in text:
         text = _MD_INLINE.sub("", text)
@@ -87,6 +165,14 @@ def clean_sentence(text: str, max_words: int = MAX_WORDS) -> str:
     if len(words) > max_words:
         text = " ".join(words[:max_words]).rstrip(",;:-(") + "…"
     return text
+
+
+def request_phrase(text: str) -> str:
+    """A request without its politeness ("can you please …", "implement the following plan:")
+    and a plan heading's label ("Plan: …"), capitalised."""
+    text = _REQUEST_FILLER.sub("", text.strip(), count=1)
+    text = _PLAN_PREFIX.sub("", text, count=1).strip()
+    return text[:1].upper() + text[1:] if text else ""
 
 
 def _terms_of(text: str) -> tuple[frozenset[str], bool]:
@@ -100,32 +186,17 @@ def _terms_of(text: str) -> tuple[frozenset[str], bool]:
     return frozenset(terms), code
 
 
-def _tool_result_fact(event: Event) -> tuple[str, str] | None:
-    """An error line (``error``) or a test tally (``tally``) from a tool result, else None."""
-    text = event.text[-4000:]
-    errors = [m.group(1) for m in _ERROR_LINE.finditer(text)]
-    if errors or event.metadata.get("is_error") is True:
-        line = errors[-1] if errors else text.strip().splitlines()[-1] if text.strip() else "failed"
-        failed = _PYTEST_FAILED.match(line.strip())
-        if failed:  # "FAILED tests/x.py::test_y - msg": the message first, then the test
-            return "error", f"Error: {clean_sentence(failed.group(2), 20)} in `{failed.group(1)}`"
-        return "error", "Error: " + clean_sentence(line.strip(), 24)
-    tally = _TALLY.search(text)
-    if tally:
-        return "tally", "Tests: " + tally.group(0)
-    return None
-
-
-def _prose_sentences(text: str) -> list[tuple[str, bool]]:
-    """(sentence, is_command) pairs: fenced code dropped except shell commands."""
-    out: list[tuple[str, bool]] = []
+def _prose_sentences(text: str) -> list[tuple[str, bool, bool]]:
+    """(sentence, is_command, is_heading) triples: fenced code dropped except shell commands,
+    markup-only lines dropped."""
+    out: list[tuple[str, bool, bool]] = []
     in_fence = False
     paragraph: list[str] = []
 
     def flush() -> None:
         if paragraph:
             joined = " ".join(paragraph)
-            out.extend((s, False) for s in _SENT_SPLIT.split(joined) if s)
+            out.extend((s, False, False) for s in _SENT_SPLIT.split(joined) if s)
             paragraph.clear()
 
     for raw in text.splitlines():
@@ -136,8 +207,16 @@ def _prose_sentences(text: str) -> list[tuple[str, bool]]:
             continue
         if in_fence or not line:
             if in_fence and (line.startswith("$ ") or _SHELL.match(line)) and len(line) < 160:
-                out.append((line.removeprefix("$ "), True))
+                out.append((line.removeprefix("$ "), True, False))
             flush()
+            continue
+        if line.startswith("<") and (line.endswith(">") or not _TAG.sub("", line).strip()):
+            flush()  # markup: <details>, <command-name>…</command-name>, <tool-use …>
+            continue
+        heading = _HEADING.match(raw)
+        if heading:
+            flush()
+            out.append((heading.group(1), False, True))
             continue
         if _MD_PREFIX.match(raw) or line.startswith("|"):
             flush()  # list items and table rows stand alone
@@ -146,71 +225,151 @@ def _prose_sentences(text: str) -> list[tuple[str, bool]]:
     return out
 
 
-def extract_facts(events: Sequence[Event]) -> list[Fact]:
-    """Every candidate bullet of a segment, in order."""
+def _gathered(verb: str, subjects: Sequence[str], noun: str) -> str:
+    shown = [f"`{s}`" for s in subjects[:LISTED_FILES]]
+    more = len(subjects) - len(shown)
+    if more > 0:
+        return f"{verb} {', '.join(shown)} and {more} more {noun}"
+    if len(shown) > 1:
+        return f"{verb} {', '.join(shown[:-1])} and {shown[-1]}"
+    return f"{verb} {shown[0]}"
+
+
+def extract_facts(events: Sequence[Event], context: Sequence[Event] = ()) -> list[Fact]:
+    """Every candidate bullet of a segment, in order (``context``: the events before the
+    segment, where the calls answered by its first results may be)."""
     facts: list[Fact] = []
 
-    def add(text: str, index: int, kind: str, speaker: str | None = None) -> None:
+    def add(text: str, index: int, kind: str, speaker: str | None = None,
+            heading: bool = False) -> Fact | None:  # fmt: skip
         text = clean_sentence(text)
-        if not text:
-            return
+        if not text or not any(c.isalnum() for c in text):
+            return None
         terms, code = _terms_of(text)
         body = text[len(speaker) + 2 :] if speaker and text.startswith(speaker + ": ") else text
         body = body.lower()
         cues = {m.lastgroup for m in _CUES.finditer(body)}
-        facts.append(
-            Fact(
-                text=text,
-                position=len(facts),
-                event_index=index,
-                terms=terms,
-                kind=kind,
-                speaker=speaker,
-                decision="decision" in cues,
-                fix="fix" in cues,
-                life_event="life" in cues,
-                chitchat=_CHITCHAT.match(body) is not None,
-                code=code or kind in ("command", "edit"),
-            )
+        fact = Fact(
+            text=text,
+            position=len(facts),
+            event_index=index,
+            terms=terms,
+            kind=kind,
+            speaker=speaker,
+            decision="decision" in cues,
+            fix="fix" in cues,
+            life_event="life" in cues,
+            chitchat=_CHITCHAT.match(body) is not None,
+            code=code or kind in ("command", "edit"),
+            heading=heading,
         )
+        facts.append(fact)
+        return fact
 
+    results = {i: action for i, _call, action in results_of(events, context)}
+    gathered: dict[str, tuple[int, list[str]]] = {}
     seen_errors: set[str] = set()
     for index, event in enumerate(events):
         etype = event.event_type
         if etype == "tool_call":
             action = render_tool_call(event.text, event.metadata)
-            if action:
-                add(action.text, index, action.kind)
+            if action is None:
+                continue
+            if action.kind in ("edit", "read", "command"):
+                subject = action.subject
+                at, subjects = gathered.setdefault(action.kind, (len(facts), []))
+                if subject and subject not in subjects:
+                    subjects.append(subject)
+                if at == len(facts):  # a placeholder keeps the first one's place
+                    add(action.text, index, action.kind)
+                continue
+            add(action.text, index, action.kind)
             continue
         if etype == "tool_result":
-            result = _tool_result_fact(event)
-            if result:
-                # The same failure seen again (re-runs) is one fact, kept where it first showed.
-                message = result[1].rsplit(" in `", 1)[0]
-                if result[0] == "error" and message in seen_errors:
-                    continue
-                seen_errors.add(message)
-                add(result[1], index, result[0])
+            for result in describe_result(event, results.get(index)):
+                if result.kind in ("error", "tool_error"):
+                    # the same failure seen again (re-runs) is one fact, where it first showed
+                    message = result.text.rsplit(" in `", 1)[0]
+                    if message in seen_errors:
+                        continue
+                    seen_errors.add(message)
+                add(result.text, index, result.kind)
             continue
         if etype in ("session_start", "session_end") or not event.text.strip():
             continue
-        text = event.text
-        speaker = event.metadata.get("speaker")
-        match = SPEAKER_LABEL.match(text)
-        if match:
-            speaker, text = match.group(1), text[match.end() :]
-        label = speaker if isinstance(speaker, str) and speaker else None
-        for sentence, is_command in _prose_sentences(text[:20_000]):
-            if is_command:
-                add(f"Ran `{sentence}`", index, "command")
-                continue
-            kind = "question" if sentence.rstrip().endswith("?") else "prose"
-            add(f"{label}: {sentence}" if label else sentence, index, kind, label)
+        _message_facts(event, index, add)
+    _gather(facts, gathered)
+    # test runs: the last tally is the outcome (an earlier failure is told by its error)
+    tallies = [f for f in facts if f.kind == "tests"]
+    if len(tallies) > 1:
+        stale = {id(f) for f in tallies[:-1]}
+        facts = [f for f in facts if id(f) not in stale]
+        for position, fact in enumerate(facts):
+            fact.position = position
     return facts
 
 
+def _gather(facts: list[Fact], gathered: dict[str, tuple[int, list[str]]]) -> None:
+    """Replace the first edit/read/command fact by one naming all of the segment's."""
+    words = {"edit": ("Edited", "files"), "read": ("Read", "files"), "command": ("Ran", "commands")}
+    for kind, (at, subjects) in gathered.items():
+        if at >= len(facts) or facts[at].kind != kind or len(subjects) < 2:
+            continue
+        verb, noun = words[kind]
+        if kind == "read" and facts[at].text.startswith("Searched"):
+            verb = "Read and searched"
+        text = clean_sentence(_gathered(verb, subjects, noun))
+        terms, _ = _terms_of(text)
+        old = facts[at]
+        facts[at] = Fact(text, old.position, old.event_index, terms, kind, code=True)
+
+
+def _message_facts(event: Event, index: int, add: _Add) -> None:
+    text = event.text
+    speaker = event.metadata.get("speaker")
+    match = SPEAKER_LABEL.match(text) if event.role != "assistant" else None
+    if match and match.group(1).lower() not in _NOT_SPEAKERS:
+        speaker, text = match.group(1), text[match.end() :]
+    label = speaker if isinstance(speaker, str) and speaker else None
+    user = event.role == "user" and label is None
+    sentences = _prose_sentences(text[:READ_CHARS])
+    said = 0
+    for k, (sentence, is_command, heading) in enumerate(sentences):
+        if is_command:
+            add(f"Ran `{sentence}`", index, "command")
+            continue
+        if label is not None:  # a conversation: every speaker's words are prose
+            kind = "question" if sentence.rstrip().endswith("?") else "prose"
+            add(f"{label}: {sentence}", index, kind, label)
+            continue
+        if user:
+            if said < REQUEST_SENTENCES or (heading and k < 12):
+                kind = "correction" if said == 0 and _CORRECTION.match(sentence) else "request"
+            else:
+                kind = "user"
+            if kind == "request":
+                sentence = request_phrase(sentence)
+            said += 1
+            add(sentence, index, kind, heading=heading)
+            continue
+        if _INTENT_START.match(sentence):
+            kind = "intent"
+        elif sentence.rstrip().endswith("?"):
+            kind = "question"
+        else:
+            kind = "prose"
+        fact = add(sentence, index, kind, heading=heading)
+        if fact is not None and kind == "prose" and (fact.decision or fact.fix):
+            fact.kind = "conclusion"
+
+
+class _Add(Protocol):  # the signature of ``extract_facts``'s ``add``
+    def __call__(self, text: str, index: int, kind: str, speaker: str | None = None,
+                 heading: bool = False) -> Fact | None: ...  # fmt: skip
+
+
 def score_facts(facts: Sequence[Fact], events: Sequence[Event]) -> None:
-    """Set each fact's salience: centrality to the segment's terms plus cue bonuses."""
+    """Set each fact's salience: its kind's weight, centrality to the segment's terms, cues."""
     doc_freq: dict[str, int] = {}
     for fact in facts:
         for term in fact.terms:
@@ -219,32 +378,30 @@ def score_facts(facts: Sequence[Fact], events: Sequence[Event]) -> None:
     weight = {t: math.log1p(df) for t, df in doc_freq.items() if t.lower() not in _lower(speakers)}
     top = max(weight.values(), default=1.0) or 1.0
     user_turns = {i for i, e in enumerate(events) if e.role == "user"}
+    first_request = next((f.position for f in facts if f.kind in ("request", "correction")), -1)
     for fact in facts:
         content = [weight.get(t, 0.0) for t in fact.terms]
         n = len(content)
         centrality = math.fsum(content) / (top * math.sqrt(n + 2)) if n else 0.0
-        score = centrality
-        if fact.kind == "error":
-            score += 0.9
-        elif fact.kind == "tally":
-            score += 0.4
-        elif fact.kind in ("command", "edit"):
-            score += 0.35
-        elif fact.kind == "call":
-            score -= 0.3
-        elif fact.kind == "question":
-            score += 0.5 if fact.event_index in user_turns or fact.speaker else 0.2
-        if fact.decision:
-            score += 0.6
-        if fact.fix:
-            score += 0.4
-        if fact.life_event:
-            score += 0.5
-        if fact.code and fact.kind == "prose":
+        score = centrality + KIND_WEIGHT.get(fact.kind, 0.0)
+        if fact.kind == "question":
+            score += 0.3 if fact.event_index in user_turns or fact.speaker else 0.0
+        if fact.position == first_request:
+            score += 0.3
+        if fact.heading:
+            score += 0.3
+        if fact.kind not in TOOL_KINDS:
+            if fact.decision:
+                score += 0.6
+            if fact.fix:
+                score += 0.4
+            if fact.life_event:
+                score += 0.5
+        if fact.code and fact.kind in ("prose", "conclusion"):
             score += 0.3
         if fact.chitchat:
             score -= 0.6
-        if n <= 2 and fact.kind in ("prose", "question"):
+        if n <= 2 and fact.kind not in TOOL_KINDS:
             score -= 0.5
         fact.score = score
 
@@ -254,19 +411,36 @@ def _lower(names: Iterable[str | None]) -> set[str]:
 
 
 _INTENT = re.compile(
-    r"^(?:\w+: )?(?:plan:|i'll |i will |let me |next,? i|ran `|read `|searched |called `|wrote `)",
+    r"^(?:\w+: )?(?:plan:|i'll |i will |let me |next,? i|ran `|read `|read a file|searched |"
+    r"called `|wrote `|edited `|output of |tool output|read and searched)",
     re.IGNORECASE,
 )
 
 
 def bullet_salience(text: str) -> float:
     """How much a finished bullet says, from its wording alone (for merging child summaries):
-    decisions, causes and fixes up, errors a little, intentions and plain tool steps down."""
+    decisions, causes, fixes and outcomes up, errors a little, intentions and plain tool steps
+    down."""
     low = text.lower()
     cues = {m.lastgroup for m in _CUES.finditer(low)}
     score = 0.5 * ("decision" in cues) + 0.3 * ("fix" in cues) + 0.3 * ("life" in cues)
-    if low.startswith(("error:", "cause:", "fix:", "decision:", "root cause")):
+    if low.startswith(("error:", "cause:", "fix:", "decision:", "root cause", "committed")):
         score += 0.3
-    if _INTENT.match(text):
+    if low.startswith("tests:"):
+        score += 0.2
+    if _INTENT.match(text) or _INTENT_START.match(text):
         score -= 0.4
+    if _TOOL_STEP.match(text):
+        score -= 0.6
+    if _TOOL_FAILURE.match(text):
+        score -= 0.8
     return score
+
+
+_TOOL_STEP = re.compile(
+    r"^(?:Ran|Read(?: and searched)?|Edited|Wrote|Searched(?: the web)? for|Fetched|Called|"
+    r"Output of|Tool output) "
+)
+
+
+_TOOL_FAILURE = re.compile(r"^(?:\w[\w &]*: )?(?:Edit of|Read|Call)\b[^:]*\bfailed: ")

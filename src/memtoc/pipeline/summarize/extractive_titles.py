@@ -1,18 +1,24 @@
 """Titles for the extractive summariser: what a segment or period was about, in one line.
 
-A **segment** title says what happened to what: an activity (from the kinds of facts — errors
-that were then fixed, errors still open, edits, runs, questions, decisions), the segment's main
-topic (its best plain keyphrase, a multi-word one when there is one), the error it was about and
-where (the main identifier, else the main non-test file)::
+A **coding segment** title says what was done, from the strongest evidence it holds:
 
-    Fixed order dependence (AssertionError) in db_fixture
-    Debugging connection error (ConnectionRefusedError) in wait_for_queue
-    Caroline & Melanie: support group, adoption and painting
+1. a commit: its subject in the past tense ("Added Cursor support: rules and skills detection");
+2. the user's request (a plan's heading, else the opening sentence without its politeness), in
+   the past tense when the segment shows the work done (edits, a commit, passing tests, a fix
+   concluded): "Fixed the diff viewer column layout"; a correction says so ("Correction: …");
+3. else an error and whether it was then fixed, with the topic and where::
 
-A **period** title names its dominant topics — the plain keyphrases carried by most children —
-rather than paths or tool names ("Flaky CI, Docker builds and cloud infra"); a period with one
-child keeps the child's title. Titles are at most ``MAX_TITLE`` characters and never the opening
-words of the first message.
+       Fixed order dependence (AssertionError) in db_fixture
+       Debugging connection error (ConnectionRefusedError) in wait_for_queue
+
+4. else a proposed plan, the agent's conclusion, a question put to the user, a test run, the
+   files edited or read — and a segment holding only a tool's output is titled by what that
+   output was ("Read `src/engine.ts` (845 lines, defining runRemediation…)"), never ``(empty)``.
+
+A **conversation** names its speakers and topics: "Caroline & Melanie: support group, adoption".
+
+Period titles are built from threads (``extractive_periods``). Titles are at most
+``MAX_TITLE`` characters.
 """
 
 from __future__ import annotations
@@ -21,8 +27,8 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 
-from memtoc.model import Event, Summary
-from memtoc.pipeline.summarize.extractive_facts import Fact
+from memtoc.model import Event
+from memtoc.pipeline.summarize.extractive_facts import Fact, clean_sentence
 from memtoc.text.keyphrases import is_code_token
 
 MAX_TITLE = 80
@@ -37,8 +43,9 @@ def shorten(text: str, limit: int = MAX_TITLE) -> str:
     """Cut at a word or comma boundary to at most ``limit`` characters."""
     if len(text) <= limit:
         return text
-    cut = text[: limit + 1].rsplit(" ", 1)[0].rstrip(" ,;:-&(")
-    return cut or text[:limit]
+    head = text[: limit + 1]
+    cut = head.rsplit(" ", 1)[0].rstrip(" ,;:-&(") if " " in head else ""
+    return cut if 0 < len(cut) <= limit else text[:limit]
 
 
 def and_list(items: Sequence[str]) -> str:
@@ -143,13 +150,15 @@ def segment_title(facts: Sequence[Fact], keywords: Sequence[str], events: Sequen
             topics.pop()
         title = f"{who}: {and_list(topics) or 'conversation'}"
     else:
-        asked = " ".join(e.text[:2000] for e in events if e.role == "user").lower()
-        title = _coding_title(facts, kinds, plain, idents, paths, len(events), asked)
-    title = shorten(title)
-    first = next((e.text.strip() for e in events if e.text.strip()), "")
-    if first.lower().startswith(title.lower()):
-        title = shorten(f"On {title}")
-    return title
+        title = _done_title(facts, kinds, imperative=True)
+        if not title and kinds["error"]:
+            asked = " ".join(e.text[:2000] for e in events if e.role == "user").lower()
+            title = _coding_title(facts, kinds, plain, idents, paths, len(events), asked)
+        title = title or _done_title(facts, kinds, imperative=False) or _activity_title(facts)
+        if not title:
+            asked = " ".join(e.text[:2000] for e in events if e.role == "user").lower()
+            title = _coding_title(facts, kinds, plain, idents, paths, len(events), asked)
+    return shorten(title)
 
 
 def _coding_title(
@@ -171,6 +180,8 @@ def _coding_title(
             tail = tail.rstrip(")")
         error = tail if first and 0 < len(tail.split()) <= 5 else ""
     topic = _main_topic(plain, error, asked)
+    if topic and " " not in topic and _asked_at(topic, asked) < 0:
+        topic = ""  # one word nobody asked about ("regular", "three") names no topic
     source_paths = [p for p in paths if not _is_test_path(p)] or paths
     where = idents[0] if idents else source_paths[0] if source_paths else ""
     if not topic:
@@ -191,21 +202,150 @@ def _coding_title(
     return next((o for o in options if o and len(o) <= MAX_TITLE), options[-1])
 
 
-def period_title(children: Sequence[Summary], keywords: Sequence[str]) -> str:
-    """The dominant topics of a period's children (their merged ``keywords``, best first)."""
-    if len(children) == 1:
-        return children[0].title
-    prefixes = Counter(c.title.split(": ", 1)[0] for c in children if ": " in c.title)
-    prefix, n = min(prefixes.items(), key=lambda kv: (-kv[1], kv[0])) if prefixes else ("", 0)
-    conversation = (bool(prefix) and "&" in prefix) or (bool(prefix) and prefix.istitle())
-    names = set(prefix.lower().split(" & ")) if conversation and n * 2 >= len(children) else set()
-    plain, idents, paths = _topics(keywords, names)
-    topics = plain[:3]
-    topics += idents[: max(0, 2 - len(topics))]
-    topics += paths[: max(0, 1 - len(topics))]
-    head = f"{prefix}: " if names else ""
-    while len(topics) > 1 and len(head + and_list(topics)) > MAX_TITLE:
-        topics.pop()
-    if not topics:
-        return shorten(children[0].title)
-    return shorten(head + _capital(and_list(topics)) if not head else head + and_list(topics))
+_CLAUSE_BREAKS = (": ", " — ", " \u2013 ", " - ", "; ", " because ", " so that ", ", so ", ", which ",
+                  ", and ", ", but ", " (", ", ")  # fmt: skip
+
+
+def headline(text: str, limit: int = MAX_TITLE) -> str:
+    """A sentence as a title: markdown and trailing punctuation dropped, cut at its first clause
+    boundary (else a word boundary) when longer than ``limit``."""
+    text = clean_sentence(text, 30).rstrip(" .…:;,!")
+    if len(text) <= limit:
+        return text
+    for mark in _CLAUSE_BREAKS:
+        at = text.find(mark, 20)
+        if 0 < at <= limit:
+            return text[:at].rstrip(" .,;:")
+    return shorten(text, limit)
+
+
+_IRREGULAR = {
+    "make": "made", "run": "ran", "write": "wrote", "rewrite": "rewrote", "build": "built",
+    "rebuild": "rebuilt", "set": "set", "reset": "reset", "get": "got", "find": "found",
+    "take": "took", "put": "put", "keep": "kept", "split": "split", "let": "let", "read": "read",
+    "shut": "shut", "cut": "cut", "undo": "undid", "redo": "redid", "do": "did", "go": "went",
+    "show": "showed", "give": "gave", "send": "sent", "bring": "brought", "hold": "held",
+    "feed": "fed", "lead": "led", "think": "thought", "choose": "chose", "teach": "taught",
+    "hide": "hid", "commit": "committed", "submit": "submitted", "refer": "referred",
+    "prefer": "preferred", "control": "controlled", "begin": "began", "forbid": "forbade",
+}  # fmt: skip
+_VERBS = frozenset(
+    """
+    add fix update remove delete implement change create refactor rename move test investigate
+    check debug improve use replace switch support handle show hide display enable disable allow
+    prevent ensure clean convert extract merge simplify document migrate upgrade bump revert review
+    explain analyze analyse design plan deploy release publish install configure drop skip ignore
+    limit increase reduce optimize speed cache log parse generate render format lint sort filter
+    group wrap expose export import commit push pull rebase tag stop start restart open close call
+    pass return retry look verify validate rework restructure reorganize split introduce integrate
+    wire hook register replace tighten loosen harden shorten extend expand collapse align center
+    adjust tweak polish fill list count measure benchmark profile track detect catch raise throw
+    normalize dedupe deduplicate unify separate inline rewrite restore recover backfill seed mock
+    stub patch port translate localize style color resize scroll persist store save load fetch
+    sync upload download attach link unlink promote surface highlight warn block unblock re-run
+    rerun investigate audit apply copy try deploy
+    """.split()  # noqa: SIM905 - a word list reads better as text
+) | frozenset(_IRREGULAR)
+"""Verbs a request commonly starts with (a request starting with another word is kept as is)."""
+
+
+def past_tense(phrase: str) -> str:
+    """ "Fix the layout" → "Fixed the layout" when the phrase starts with a known verb; else the
+    phrase unchanged."""
+    word, sep, rest = phrase.partition(" ")
+    low = word.lower()
+    if low not in _VERBS or (not word.isalpha() and "-" not in word):
+        return phrase
+    if low in _IRREGULAR:
+        past = _IRREGULAR[low]
+    elif low.endswith("e"):
+        past = low + "d"
+    elif low.endswith("y") and low[-2:-1] not in "aeiou":
+        past = low[:-1] + "ied"
+    elif (
+        len(low) <= 4
+        and low[-1] not in "aeiouwxy"
+        and low[-2:-1] in tuple("aeiou")
+        and low[-3:-2] not in tuple("aeiou")
+    ):
+        past = low + low[-1] + "ed"  # stop, drop, plan, ship
+    else:
+        past = low + "ed"
+    return past.capitalize() + sep + rest
+
+
+def _finished(facts: Sequence[Fact]) -> bool:
+    """Whether a segment shows work done: edits, a commit, passing tests, a fix concluded."""
+    for f in facts:
+        if f.kind in ("edit", "commit", "changed"):
+            return True
+        if f.kind == "tests" and _FAILED.search(f.text) is None:
+            return True
+        if f.kind == "conclusion" and f.fix:
+            return True
+    return False
+
+
+_FAILED = re.compile(r"\b[1-9]\d* (?:failed|errors?)\b")
+
+
+def _done_title(facts: Sequence[Fact], kinds: Counter[str], *, imperative: bool) -> str:
+    """A title from a commit or the user's request (see the module docstring), else ''.
+    ``imperative``: only a request asking for work ("Fix …", a plan's heading), not one asking
+    a question or reporting a problem (an error in the segment then says more)."""
+    commit = next((f for f in facts if f.kind == "commit"), None)
+    if commit is not None:
+        message = commit.text.split(": ", 1)[1] if ": " in commit.text else commit.text
+        return past_tense(headline(message.split(" (", 1)[0]))
+    requests = [f for f in facts if f.kind in ("request", "correction") and len(f.terms) >= 2]
+    if imperative:  # a bare "Fix push_image" says less than the error it was about
+        requests = [
+            f
+            for f in requests
+            if f.heading
+            or f.kind == "correction"
+            or (_asks_work(f.text) and len(_PLEASE.sub("", f.text).split()) > 3)
+        ]
+    if requests:
+        best = next((f for f in requests if f.heading), requests[0])
+        phrase = headline(_PLEASE.sub("", best.text))
+        if best.kind == "correction":
+            return f"Correction: {phrase}"
+        if phrase.endswith("?") or not _finished(facts):
+            return phrase
+        return past_tense(phrase)
+    return ""
+
+
+_PLEASE = re.compile(r",?\s*please\b[.!]?$|^please,?\s+", re.IGNORECASE)
+_INQUIRY = frozenset(
+    """
+    look check investigate explain review analyze analyse find see tell understand figure commit
+    push pull rebase merge tag run test lint continue proceed go retry rerun re-run
+    """.split()  # noqa: SIM905 - a word list reads better as text
+)
+"""Requests that ask to look or to run the workflow, not for a change: they name no work."""
+
+
+def _asks_work(text: str) -> bool:
+    """Whether a request starts with a verb asking for a change (not an inquiry)."""
+    word = text.split(" ", 1)[0].lower()
+    return word in _VERBS and word not in _INQUIRY and not text.rstrip().endswith("?")
+
+
+def _activity_title(facts: Sequence[Fact]) -> str:
+    """A title from what the agent did when nothing else says more: a plan, a conclusion, a
+    question to the user, a test run, edits, reads, a tool's output."""
+    for kinds in (("plan",), ("conclusion",), ("ask",), ("tests",), ("edit",), ("changed",),
+                  ("command",), ("read", "output"), ("prose", "question", "intent")):  # fmt: skip
+        chosen = [f for f in facts if f.kind in kinds]
+        if chosen:
+            best = max(chosen, key=lambda f: (f.score, -f.position))
+            text = best.text
+            if best.kind in ("edit", "read") and len(text) > MAX_TITLE:
+                text = _TICKED_PATH.sub(lambda m: f"`{m.group(1).rsplit('/', 1)[-1]}`", text)
+            return headline(text)
+    return ""
+
+
+_TICKED_PATH = re.compile(r"`([^`\s]+/[^`\s]+)`")

@@ -137,15 +137,16 @@ class LLMSummarizer:
         )
         return self._run(prompt, lambda: self.fallback.summarize_events(events, context))
 
-    def summarize_children(self, children: Sequence[Summary]) -> Summary:
+    def summarize_children(self, children: Sequence[Summary], level: str | None = None) -> Summary:
         if not children:
             return self._degrade(
-                "no children to summarise", lambda: self.fallback.summarize_children(children)
+                "no children to summarise",
+                lambda: self.fallback.summarize_children(children, level),
             )
         prompt = children_prompt(
             children, budget_tokens=self._max_input_tokens, counter=self._counter
         )
-        return self._run(prompt, lambda: self.fallback.summarize_children(children))
+        return self._run(prompt, lambda: self.fallback.summarize_children(children, level))
 
     def _run(self, prompt: Prompt, fallback: Callable[[], Summary]) -> Summary:
         key = cache_key(self.name, self.client.model, prompt.system + "\n\n" + prompt.user)

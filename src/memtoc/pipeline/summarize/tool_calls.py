@@ -6,7 +6,9 @@ Agents record tool calls in several shapes, and summaries must not show any of t
   tool in ``metadata["tool_name"]``;
 - the synthetic history and generic JSONL: ``Bash: pytest -x`` with ``tool_name`` and, often,
   the parsed ``input`` in the metadata;
-- bare JSON arguments (``{"command": ...}``, ``{"file_path": ...}``) or ``{"name", "input"}``.
+- bare JSON arguments (``{"command": ...}``, ``{"file_path": ...}``) or ``{"name", "input"}``;
+- SpecStory Markdown: the tool's name, then its arguments in backticks (``Bash`` / a description /
+  ```go build```; ``Grep`` / ``path `./` pattern `X` ``; ``apply_patch`` / ``**Update: `path`**``).
 
 ``render_tool_call`` reads the arguments from whichever is there and names the action by the
 tool's role (shell, edit, write, read, search, fetch, delegate), not by the tool's own name, so
@@ -39,6 +41,10 @@ _SHELL = re.compile(
     r"helm|locust)\b"
 )
 _NAME_PREFIX = re.compile(r"^([A-Za-z][\w.-]{0,40})(?::\s*|\s+(?=[{\[]))")
+_TICKED = re.compile(r"`([^`\n]+)`")
+_PLAN_LABEL = re.compile(r"^(?:plan|implementation plan)\s*[:—-]\s*", re.IGNORECASE)
+_LABELLED = re.compile(r"\b(path|pattern|Pattern|in path)\b:? `([^`\n]+)`")
+_PATCH = re.compile(r"\*\*(?:Add|Update|Delete|Move):? `([^`\n]+)`")
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +57,8 @@ class ToolAction:
     subject: str
     """What the call acted on (the command, path or pattern): a substring of the event's text
     whenever the text carries the arguments, so grips can find it."""
+    note: str = ""
+    """What the agent said the call was for (a shell command's ``description``), if it did."""
 
 
 def tool_name(metadata: Mapping[str, object]) -> str:
@@ -96,7 +104,49 @@ def _arguments(text: str, metadata: Mapping[str, object]) -> tuple[str, dict[str
             args = dict(inner) if isinstance(inner, dict) else parsed
             if not name:
                 name = str(parsed.get("name") or parsed.get("tool") or "")
+    if not args and body and not body.startswith("{"):
+        args = _markdown_arguments(name.lower(), body)
     return name, args, body
+
+
+def _markdown_arguments(lname: str, body: str) -> dict[str, object]:
+    """Arguments written as SpecStory Markdown (backticked values after the tool's name)."""
+    args: dict[str, object] = {}
+    patch = _PATCH.search(body)
+    if patch:
+        return {"file_path": patch.group(1), "old_string": ""}
+    for label, value in _LABELLED.findall(body):
+        args["pattern" if label.lower() == "pattern" else "path"] = value
+    if "pattern" in args:
+        return args
+    ticks = _TICKED.findall(body)
+    if not ticks:
+        return {}
+    first_line = body.strip().splitlines()[0].strip()
+    if lname in _SHELL_TOOLS or lname == "exec_command":
+        args = {"command": ticks[-1]}
+        if not first_line.startswith("`"):
+            args["description"] = first_line
+        return args
+    if "fetch" in lname:
+        return {"url": ticks[0]}
+    if "search" in lname:
+        return {"query": ticks[0]}
+    if lname in ("read", "view", "ls") or "read" in lname:
+        return {"file_path": ticks[0]}
+    return {}
+
+
+_COMMIT_MSG = re.compile(
+    r"\bgit\b[^\n|;&]*\bcommit\b[^\n]*?(?:-m\s*|--message[= ])(?:\"\$\(cat <<-?'?\"?EOF'?\"?\s*\n\s*"
+    r"|\"|')([^\n\"']{3,})"
+)
+
+
+def commit_message(command: str) -> str:
+    """The subject line of a ``git commit -m`` (plain or heredoc) in ``command``, else ''."""
+    m = _COMMIT_MSG.search(command)
+    return _one_line(m.group(1).strip(), 16) if m else ""
 
 
 def _str(args: Mapping[str, object], *keys: str) -> str:
@@ -117,7 +167,11 @@ def render_tool_call(text: str, metadata: Mapping[str, object]) -> ToolAction | 
     command = _str(args, "command", "cmd")
     if command:
         shown = _one_line(command)
-        return ToolAction("command", f"Ran `{shown}`", shown.rstrip("…"))
+        note = _one_line(_str(args, "description"), 14)
+        message = commit_message(command)
+        if message:
+            return ToolAction("commit", f"Committed: {message}", shown.rstrip("…"), note)
+        return ToolAction("command", f"Ran `{shown}`", shown.rstrip("…"), note)
     path = _str(args, "file_path", "notebook_path", "path", "filename")
     pattern = _str(args, "pattern", "query", "regex")
     if path and not pattern:
@@ -140,8 +194,28 @@ def render_tool_call(text: str, metadata: Mapping[str, object]) -> ToolAction | 
     if first and (lname in _SHELL_TOOLS or _SHELL.match(first)):
         shown = _one_line(first.removeprefix("$ "))
         return ToolAction("command", f"Ran `{shown}`", shown.rstrip("…"))
+    plan = _str(args, "plan")
+    if plan:
+        heading = next((ln.lstrip("# ").strip() for ln in plan.splitlines() if ln.strip()), "")
+        heading = _PLAN_LABEL.sub("", heading)
+        return ToolAction("plan", f"Proposed plan: {_one_line(heading, 14)}", heading)
+    questions = args.get("questions")
+    if isinstance(questions, list) and questions and isinstance(questions[0], Mapping):
+        asked = str(questions[0].get("question") or "")
+        if asked:
+            return ToolAction("ask", f"Asked: {_one_line(asked, 24)}", asked)
+    if lname in ("askuserquestion", "ask_user"):
+        question = next((ln.strip("* ") for ln in body.splitlines() if ln.strip()), "")
+        return (
+            ToolAction("ask", f"Asked: {_one_line(question, 24)}", question) if question else None
+        )
+    if first and lname in ("write", "create") and first.startswith("```"):
+        heading = next((ln.lstrip("# ").strip() for ln in body.splitlines()
+                        if ln.startswith("#")), "")  # fmt: skip
+        if heading:
+            return ToolAction("edit", f"Wrote a document: {_one_line(heading, 14)}", heading)
     if first and lname and any(t in lname for t in (*_WRITE_TOOLS, *_EDIT_TOOLS, "read")):
-        target = _one_line(first, 1)
+        target = _one_line(first, 1).strip("`")
         verb = "Read" if "read" in lname else "Edited"
         return ToolAction("read" if verb == "Read" else "edit", f"{verb} `{target}`", target)
     if name:
