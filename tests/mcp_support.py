@@ -4,6 +4,7 @@ for the server's worker, and the recall contract."""
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +12,6 @@ import anyio
 from mcp import Client
 
 from memtoc.memory import Memory
-from memtoc.retrieval.recall_pack import SEPARATOR
 
 ROOT = Path(__file__).resolve().parent.parent
 STATIC_MODEL = ROOT.parent / "shared" / "models" / "minilm-static-256"
@@ -20,23 +20,46 @@ NOTE = "Decision: keep the session cookie TTL at 15 minutes for the staging logi
 RECALL_QUERY = "what did we decide about the session cookie TTL for staging?"
 
 
-def assert_recall(recall: dict[str, Any], budget: int, memory: Memory) -> None:
-    """A recall result keeps its contract: every item's `tokens` is its text's count; the total
-    `tokens` counts the assembled context (the items joined by newlines: the separators cost a few
-    tokens more than the items' sum) and stays within budget; items in time order; every event an
-    item includes or cites is stored."""
+def delivered(result: Any) -> tuple[str, int, int | None]:
+    """A tool result's text, the token count its last line reports, and the budget it names."""
+    text = result.content[0].text
+    last = text.rsplit("\n", 1)[-1]
+    found = re.fullmatch(r"\[(\d+)(?: of (\d+))? tokens\]", last)
+    assert found, f"no token line at the end of: {text[-200:]!r}"
+    return text, int(found.group(1)), int(found.group(2)) if found.group(2) else None
+
+
+def assert_delivered(result: Any, memory: Memory, budget: int | None = None) -> str:
+    """What the agent receives keeps its contract: the reported tokens are the one counter's
+    count of the whole delivered text (±2%; in practice exact), within ``budget`` when given;
+    structured content, when present, reports the same count."""
+    text, reported, named = delivered(result)
+    actual = memory.counter.count(text)
+    assert abs(reported - actual) <= max(1, round(0.02 * actual)), (reported, actual)
+    if budget is not None:
+        assert named == budget and actual <= budget, (actual, budget)
+    if result.structured_content is not None:
+        assert result.structured_content["tokens"] == reported
+    return text
+
+
+def assert_recall(result: Any, budget: int, memory: Memory) -> dict[str, Any]:
+    """A recall over MCP keeps its contract: the delivered text (header, cited context, token
+    line) fits the budget; every item leads with its id in the text; items in time order; every
+    event an item includes or cites is stored. Returns the structured content."""
+    text = assert_delivered(result, memory, budget)
+    recall = result.structured_content
     items = recall["items"]
     assert items and recall["budget"] == budget
     for item in items:
         assert item["tokens"] == memory.counter.count(item["text"]), item["id"]
-    context = SEPARATOR.join(i["text"] for i in items)
-    assert recall["tokens"] == memory.counter.count(context)
-    assert sum(i["tokens"] for i in items) <= recall["tokens"] <= budget
+        assert f"({item['id']})" in text
     starts = [i["start_time"] for i in items]
     assert starts == sorted(starts)
     for item in items:
         for event_id in [e["event_id"] for e in item["events"]] + item["cites"]:
             memory.store.get_event(event_id)  # NotFoundError if a citation is dangling
+    return dict(recall)
 
 
 def server_env() -> dict[str, str]:

@@ -24,6 +24,7 @@ RANK = {
     "forgetting": 5,
     "forget_log": 5,
     "derived": 5,
+    "merging": 5,
     "memory": 6,
     "eval": 7,
     "surfaces": 7,

@@ -96,8 +96,8 @@ def test_search_recall_and_context_refresh_last_relevant(memory: Memory) -> None
 @pytest.mark.parametrize(
     "args",
     [
-        ["search", QUERY, "--json"],
-        ["recall", QUERY, "--budget", "300", "--json"],
+        ["search", QUERY, "--project", "p", "--json"],
+        ["recall", QUERY, "--budget", "300", "--all-projects", "--json"],
         ["context", "--project", "p", "--json"],
     ],
 )

@@ -523,5 +523,5 @@ def test_cli_refresh_and_list(tmp_path: Path) -> None:
     marks = json.loads(listed.output)["bookmarks"]
     assert len(marks) == json.loads(first.output)["written"] >= 2
     assert {m["type"] for m in marks} >= {"conclusion", "resolution"}
-    table = runner.invoke(app, ["--db", db, "bookmarks", "list"], env=env)
+    table = runner.invoke(app, ["--db", db, "bookmarks", "list", "--all-projects"], env=env)
     assert table.exit_code == 0 and "conclusion" in table.output

@@ -121,16 +121,25 @@ def test_default_project_and_empty_store(memory: Memory, tmp_path: Path) -> None
     assert (view.project, view.tokens, view.text) == (None, 0, "")
 
 
-def test_cli_context_json(tmp_path: Path) -> None:
+def test_cli_context_json(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     home = tmp_path / "h"
     with Memory.open(load_settings({"home": str(home)})) as mem:
         mem.remember("We decided to keep the cache TTL at 5 minutes.", project="webapp")
+        mem.remember("Unrelated: the docs site moves to a new host.", project="docs")
     runner = CliRunner()
+    # the current directory's project: a folder named webapp claims the project of that name
+    (tmp_path / "webapp").mkdir()
+    monkeypatch.chdir(tmp_path / "webapp")
     result = runner.invoke(app, ["--home", str(home), "context", "--budget", "200", "--json"])
     assert result.exit_code == 0, result.output
-    data = json.loads(result.output)
+    data = json.loads(result.stdout)
     assert data["project"] == "webapp" and data["tokens"] <= 200
-    assert "cache TTL" in data["text"]
+    assert "cache TTL" in data["text"] and "docs site" not in data["text"]
+    # a folder with no memory: nothing, and a note on stderr naming the known projects
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(app, ["--home", str(home), "context", "--json"])
+    assert result.exit_code == 0 and json.loads(result.stdout)["text"] == ""
+    assert "known projects: docs, webapp" in " ".join(result.stderr.split())
 
 
 def _session(sid: str, t: int, turns: list[tuple[str, str, str]], **meta: object) -> list[Event]:

@@ -153,17 +153,19 @@ def test_cli_toc_after_the_first_process_shows_the_current_year(tmp_path: Path) 
     db = str(tmp_path / "cli.db")
     env = {"MEMTOC_TIMEZONE": "UTC"}
     assert runner.invoke(app, ["--db", db, "ingest", str(path)], env=env).exit_code == 0
-    empty = runner.invoke(app, ["--db", db, "toc"], env=env)
+    empty = runner.invoke(app, ["--db", db, "toc", "-p", "default"], env=env)
     assert empty.exit_code == 0 and "run `memtoc process`" in empty.output
     assert runner.invoke(app, ["--db", db, "process"], env=env).exit_code == 0
-    out = runner.invoke(app, ["--db", db, "toc", "--json"], env=env)
+    out = runner.invoke(app, ["--db", db, "toc", "-p", "default", "--json"], env=env)
     assert out.exit_code == 0, out.output
     year = datetime.fromtimestamp(now / 1000, tz=UTC).year
     roots = json.loads(out.output)["roots"]
     assert [r["node"]["node_id"] for r in roots] == [f"toc:year:{year}"]
     assert roots[0]["provisional"] is True
     today = datetime.fromtimestamp((now - 11 * 60_000) / 1000, tz=UTC).date().isoformat()
-    day = runner.invoke(app, ["--db", db, "toc", f"toc:day:{today}", "--json"], env=env)
+    day = runner.invoke(
+        app, ["--db", db, "toc", f"toc:day:{today}", "-p", "default", "--json"], env=env
+    )
     assert day.exit_code == 0, day.output
     assert [c["level"] for c in json.loads(day.output)["children"]] == ["segment"]
 

@@ -198,12 +198,14 @@ def test_memory_drill_and_cli(memory: Memory, tmp_path: Path) -> None:
     assert result.items[0].text == result.items[0].events[0].text
     db = str(memory.sqlite_store("test").path)
     runner = CliRunner()
-    out = runner.invoke(app, ["--db", db, "search", QUERY, "--drill", "--json", "-n", "1"])
+    out = runner.invoke(
+        app, ["--db", db, "search", QUERY, "-p", "p", "--drill", "--json", "-n", "1"]
+    )
     assert out.exit_code == 0, out.output
     data = json.loads(out.stdout)
     assert [s["level"] for s in data["path"]][-1] == "segment"
     assert "pinning" in data["items"][0]["text"] and data["fallback"] == []
-    out = runner.invoke(app, ["--db", db, "search", QUERY, "--drill"])
+    out = runner.invoke(app, ["--db", db, "search", QUERY, "-A", "--drill"])
     assert out.exit_code == 0, out.output
     assert "toc:month:2023-07" in out.stdout and "pinning" in out.stdout
 

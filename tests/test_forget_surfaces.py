@@ -81,7 +81,7 @@ def test_cli_confirms_lists_query_matches_and_forgets(tmp_path: Path) -> None:
     assert code == 0 and report["events"] == 3 and report["segments_removed"] == 1
     assert report["selector"]["session_id"] == "s2" and report["audit_id"] == 2
     assert event_ids(db) == ["E0", "E1", "E3", "E4", "E5"]
-    code, out = cli(db, "search", SECRET, "--json")
+    code, out = cli(db, "search", SECRET, "--json", "--all-projects")
     assert code == 0 and json.loads(out)["items"] == []
     code, out = cli(db, "forget-log", "--json")
     log = json.loads(out)
@@ -95,7 +95,7 @@ def test_cli_confirms_lists_query_matches_and_forgets(tmp_path: Path) -> None:
 
 async def _mcp(memory: Memory) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    async with Client(build_server(memory)) as client:
+    async with Client(build_server(memory, structured=True)) as client:
         out["tools"] = {t.name: t for t in (await client.list_tools()).tools}
         out["plan"] = await client.call_tool(
             "memory_forget", {"event_ids": ["E2"], "dry_run": True}

@@ -19,7 +19,15 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from typer.testing import CliRunner
 
-from mcp_support import FIXTURE, NOTE, RECALL_QUERY, server_env, wait_processed
+from mcp_support import (
+    FIXTURE,
+    NOTE,
+    RECALL_QUERY,
+    assert_delivered,
+    assert_recall,
+    server_env,
+    wait_processed,
+)
 from memtoc.config import load_settings
 from memtoc.errors import ConfigError
 from memtoc.memory import Memory
@@ -85,7 +93,10 @@ def test_mcp_over_streamable_http_end_to_end(hermetic_env: Path) -> None:
         assert memory.settings is not None
         lock = lock_path(memory.settings)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "memtoc", "--home", str(hermetic_env), "mcp", *HTTP_ARGS],
+        [
+            sys.executable,
+            *("-m", "memtoc", "--home", str(hermetic_env), "mcp", *HTTP_ARGS, "--structured"),
+        ],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
@@ -115,10 +126,10 @@ def test_mcp_over_streamable_http_end_to_end(hermetic_env: Path) -> None:
     assert out["remember"].is_error is False
     search = out["search"].structured_content
     assert any(NOTE in i["text"] for i in search["items"])
-    assert search["tokens"] == sum(i["tokens"] for i in search["items"]) > 0
-    recall = out["recall"].structured_content
+    with Memory.open(load_settings({"home": str(hermetic_env)})) as memory:
+        assert_delivered(out["search"], memory)
+        recall = assert_recall(out["recall"], 300, memory)
     assert any(NOTE in i["text"] for i in recall["items"])
-    assert sum(i["tokens"] for i in recall["items"]) <= recall["tokens"] <= 300
 
 
 async def _http_session(url: str, token: str) -> dict[str, Any]:
@@ -131,9 +142,10 @@ async def _http_session(url: str, token: str) -> dict[str, Any]:
         )
         out["status"] = await wait_processed(client)
         out["search"] = await client.call_tool(
-            "memory_search", {"query": "session cookie TTL staging", "depth": "L2"}
+            "memory_search",
+            {"query": "session cookie TTL staging", "depth": "L2", "project": "webapp"},
         )
         out["recall"] = await client.call_tool(
-            "memory_recall", {"query": RECALL_QUERY, "budget": 300}
+            "memory_recall", {"query": RECALL_QUERY, "budget": 300, "project": "webapp"}
         )
     return out

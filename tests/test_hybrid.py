@@ -164,7 +164,7 @@ def test_cli_search_json_batch_and_rebuild(tmp_path: Path, monkeypatch: pytest.M
     monkeypatch.setenv("MEMTOC_EMBEDDER", "static")
     monkeypatch.setenv("MEMTOC_EMBED_MODEL", str(model))
     runner = CliRunner()
-    out = runner.invoke(app, ["--db", str(db), "search", "vacuum", "--json", "--limit", "3"])
+    out = runner.invoke(app, ["--db", str(db), "search", "vacuum", "-A", "--json", "--limit", "3"])
     assert out.exit_code == 0, out.output
     data = json.loads(out.stdout)
     assert data["mode"] == "hybrid" and data["degraded"] is None and len(data["items"]) == 3
@@ -172,20 +172,20 @@ def test_cli_search_json_batch_and_rebuild(tmp_path: Path, monkeypatch: pytest.M
     queries = tmp_path / "q.txt"
     queries.write_text("vacuum\n\nrefresh_token\n", encoding="utf-8")
     out = runner.invoke(
-        app, ["--db", str(db), "search", "--queries", str(queries), "--kind", "event"]
+        app, ["--db", str(db), "search", "-A", "--queries", str(queries), "--kind", "event"]
     )
     assert out.exit_code == 0, out.output
     lines = [json.loads(line) for line in out.stdout.splitlines()]
     assert [r["query"] for r in lines] == ["vacuum", "", "refresh_token"]
     assert lines[1]["items"] == [] and lines[0]["items"]
     assert all(i["kind"] == "event" for r in lines for i in r["items"])
-    human = runner.invoke(app, ["--db", str(db), "search", "auth.py", "--depth", "L1"])
+    human = runner.invoke(app, ["--db", str(db), "search", "auth.py", "-A", "--depth", "L1"])
     assert human.exit_code == 0 and "auth.py" in human.stdout
     out = runner.invoke(app, ["--db", str(db), "rebuild", "--vectors", "--json"])
     assert out.exit_code == 0, out.output
     assert json.loads(out.stdout)["vectors"]["events"] == len(CORPUS)
     monkeypatch.setenv("MEMTOC_EMBEDDER", "none")
-    out = runner.invoke(app, ["--db", str(db), "search", "vacuum", "--json"])
+    out = runner.invoke(app, ["--db", str(db), "search", "vacuum", "-A", "--json"])
     assert json.loads(out.stdout)["degraded"].startswith("no embedder:")
     bad = runner.invoke(app, ["--db", str(db), "search"])
     assert bad.exit_code != 0

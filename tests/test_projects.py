@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -260,3 +261,104 @@ def test_an_old_postgres_store_migrates_its_projects(
         assert reg.require("fresh").name == "fresh"
     finally:
         store.close()
+
+
+def _split_history(project_of: dict[str, str]) -> list[Event]:
+    """Three sessions; ``s2`` was split across projects by an older memtoc (its agent changed
+    directory half-way); ``project_of`` says where each part was filed."""
+    from pipeline_support import make_events
+
+    events = make_events(seed=7, sessions=3, per_session=(30, 40), start_ms=T0, projects=("x",))
+    out = []
+    for e in events:
+        sid = e.session_id
+        part = f"{sid}#2" if sid.endswith("0001") and e.event_id > events[45].event_id else sid
+        out.append(replace(e, project=project_of.get(part, project_of.get(sid, "x"))))
+    return out
+
+
+def _built(path: Path, events: list[Event]) -> Memory:
+    from zoneinfo import ZoneInfo
+
+    clock = ManualClock(T0 + 90 * 86_400_000)
+    memory = Memory(SqliteStore(path, clock=clock), clock=clock, tz=ZoneInfo("UTC"))
+    memory.store.append_events(events)
+    memory.process()
+    memory.rollup(force=True)
+    return memory
+
+
+def test_merge_files_the_source_as_if_it_had_always_been_the_targets(tmp_path: Path) -> None:
+    from pipeline_support import check_consistency, toc_snapshot
+
+    sids = sorted({e.session_id for e in _split_history({})})
+    split = {sids[0]: "x", sids[1]: "x", f"{sids[1]}#2": "y", sids[2]: "y"}
+    merged = _built(tmp_path / "merged.db", _split_history(split))
+    alone = _built(tmp_path / "alone.db", _split_history({}))  # never split: all in x
+    try:
+        assert set(merged.store.projects()) == {"x", "y"}
+        merged.registry.for_directory("/srv/y")  # y's folder, to see it move
+        report = merged.merge_projects("y", "x", process=False)
+        assert report.shared_sessions == 1 and report.events > 0 and report.outbox_entries >= 1
+        merged.process()
+        merged.rollup(force=True)
+        assert merged.store.projects() == ["x"]
+        assert toc_snapshot(merged.store) == toc_snapshot(alone.store)
+        check_consistency(merged.store, merged.counter)
+        assert not merged.verify().problems
+        hits = merged.search("postgres migration", project="x", mode="bm25", limit=5)
+        want = alone.search("postgres migration", project="x", mode="bm25", limit=5)
+        assert [i.id for i in hits.items] == [i.id for i in want.items]
+        # the registry: y is gone, its folder files into x
+        assert [p.project for p in merged.registry.all(fresh=True)] == ["x"]
+        assert merged.registry.for_directory("/srv/y", register=False)[0].project == "x"  # type: ignore[union-attr]
+        with pytest.raises(UnknownProjectError, match="known projects: x"):
+            merged.merge_projects("y", "x")
+        with pytest.raises(QueryError, match="into itself"):
+            merged.merge_projects("x", "x")
+    finally:
+        merged.close()
+        alone.close()
+
+
+def test_projects_cli_list_rename_merge(
+    hermetic_env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from typer.testing import CliRunner
+
+    from memtoc.config import load_settings
+    from memtoc.surfaces.cli import app
+
+    repo = make_repo(tmp_path / "shop")
+    with Memory.open(load_settings({"home": str(hermetic_env)})) as memory:
+        here = memory.project_for_write(working_dir=repo / "src")
+        memory.remember("We keep prices in cents.", project=here)
+        memory.remember("Old notes from the prototype.", project="proto")
+        memory.process()
+    runner = CliRunner()
+    monkeypatch.chdir(repo / "src")
+    listed = runner.invoke(app, ["projects", "list", "--json"])
+    assert listed.exit_code == 0, listed.output
+    data = json.loads(listed.stdout)
+    assert [(p["name"], p["events"]) for p in data["projects"]] == [("proto", 1), ("shop", 1)]
+    assert data["current"]["project"] == "shop"
+    human = runner.invoke(app, ["projects", "list"])
+    assert "shop" in human.stdout and str(repo.resolve()) in human.stdout
+    renamed = runner.invoke(app, ["projects", "rename", "shop", "storefront", "--json"])
+    assert renamed.exit_code == 0 and json.loads(renamed.stdout)["name"] == "storefront"
+    clash = runner.invoke(app, ["projects", "rename", "proto", "storefront"])
+    assert clash.exit_code == 1 and "taken" in clash.output
+    refused = runner.invoke(app, ["projects", "merge", "proto", "storefront"], input="n\n")
+    assert refused.exit_code != 0
+    merged = runner.invoke(app, ["projects", "merge", "proto", "storefront", "--yes", "--json"])
+    assert merged.exit_code == 0, merged.output
+    assert json.loads(merged.stdout)["events"] == 1
+    after = json.loads(runner.invoke(app, ["projects", "list", "--json"]).stdout)
+    assert [(p["project"], p["name"], p["events"]) for p in after["projects"]] == [
+        ("shop", "storefront", 2)
+    ]
+    unknown = runner.invoke(app, ["search", "prices", "-p", "nope"])
+    assert unknown.exit_code == 1
+    assert "unknown project 'nope' (known projects: storefront)" in " ".join(unknown.output.split())
+    found = runner.invoke(app, ["search", "prototype notes", "--json"])  # this folder's project
+    assert found.exit_code == 0 and "prototype" in found.stdout

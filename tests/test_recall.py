@@ -285,27 +285,30 @@ def test_cli_single_and_batch(tmp_path: Path, hermetic_env: Path) -> None:
     env = {"MEMTOC_HOME": str(hermetic_env), "MEMTOC_EMBEDDER": "none"}
     assert runner.invoke(app, ["ingest", str(src), "--project", "p"], env=env).exit_code == 0
     assert runner.invoke(app, ["process"], env=env).exit_code == 0
-    one = runner.invoke(app, ["recall", "flaky login test", "--budget", "50", "--json"], env=env)
+    one = runner.invoke(
+        app, ["recall", "flaky login test", "-p", "p", "--budget", "50", "--json"], env=env
+    )
     assert one.exit_code == 0, one.output
     data = json.loads(one.stdout)
     assert data["budget"] == 50 and 0 < data["tokens"] <= 50
     assert "flaky login" in data["items"][0]["text"]
     queries = tmp_path / "q.txt"
     queries.write_text("docker build\nqueue worker\n", encoding="utf-8")
-    batch = runner.invoke(app, ["recall", "--queries", str(queries), "-b", "30"], env=env)
+    batch = runner.invoke(app, ["recall", "--queries", str(queries), "-b", "30", "-A"], env=env)
     assert batch.exit_code == 0, batch.output
     rows = [json.loads(line) for line in batch.stdout.splitlines()]
     assert [r["query"] for r in rows] == ["docker build", "queue worker"]
     assert all(r["tokens"] <= 30 for r in rows)
-    human = runner.invoke(app, ["recall", "docker build", "--at", "2024-01-16"], env=env)
+    human = runner.invoke(app, ["recall", "docker build", "-p", "p", "--at", "2024-01-16"], env=env)
     assert human.exit_code == 0 and "docker build is slow" in human.stdout
     assert runner.invoke(app, ["recall"], env=env).exit_code != 0
 
 
 async def _mcp(memory: Memory) -> dict[str, Any]:
-    async with Client(build_server(memory)) as client:
+    async with Client(build_server(memory, structured=True)) as client:
         tools = {t.name: t for t in (await client.list_tools()).tools}
-        ok = await client.call_tool("memory_recall", {"query": "vacuum migration", "budget": 60})
+        args = {"query": "vacuum migration", "budget": 80, "all_projects": True}
+        ok = await client.call_tool("memory_recall", args)
         bad = await client.call_tool("memory_recall", {"query": "vacuum", "budget": -5})
     return {"tools": tools, "ok": ok, "bad": bad}
 
@@ -317,7 +320,8 @@ def test_mcp_tool_in_process(corpus: Memory) -> None:
     ok = out["ok"]
     assert not ok.is_error
     data = ok.structured_content
-    assert data["budget"] == 60 and 0 < data["tokens"] <= 60
+    assert data["budget"] == 80 and 0 < data["tokens"] <= 80
+    assert data["tokens"] == corpus.counter.count(ok.content[0].text)
     assert any("VACUUM" in item["text"] for item in data["items"])
     assert out["bad"].is_error
 

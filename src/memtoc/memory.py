@@ -10,22 +10,17 @@ from __future__ import annotations
 import dataclasses
 import logging
 import sqlite3
+import time
 from collections.abc import Callable, Iterable, Mapping
 from datetime import tzinfo
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
-from memtoc import forget_log, forgetting
+from memtoc import forget_log
 from memtoc.clock import Clock, SystemClock
 from memtoc.config import Settings
-from memtoc.derived.rebuild import PARTS, RebuildReport
 from memtoc.errors import EmbedderError, IngestError, QueryError, StoreError
-from memtoc.forgetting import ForgetReport, ForgetSelector
 from memtoc.ids import UlidFactory
-from memtoc.ingest.importer import CommitInfo, Importer, IngestOptions, ProgressFn
-from memtoc.ingest.redact_worker import helper_wanted
-from memtoc.ingest.sources.base import EventDraft
-from memtoc.ingest.sources.jsonl import parse_event
 from memtoc.model import (
     DEFAULT_TYPE_FOR_ROLE,
     Bookmark,
@@ -36,41 +31,47 @@ from memtoc.model import (
     TocNode,
     iso_ms,
 )
-from memtoc.pipeline.rollup import RollupReport
-from memtoc.pipeline.summarize.base import Summarizer
-from memtoc.pipeline.summarize.extractive import ExtractiveSummarizer
-from memtoc.pipeline.worker import PipelineConfig, Processor, ProcessReport
+from memtoc.projects import ProjectRegistry, Scope
 from memtoc.retrieval import navigate
-from memtoc.retrieval.bookmark_step import BookmarkConfig, BookmarkReport, BookmarkStep
-from memtoc.retrieval.bookmarks import BookmarkDetector, effective_importance
+from memtoc.retrieval.bookmarks import effective_importance
 from memtoc.retrieval.context import DEFAULT_BUDGET, TOP_BOOKMARKS, ContextView, build_context
-from memtoc.retrieval.drill import DEFAULT_BEAM, DEFAULT_SEGMENTS, DrillResult, drill
-from memtoc.retrieval.embedding_index import SemanticIndex
-from memtoc.retrieval.hybrid import Fusion, SearchResult, fusion_from_settings
 from memtoc.retrieval.navigate import ExpandView, NodeView
 from memtoc.retrieval.provenance import summary_provenance
-from memtoc.retrieval.recall import DEFAULT_TIME_LIMIT_MS, RecallResult
-from memtoc.retrieval.recall import recall as assemble_recall
-from memtoc.retrieval.teleport import SearchFilters
-from memtoc.retrieval.time_search import DEFAULT_TIME_MODE, time_search
-from memtoc.services import ROLLUP_LEVELS, build_summarizer, store_timezone
-from memtoc.store import maintenance, sqlite_scrub
-from memtoc.store.maintenance import VerifyReport
+from memtoc.services import ROLLUP_LEVELS, store_timezone
+from memtoc.store import sqlite_scrub
 from memtoc.store.sqlite import SqliteStore
-from memtoc.store.sqlite_forget import AuditEntry, list_audit
 from memtoc.text.tokens import TokenCounter, default_counter
 
+# What only some verbs need is imported by them (ingest: the importer and redaction; search and
+# recall: the ranking, numpy; forget, merge, drill, maintenance): a hook or `memtoc context`
+# starts without it (docs/benchmarks.md, "Start-up").
 if TYPE_CHECKING:
+    from memtoc.derived.rebuild import RebuildReport
+    from memtoc.forgetting import ForgetReport
+    from memtoc.ingest.importer import CommitInfo, IngestOptions, ProgressFn
     from memtoc.ingest.redact import Redactor
+    from memtoc.ingest.sources.base import EventDraft
+    from memtoc.merging import MergeReport
     from memtoc.pipeline.embed_step import EmbedReport, EmbedStep
     from memtoc.pipeline.embed_step_pg import PgEmbedStep
+    from memtoc.pipeline.rollup import RollupReport
+    from memtoc.pipeline.summarize.base import Summarizer
+    from memtoc.pipeline.worker import PipelineConfig, Processor, ProcessReport
+    from memtoc.retrieval.bookmark_step import BookmarkConfig, BookmarkReport, BookmarkStep
+    from memtoc.retrieval.bookmarks import BookmarkDetector
+    from memtoc.retrieval.drill import DrillResult
+    from memtoc.retrieval.embedding_index import SemanticIndex
+    from memtoc.retrieval.hybrid import Fusion, SearchResult
+    from memtoc.retrieval.recall import RecallResult
+    from memtoc.store.maintenance import VerifyReport
     from memtoc.store.postgres import PostgresStore
+    from memtoc.store.sqlite_forget import AuditEntry
 
 
 log = logging.getLogger("memtoc")
 TOUCH_EVERY_MS = 10 * 60_000
 """A bookmark used again within this time is not written again (its decay is in days)."""
-_R = TypeVar("_R", SearchResult, RecallResult)
+_R = TypeVar("_R", "SearchResult", "RecallResult")
 
 
 class Memory:
@@ -101,25 +102,22 @@ class Memory:
         self.ids = ids or UlidFactory(self.clock)
         self.redactor = redactor
         self.counter = counter or default_counter()
-        self.summarizer: Summarizer = summarizer or ExtractiveSummarizer(self.counter)
+        self._summarizer = summarizer
         self.tz = tz or store_timezone(store, settings.timezone if settings else None)
-        self.pipeline = pipeline or (
-            PipelineConfig.from_settings(settings) if settings else PipelineConfig()
-        )
+        self._pipeline = pipeline
         self._processor: Processor | None = None
         # search (memtoc.retrieval.hybrid): the embedder loads lazily, on first search or process
         self._semantic = semantic
-        self.fusion = fusion or (fusion_from_settings(settings) if settings else Fusion())
+        self._fusion = fusion
         self._embed_step: EmbedStep | PgEmbedStep | None = None
         # bookmarks (memtoc.retrieval.bookmark_step): a pass after each filed batch of events
         self._bookmark_detector = bookmark_detector
-        self._bookmark_config = bookmark_config or (
-            BookmarkConfig.from_settings(settings) if settings else BookmarkConfig()
-        )
+        self._bookmark_config = bookmark_config
         self._bookmark_step: BookmarkStep | None = None
         self.reconciled: forget_log.ReconcileReport | None = None
         """What ``open`` re-applied from the forget log (``memtoc.forget_log``), if anything."""
         self._logged_notes: set[str] = set()
+        self._registry: ProjectRegistry | None = None
 
     def sqlite_store(self, feature: str) -> SqliteStore:
         """The store, for features only the SQLite store has so far (team mode: issue 7)."""
@@ -128,9 +126,40 @@ class Memory:
         raise StoreError(f"{feature} is not available on a PostgreSQL store yet")
 
     @property
+    def summarizer(self) -> Summarizer:
+        """The summariser (the extractive default unless one was given)."""
+        if self._summarizer is None:
+            from memtoc.pipeline.summarize.extractive import ExtractiveSummarizer
+
+            self._summarizer = ExtractiveSummarizer(self.counter)
+        return self._summarizer
+
+    @property
+    def pipeline(self) -> PipelineConfig:
+        """Segmenting and rollup settings (from the settings, else the defaults)."""
+        if self._pipeline is None:
+            from memtoc.pipeline.worker import PipelineConfig
+
+            s = self.settings
+            self._pipeline = PipelineConfig.from_settings(s) if s else PipelineConfig()
+        return self._pipeline
+
+    @property
+    def fusion(self) -> Fusion:
+        """How search fuses BM25 and vector ranks (from the settings, else the defaults)."""
+        if self._fusion is None:
+            from memtoc.retrieval.hybrid import Fusion, fusion_from_settings
+
+            s = self.settings
+            self._fusion = fusion_from_settings(s) if s else Fusion()
+        return self._fusion
+
+    @property
     def semantic(self) -> SemanticIndex:
         """Vectors and the embedder (built on first use; pgvector on a PostgreSQL store)."""
         if self._semantic is None:
+            from memtoc.retrieval.embedding_index import SemanticIndex
+
             s = self.settings
             self._semantic = SemanticIndex(
                 self.store,
@@ -163,11 +192,17 @@ class Memory:
                 read_only=read_only,
                 busy_timeout_ms=busy_timeout_ms,
             )
-        from memtoc.ingest.redact import Redactor
+        from memtoc.services import build_summarizer
 
-        redactor = Redactor(disabled=settings.redact_disable) if settings.redact else None
-        counter = default_counter()
-        summarizer = build_summarizer(settings, counter)
+        redactor = None
+        if settings.redact and not read_only:  # only writes redact
+            from memtoc.ingest.redact import Redactor
+
+            redactor = Redactor(disabled=settings.redact_disable)
+        counter = default_counter(settings.home / "cache")
+        # the extractive default is built on first use (a read needs no summariser)
+        extractive = settings.summarizer == "extractive"
+        summarizer = None if extractive else build_summarizer(settings, counter)
         memory = cls(
             store, settings=settings, redactor=redactor, counter=counter, summarizer=summarizer
         )
@@ -187,6 +222,8 @@ class Memory:
         if self.store.read_only:
             forget_log.check_read_only(self.store)
             return None
+        from memtoc import forgetting
+
         self.reconciled = forgetting.reconcile(self.processor, self.store)
         return self.reconciled
 
@@ -207,6 +244,9 @@ class Memory:
         rescan: bool = False,
         default_cwd: str | None = None,
     ) -> IngestOptions:
+        from memtoc.ingest.importer import IngestOptions
+        from memtoc.ingest.redact_worker import helper_wanted
+
         s = self.settings
         if s is None:
             return IngestOptions(
@@ -244,6 +284,8 @@ class Memory:
         ``default_cwd``: the working directory of sessions whose file names none (a hook passes
         the agent's), whose project the one rule then finds — instead of the default project.
         """
+        from memtoc.ingest.importer import Importer
+
         importer = Importer(
             self.store,
             redactor=self.redactor,
@@ -262,6 +304,9 @@ class Memory:
         on_commit: Callable[[CommitInfo], None] | None = None,
     ) -> IngestReport:
         """Store events given as generic-JSONL-shaped mappings (DESIGN §6); bad ones are rejected."""
+        from memtoc.ingest.importer import Importer
+        from memtoc.ingest.sources.jsonl import parse_event
+
         importer = Importer(
             self.store,
             redactor=self.redactor,
@@ -294,6 +339,9 @@ class Memory:
         metadata: Mapping[str, JsonValue] | None = None,
     ) -> Event:
         """Record one event now (a note or decision an agent wants kept) and return it."""
+        from memtoc.ingest.importer import Importer
+        from memtoc.ingest.sources.base import EventDraft
+
         draft = EventDraft(
             session_id=session_id,
             ts_ms=self.clock.now_ms(),
@@ -325,7 +373,7 @@ class Memory:
     ) -> list[Event]:
         return list(
             self.store.scan_events(
-                project=project,
+                project=self._id(project) if project is not None else None,
                 session_id=session_id,
                 since_ms=since_ms,
                 until_ms=until_ms,
@@ -337,6 +385,9 @@ class Memory:
     @property
     def processor(self) -> Processor:
         if self._processor is None:
+            from memtoc import forgetting
+            from memtoc.pipeline.worker import Processor
+
             self._processor = Processor(
                 self.store,
                 self.summarizer,
@@ -375,16 +426,99 @@ class Memory:
             raise QueryError(f"--level must be one of {', '.join(ROLLUP_LEVELS)} (got {level!r})")
         return self.processor.rollup(force=force, level=level)
 
+    # -- projects (memtoc.projects: the one rule) ----------------------------------------------------
+    @property
+    def registry(self) -> ProjectRegistry:
+        """The project registry and rule over this store."""
+        if self._registry is None:
+            self._registry = ProjectRegistry(self.store, self.clock)
+        return self._registry
+
+    def scope(
+        self,
+        project: str | None = None,
+        *,
+        all_projects: bool = False,
+        working_dir: str | Path | None = None,
+    ) -> Scope:
+        """Which project(s) a read is about: ``project`` (or the ``project`` setting) if given,
+        else every project when asked, else the working directory's project, else the only one
+        (``memtoc.projects``). Surfaces call this; an unknown project raises
+        ``UnknownProjectError`` naming the known ones."""
+        explicit = project or (self.settings.project if self.settings else None)
+        return self.registry.scope(explicit, all_projects=all_projects, working_dir=working_dir)
+
+    def project_for_write(
+        self, project: str | None = None, *, working_dir: str | Path | None = None
+    ) -> str:
+        """The project a write (``remember``) goes to, by the rule reads use: ``project`` or the
+        ``project`` setting (created when new), else the working directory's project (registered
+        on first use), else the store's only project, else ``default``."""
+        explicit = project or (self.settings.project if self.settings else None)
+        if explicit:
+            return self.registry.for_write(explicit)
+        if working_dir is not None:
+            found, _ = self.registry.for_directory(working_dir)
+            if found is not None:
+                return found.project
+        known = self.registry.all(fresh=True)
+        if len(known) == 1:
+            return known[0].project
+        return self.registry.for_write("default")
+
+    def _id(self, project: str) -> str:
+        """A project reference (id or name) as its id. A reference the registry does not know is
+        taken as an id as is (rows put through the store directly); surfaces resolve names with
+        ``scope`` first, which refuses unknown ones."""
+        found = self.registry.find(project)
+        return found.project if found is not None else project
+
+    def _ids(self, project: str | None, projects: Iterable[str] | None) -> tuple[str, ...] | None:
+        """Project references as ids; None (both absent) = every project; ``()`` (an empty
+        ``projects`` given, e.g. a working directory with no memory yet) = none."""
+        given = None if projects is None else tuple(projects)
+        refs = [*([project] if project is not None else []), *(given or ())]
+        if not refs:
+            return () if given is not None else None
+        return tuple(dict.fromkeys(self._id(r) for r in refs))
+
+    def projects(self) -> list[dict[str, JsonValue]]:
+        """Every project: id, readable name, root folders and event count (``/v1/projects``,
+        ``memtoc projects list``)."""
+        return [
+            {**p.to_dict(), "events": self.store.count_events(p.project)}
+            for p in self.registry.all(fresh=True)
+        ]
+
+    def rename_project(self, project: str, name: str) -> dict[str, JsonValue]:
+        """Give a project a new readable name; its id (and every stored row) is unchanged."""
+        return self.registry.rename(project, name).to_dict()
+
+    def merge_projects(self, source: str, target: str, *, process: bool = True) -> MergeReport:
+        """File project ``source``'s memory into ``target`` (names or ids): its events join the
+        target and everything derived is rebuilt there (``memtoc.merging``); with ``process``
+        the pipeline runs now (else the next ``memtoc process`` does it)."""
+        from memtoc.merging import merge_projects
+
+        store = self.sqlite_store("projects merge")
+        src = self.registry.require(source).project
+        dst = self.registry.require(target).project
+        self.process(rollup=False)  # what was pending is filed first, under its own project
+        report = merge_projects(store, src, dst)
+        self.registry.all(fresh=True)
+        if process:
+            self.process()
+        return report
+
     # -- navigation -------------------------------------------------------------------------------
     def _project(self, project: str | None) -> str:
+        """One project for navigation: the given one, else the store's only one."""
         if project is not None:
-            return project
-        projects = self.store.projects()
-        if len(projects) == 1:
-            return projects[0]
-        if not projects:
-            raise QueryError("the store holds no events yet")
-        raise QueryError(f"several projects ({', '.join(projects)}); name one with --project")
+            return self._id(project)
+        scope = self.registry.scope()
+        if scope.project is None:
+            raise QueryError(scope.note or "no project")
+        return scope.project
 
     def toc(self, project: str | None = None) -> list[TocNode]:
         """The roots of a project's table of contents: its years, oldest first."""
@@ -416,8 +550,9 @@ class Memory:
 
     def node(self, node_id: str, *, project: str | None = None, tier: str = "L0") -> NodeView:
         """A node's summary and its children's titles and L0s, with its token count."""
+        scoped = self._id(project) if project is not None else None
         return navigate.node_view(
-            self.store, self.counter, node_id, project, tier=tier, now_ms=self.clock.now_ms()
+            self.store, self.counter, node_id, scoped, tier=tier, now_ms=self.clock.now_ms()
         )
 
     def expand(self, grip_id: str, *, before: int = 3, after: int = 3) -> ExpandView:
@@ -438,18 +573,12 @@ class Memory:
         return navigate.timeline(self.store, self._project(project), since_ms, until_ms, level)
 
     # -- session-start context and status (surfaces: MCP, hooks) ------------------------------------
-    def latest_project(self) -> str | None:
-        """The project of the most recently stored event (None for an empty store)."""
-        last = self.store.max_seq()
-        rows = self.store.events_by_seq(last, last) if last else []
-        return rows[0][1].project if rows else None
-
     def context(self, project: str | None = None, *, budget: int = DEFAULT_BUDGET) -> ContextView:
-        """What an agent should know at session start, within ``budget`` tokens.
+        """What an agent should know at session start in ``project``, within ``budget`` tokens.
 
-        ``project`` None: the most recently active project. See ``memtoc.retrieval.context``.
-        """
-        name = project if project is not None else self.latest_project()
+        ``project`` None: the store's only project (surfaces resolve the working directory's
+        with ``scope`` first). See ``memtoc.retrieval.context``."""
+        name = self._project(project) if project is not None else self.registry.scope().project
         if name is None:
             return ContextView(None, budget, (), "", 0)
         marks = self.bookmarks(name, TOP_BOOKMARKS)
@@ -514,13 +643,6 @@ class Memory:
             out["hint"] = "`memtoc rebuild --summaries` re-summarises them"
         return out
 
-    def projects(self) -> list[dict[str, JsonValue]]:
-        """Every project with its event count, by name (HTTP ``/v1/projects``)."""
-        return [
-            {"project": name, "events": self.store.count_events(name)}
-            for name in self.store.projects()
-        ]
-
     # -- search (memtoc.retrieval.hybrid, teleport, tiers) -----------------------------------------
     def search(
         self,
@@ -538,7 +660,7 @@ class Memory:
         depth: str = "L0",
         mode: str = "auto",
         at_ms: int | None = None,
-        time_mode: str = DEFAULT_TIME_MODE,
+        time_mode: str | None = None,
     ) -> SearchResult:
         """Teleport: BM25 and vectors fused (BM25-only, marked ``degraded``, without an embedder)
         over nodes, grips, bookmarks and events; items at ``depth`` (L0, L1 or L2).
@@ -547,9 +669,15 @@ class Memory:
         ``at_ms`` (default: now) in the store's time zone and applied as ``time_mode`` (``boost``:
         the window's items first; ``filter``: only them; ``off``; see
         ``memtoc.retrieval.time_search``); ``time_range`` reports it."""
-        scope = [*([project] if project is not None else []), *(projects or ())]
+        from memtoc.retrieval.hybrid import SearchResult
+        from memtoc.retrieval.teleport import SearchFilters
+        from memtoc.retrieval.time_search import DEFAULT_TIME_MODE, time_search
+
+        scope = self._ids(project, projects)
+        if scope == ():
+            return SearchResult(query, "bm25", None, None, depth, ())
         filters = SearchFilters(
-            projects=tuple(dict.fromkeys(scope)) or None,
+            projects=scope,
             kinds=tuple(kinds) if kinds is not None else None,
             levels=(level,) if level is not None else None,
             since_ms=since_ms,
@@ -564,7 +692,7 @@ class Memory:
             filters,
             reference_ms=at_ms if at_ms is not None else self.clock.now_ms(),
             tz=self.tz,
-            time_mode=time_mode,
+            time_mode=time_mode or DEFAULT_TIME_MODE,
             semantic=self.semantic,
             limit=limit,
             depth=depth,
@@ -598,27 +726,32 @@ class Memory:
         since_ms: int | None = None,
         until_ms: int | None = None,
         at_ms: int | None = None,
-        beam: int = DEFAULT_BEAM,
-        segments: int = DEFAULT_SEGMENTS,
+        beam: int | None = None,
+        segments: int | None = None,
         limit: int = 10,
         depth: str = "L0",
     ) -> DrillResult:
         """Drill-down: year → month → week → day → segment, each step inside the chosen parents'
         periods, then the best events there (fallback: flat search). A time expression in the
         query is resolved at ``at_ms`` (default: now) and restricts the roots."""
-        scope = [*([project] if project is not None else []), *(projects or ())]
+        from memtoc.retrieval.drill import DEFAULT_BEAM, DEFAULT_SEGMENTS, drill
+        from memtoc.retrieval.drill_result import DrillResult
+
+        scope = self._ids(project, projects)
+        if scope == ():
+            return DrillResult(query, depth, (), ())
         return drill(
             self.sqlite_store("drill"),
             self.counter,
             query,
-            projects=scope or None,
+            projects=list(scope) if scope else None,
             semantic=self.semantic,
             at_ms=at_ms if at_ms is not None else self.clock.now_ms(),
             tz=self.tz,
             since_ms=since_ms,
             until_ms=until_ms,
-            beam=beam,
-            segments=segments,
+            beam=beam if beam is not None else DEFAULT_BEAM,
+            segments=segments if segments is not None else DEFAULT_SEGMENTS,
             limit=limit,
             depth=depth,
         )
@@ -633,29 +766,49 @@ class Memory:
         projects: Iterable[str] | None = None,
         at_ms: int | None = None,
         time_limit_ms: float | None = None,
+        cite: bool = False,
     ) -> RecallResult:
         """The best context for ``query`` within ``budget`` tokens: matching bookmarks (their
         events), then events, grips and segments by recall's ranking, each stepped down a tier
         rather than cut, in time order. ``at_ms`` (default: now) is the reference time of "last
         week"; ``time_limit_ms`` (default: setting ``recall_time_limit_ms``, 1,000) returns the
         best so far, marked ``truncated``."""
-        scope = [*([project] if project is not None else []), *(projects or ())]
+        from memtoc.retrieval.recall import DEFAULT_TIME_LIMIT_MS, RecallResult
+        from memtoc.retrieval.recall import recall as assemble_recall
+
+        scope = self._ids(project, projects)
+        at = at_ms if at_ms is not None else self.clock.now_ms()
+        if scope == ():
+            return RecallResult(query, budget, 0, (), at, "bm25", None, False, cite=cite)
         limit = time_limit_ms
         if limit is None:
             limit = float(getattr(self.settings, "recall_time_limit_ms", DEFAULT_TIME_LIMIT_MS))
+        # loading (the embedder, its vectors and vocabulary) is not charged to the time limit
+        self.warm()
         result = assemble_recall(
             self.sqlite_store("recall"),
             self.counter,
             query,
             budget=budget,
-            projects=tuple(dict.fromkeys(scope)) or None,
-            at_ms=at_ms if at_ms is not None else self.clock.now_ms(),
+            projects=scope,
+            at_ms=at,
             tz=self.tz,
             semantic=self.semantic,
             time_limit_ms=limit,
+            cite=cite,
         )
         self._used(item.id for item in result.items if item.kind == "bookmark")
+        if result.truncated:
+            log.warning("recall %r cut by its time limit: %s", query[:80], result.degraded)
         return self._provenance(result)
+
+    def warm(self) -> float:
+        """Load what a first query would (the embedder, its vectors, its vocabulary) and return
+        the seconds it took: queries call it before their clock starts, and long-lived processes
+        (``memtoc mcp``, ``memtoc serve``) at start-up, so no time limit pays for loading."""
+        started = time.perf_counter()
+        self.semantic.warm(vocabulary=True)
+        return time.perf_counter() - started
 
     def _embed_new(self) -> EmbedReport | None:
         if self._embed_step is None:
@@ -691,14 +844,18 @@ class Memory:
         self.semantic.invalidate()
         return report
 
-    def rebuild(self, parts: Iterable[str] = PARTS, *, project: str | None = None) -> RebuildReport:
+    def rebuild(
+        self, parts: Iterable[str] | None = None, *, project: str | None = None
+    ) -> RebuildReport:
         """Re-derive ``parts`` of what is built from events (``memtoc rebuild``; see
         ``memtoc.derived.rebuild``): segments, summaries (nodes and their versions), grips,
         bookmarks, search docs, FTS, vectors — by part or all. Summaries are rebuilt with the
         configured summariser, vectors with the configured embedder (skipped, with a note,
         without one)."""
-        from memtoc.derived.rebuild import Rebuilder
+        from memtoc.derived.rebuild import PARTS, Rebuilder
         from memtoc.store.derived import derived_ops
+
+        parts = PARTS if parts is None else parts
 
         def vectors() -> dict[str, JsonValue]:
             embedder = self.semantic.embedder
@@ -722,6 +879,11 @@ class Memory:
         """The bookmark pass the pipeline runs after filing events (LLM detector when the
         summariser is an LLM backend, else extractive)."""
         if self._bookmark_step is None:
+            from memtoc.retrieval.bookmark_step import BookmarkConfig, BookmarkStep
+
+            config = self._bookmark_config or (
+                BookmarkConfig.from_settings(self.settings) if self.settings else BookmarkConfig()
+            )
             detector = self._bookmark_detector
             if detector is None and self.settings is not None:
                 from memtoc.retrieval.bookmarks_llm import build_bookmark_detector
@@ -732,7 +894,7 @@ class Memory:
                 self.counter,
                 self.clock,
                 detector=detector,
-                config=self._bookmark_config,
+                config=config,
             )
         return self._bookmark_step
 
@@ -744,7 +906,7 @@ class Memory:
         ``touch`` marks the returned ones as used now (their decay restarts).
         """
         now = self.clock.now_ms()
-        marks = self.store.list_bookmarks(project)
+        marks = self.store.list_bookmarks(self._id(project) if project is not None else None)
         marks.sort(key=lambda b: (-effective_importance(b, now), -b.created_ms, b.bookmark_id))
         chosen = marks[: max(0, limit)]
         if touch and chosen:
@@ -816,7 +978,11 @@ class Memory:
         ``max_events``: refuse, changing nothing, when more events match. ``dry_run`` only
         reports what would be forgotten; ``plan`` (a dry run's report) executes exactly its event
         ids, recorded under its selector. Pending events are filed first (``process``)."""
+        from memtoc import forgetting
+        from memtoc.forgetting import ForgetSelector
+
         store = self.sqlite_store("forget")
+        project = self._id(project) if project is not None else None
         if plan is not None:
             if not plan.event_ids:
                 return plan
@@ -840,6 +1006,8 @@ class Memory:
 
     def forget_audit(self, limit: int = 50) -> list[AuditEntry]:
         """The audit log of forgets, newest first: selectors, event ids and counts (no content)."""
+        from memtoc.store.sqlite_forget import list_audit
+
         return list_audit(self.sqlite_store("forget"), limit)
 
     def _scrub_pending(self) -> str | None:
@@ -849,6 +1017,8 @@ class Memory:
         return None if since is None else iso_ms(since)
 
     def _finish_forget(self, entry: OutboxEntry) -> None:
+        from memtoc import forgetting
+
         forgetting.finish_entry(self.processor, self.sqlite_store("forget"), entry)
 
     # -- housekeeping -----------------------------------------------------------------------------
@@ -861,6 +1031,7 @@ class Memory:
         Vectors are checked against the configured embedder when it loads."""
         from memtoc.derived.verify import verify_structure
         from memtoc.pipeline.periods import Calendar
+        from memtoc.store import maintenance
         from memtoc.store.derived import derived_ops
 
         embedder = self.semantic.embedder
@@ -876,6 +1047,8 @@ class Memory:
         return report
 
     def backup(self, dest: str | Path) -> int:
+        from memtoc.store import maintenance
+
         if not isinstance(self.store, SqliteStore):
             from memtoc.store import postgres_maintenance
 
@@ -883,6 +1056,8 @@ class Memory:
         return maintenance.backup(self.store, Path(dest))
 
     def compact(self) -> dict[str, int]:
+        from memtoc.store import maintenance
+
         if not isinstance(self.store, SqliteStore):
             from memtoc.store import postgres_maintenance
 

@@ -9,10 +9,10 @@ Two repositories with the same folder name stay two projects: the second gets th
 
 **Which project a call is about** (``ProjectRegistry.scope``), in this order:
 
-1. an explicit project — an argument, ``--project``, the ``project`` setting — always wins; it
-   names a project by id or name, and an unknown one is an error naming the known projects
-   (writes create it instead: ``ingest --project new``);
-2. ``all_projects`` asks for every project (search and recall);
+1. an explicit project — an argument, ``--project``, the ``project`` setting — always wins (over
+   ``all_projects`` too); it names a project by id or name, and an unknown one is an error
+   naming the known projects (writes create it instead: ``ingest --project new``);
+2. ``all_projects`` asks for every project (search, recall, bookmarks);
 3. the working directory's project, when the surface has one: the MCP client's first root (else
    the server's working directory), the hook's ``cwd``, the shell's directory for the CLI, the
    session's starting directory for importers. A working project the store has no memory of yet
@@ -142,13 +142,11 @@ class ProjectRegistry:
         working_dir: str | os.PathLike[str] | None = None,
     ) -> Scope:
         """Which project(s) a read is about — memtoc's one rule (the module docstring)."""
-        if all_projects:
-            if project:
-                raise QueryError("name a project or ask for all projects, not both")
-            return Scope(None, "all")
-        if project:
+        if project:  # an explicit project always wins (over all_projects too)
             found = self.require(project)
             return Scope((found.project,), "explicit", found.name)
+        if all_projects:
+            return Scope(None, "all")
         if working_dir is not None:
             covering, ws = self.for_directory(working_dir, register=False)
             if covering is not None:
@@ -185,9 +183,11 @@ class ProjectRegistry:
         ws = find_workspace(path)
         for _ in range(_RETRIES):
             found = self._covering(ws)
-            if found is not None or not register:
+            if found is not None:
                 return found, ws
             claim = self.find(ws.name)
+            if not register:  # a read: the project a write would claim, else none
+                return (claim if claim is not None and not claim.roots else None), ws
             try:
                 if claim is not None and not claim.roots:  # a project with no folder yet
                     holder = self.store.add_project_root(claim.project, ws.root)

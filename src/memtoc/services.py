@@ -13,13 +13,12 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from memtoc.config import Settings
 from memtoc.errors import ConfigError
-from memtoc.pipeline.summarize.base import Summarizer
-from memtoc.pipeline.summarize.extractive import ExtractiveSummarizer
 from memtoc.store.sqlite import SqliteStore
-from memtoc.text.tokens import TokenCounter
 
 if TYPE_CHECKING:
+    from memtoc.pipeline.summarize.base import Summarizer
     from memtoc.store.postgres import PostgresStore
+    from memtoc.text.tokens import TokenCounter
 
 log = logging.getLogger("memtoc")
 
@@ -58,6 +57,8 @@ def store_timezone(store: SqliteStore | PostgresStore, configured: str | None) -
 
 def build_summarizer(settings: Settings, counter: TokenCounter) -> Summarizer:
     """The extractive default, or an LLM backend that falls back to it (marked degraded)."""
+    from memtoc.pipeline.summarize.extractive import ExtractiveSummarizer
+
     extractive = ExtractiveSummarizer(counter)
     if settings.summarizer == "extractive":
         return extractive

@@ -233,7 +233,7 @@ class Processor:
     # -- steps --------------------------------------------------------------------------------
     def _handle(self, entry: OutboxEntry, report: ProcessReport) -> None:
         try:
-            if entry.kind == "events":
+            if entry.kind in FILE_KINDS:
                 report.events += self._apply_events(entry)
                 self._run_hooks(entry, report)
             elif entry.kind in self.handlers:
@@ -308,6 +308,12 @@ class Processor:
                 report.nodes_written += int(outcome.written)
             if not progressed:  # pragma: no cover - only under a concurrent re-segmentation
                 return
+
+
+FILE_KINDS = ("events", "refile")
+"""Outbox entries that file the events of a seq range: ``events`` (written with the events; the
+ranges tile the log, which ``verify`` checks) and ``refile`` (events unfiled to be filed again,
+e.g. by a project merge: ``memtoc.merging``)."""
 
 
 def _seq_range(entry: OutboxEntry) -> tuple[int, int]:

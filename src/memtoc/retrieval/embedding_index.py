@@ -125,6 +125,7 @@ class SemanticIndex:
         self._generation: str | None = None
         self._state: tuple[float, VectorState] | None = None
         self._logged: str | None = None
+        self._warmed = False
 
     @property
     def embedder(self) -> Embedder | None:
@@ -191,6 +192,24 @@ class SemanticIndex:
         """``vectors behind: …`` when vectors are used but some filed events have none yet."""
         found = self.state()
         return found.detail if found.state == "behind" else None
+
+    def warm(self, *, vocabulary: bool = False) -> None:
+        """Load now what a query would load on first use — the embedder (and one embedding, which
+        initialises its tokenizer), the store's vectors and, for recall's query expansion, the
+        embedder's vocabulary — so a query's time limit is spent on the query (``Memory.warm``).
+        Cheap once loaded (the index is reloaded only when the embed step changed it)."""
+        embedder = self.embedder
+        if embedder is None:
+            return
+        if not self._warmed:
+            embedder.embed(["warm up"])
+            self._warmed = True
+        if isinstance(self.store, SqliteStore):
+            self._current_index(self.store, embedder)
+        if vocabulary:
+            from memtoc.retrieval.recall_expand import load_vocabulary
+
+            load_vocabulary(embedder)
 
     def embed_step(self) -> EmbedStep | PgEmbedStep | None:
         """The pipeline step that keeps this embedder's vectors current (None without one)."""

@@ -28,7 +28,7 @@ from datetime import tzinfo
 from memtoc.errors import NotFoundError, QueryError
 from memtoc.model import JsonValue, iso_ms
 from memtoc.retrieval.embedding_index import SemanticIndex
-from memtoc.retrieval.recall_pack import SEPARATOR, Packer, Unit
+from memtoc.retrieval.recall_pack import Packer, Unit, context_text
 from memtoc.retrieval.recall_rank import Deadline, RankConfig, Ranker, Ranking
 from memtoc.retrieval.teleport import SearchFilters
 from memtoc.retrieval.tiers import SearchItem, TierRenderer, find_bookmark
@@ -66,10 +66,13 @@ class RecallResult:
     summaries: dict[str, JsonValue] | None = None
     """Summaries among the items built by the extractive fallback or another backend than the
     configured one (``provenance.SummaryProvenance``), else ``None``."""
+    cite: bool = False
+    """Each item's text in ``context()`` is led by its id (what an agent is sent over MCP)."""
 
     def context(self) -> str:
-        """The context as one text: the items' texts joined by newlines."""
-        return SEPARATOR.join(item.text for item in self.items)
+        """The context as one text: the items' texts joined by newlines (led by their ids when
+        ``cite``); ``tokens`` is its count."""
+        return context_text(self.items, cite=self.cite)
 
     def to_dict(self) -> dict[str, JsonValue]:
         return {
@@ -161,6 +164,7 @@ def recall(
     config: RankConfig | None = None,
     timer: Callable[[], float] | None = None,
     headers: bool = True,
+    cite: bool = False,
 ) -> RecallResult:
     """Assemble the best context for ``query`` within ``budget`` tokens (module docstring)."""
     if budget < 0 or budget > MAX_BUDGET:
@@ -183,7 +187,7 @@ def recall(
         ranking = ranker.rank(text, SearchFilters(projects=projects), window)
     packer = Packer(
         TierRenderer(store, counter), counter, tz, budget, deadline, headers=headers,
-        terms=key_terms(text),
+        terms=key_terms(text), cite=cite,
     )  # fmt: skip
     packer.pack(_units(ranking, store))
     items, tokens = packer.finish()
@@ -203,4 +207,5 @@ def recall(
         time_range=time_range,
         elapsed_ms=deadline.elapsed_ms(),
         stepped_down=packer.stepped_down,
+        cite=cite,
     )

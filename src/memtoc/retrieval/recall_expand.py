@@ -100,6 +100,12 @@ def _vocabulary(embedder: VocabularyEmbedder) -> _Vocabulary:
     return vocab
 
 
+def load_vocabulary(embedder: Embedder) -> None:
+    """Load the embedder's vocabulary now (a query would on first use), if it has one."""
+    if isinstance(embedder, VocabularyEmbedder):
+        _vocabulary(embedder)
+
+
 def content_words(query: str) -> list[str]:
     """The question's words worth expanding: plain lower-case words, stopwords out, in order."""
     found = [w for w in _WORD.findall(query) if w not in STOPWORDS]

@@ -13,12 +13,15 @@ a whitespace-only message) is never packed: it has nothing to show.
 The context is the items in time order, joined by newlines, each day's first item under a date
 line (``[2023-05-08]``). Every separator and date line is counted with the one ``TokenCounter``
 while packing, and the assembled context is counted again at the end (dropping the weakest item
-until it fits), so the result never exceeds the budget.
+until it fits), so the result never exceeds the budget. With ``cite`` (what an agent is sent over
+MCP) each item's text is led by its id, ``(id) text`` — the citation it can expand or quote — and
+those labels are counted the same way.
 """
 
 from __future__ import annotations
 
 import heapq
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, tzinfo
@@ -37,6 +40,7 @@ from memtoc.retrieval.tiers import EVENT_HEAD_TOKENS, SearchItem, TierRenderer
 from memtoc.text.tokens import TokenCounter
 
 SEPARATOR = "\n"
+_DATE_LINE = re.compile(r"\[\d{4}-\d{2}-\d{2}\]")
 MIN_ITEM_TOKENS = 3
 """Packing stops when fewer tokens than this are left (no item is that small)."""
 MAX_CHARS_PER_TOKEN = 12
@@ -78,6 +82,11 @@ def part_score(score: float, ratio: float, rank: int) -> float:
     return score * ratio
 
 
+def cited(item: SearchItem) -> str:
+    """An item's text led by its id (``cite`` mode): what an agent reads and can cite."""
+    return f"({item.id}) {item.text}"
+
+
 def _dedupe_key(text: str) -> str:
     return " ".join(text.lower().split())
 
@@ -100,8 +109,10 @@ class Packer:
         *,
         headers: bool = True,
         terms: Iterable[str] = (),
+        cite: bool = False,
     ) -> None:
         self.headers = headers
+        self.cite = cite
         self.terms = set(terms)
         """The question's key terms: they choose a long event's passages (``recall_passages``)."""
         self._parts: dict[str, tuple[int, dict[int, Passage]]] = {}
@@ -173,6 +184,8 @@ class Packer:
     def _try(self, item: SearchItem) -> bool:
         label = self.day(item.start_ms)
         cost = item.tokens + (self._sep if self.items else 0)
+        if self.cite:
+            cost += self.counter.count(f"({item.id})")
         cost += self._header_cost(label)
         if self.used + cost > self.budget:
             return False
@@ -323,12 +336,16 @@ class Packer:
         items = list(self.items)
         while True:
             out = self._assemble(items)
-            tokens = self.counter.count(SEPARATOR.join(i.text for i in out))
+            tokens = self.counter.count(self.context(out))
             total = sum(i.tokens for i in out) + max(0, len(out) - 1)
             if max(tokens, total) <= self.budget or not out:
                 return out, tokens if out else 0
             weakest = min(range(len(items)), key=lambda n: items[n].score)
             del items[weakest]
+
+    def context(self, items: Sequence[SearchItem]) -> str:
+        """The assembled items as one text (ids leading each item in ``cite`` mode)."""
+        return context_text(items, cite=self.cite)
 
     def _assemble(self, items: Sequence[SearchItem]) -> list[SearchItem]:
         ordered = sorted(items, key=lambda i: (i.start_ms, i.end_ms, i.kind, i.id))
@@ -342,3 +359,17 @@ class Packer:
                 item = replace(item, text=text, tokens=self.counter.count(text))
             out.append(item)
         return out
+
+
+def context_text(items: Sequence[SearchItem], *, cite: bool = False) -> str:
+    """Items joined by newlines; with ``cite``, each led by its id (after its date line)."""
+    if not cite:
+        return SEPARATOR.join(item.text for item in items)
+    parts = []
+    for item in items:
+        head, sep, rest = item.text.partition(SEPARATOR)
+        if sep and _DATE_LINE.fullmatch(head):
+            parts.append(f"{head}{SEPARATOR}({item.id}) {rest}")
+        else:
+            parts.append(cited(item))
+    return SEPARATOR.join(parts)

@@ -611,6 +611,10 @@ class SqliteStore:
     def rename_project(self, project: str, name: str) -> None:
         sqlite_projects.rename_project(self, project, name)
 
+    def forget_registered(self, project: str) -> None:
+        """Drop ``project`` from the appends' cache of registered ids (it left the registry)."""
+        self._registered.discard(project)
+
     # -- outbox and checkpoints ---------------------------------------------------------------------
     def _add_outbox(self, kind: str, payload: Mapping[str, JsonValue]) -> int:
         cur = self._exec(

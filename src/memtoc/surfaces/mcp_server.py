@@ -6,28 +6,43 @@ by ``memory_remember`` and ``memory_forget``. ``memtoc mcp`` runs it over stdio 
 spawn) or streamable HTTP, beside a background worker on a connection of its own that files new
 events into the table of contents (``processing``; ``memory_status`` says who processes).
 
-Every tool result is a JSON object that carries ``tokens`` — what its content costs an agent, as
-counted by the store's one token counter — so an agent can budget its reads. Failures (an unknown
-node or grip id, a malformed time, a bad level) come back as tool errors (``isError``) with the
-reason; they never crash the server. Tool names are stable (``memory_*``); their descriptions say
-when to use each, what ids look like and what a call costs.
+**Which project** (``memtoc.projects``, the rule every surface uses): an explicit ``project``
+argument (id or name) always wins, and an unknown one is an error naming the known projects;
+otherwise the project of the client's working directory — its first ``file://`` root
+(``roots/list``, when the client declares roots; remembered per session object, which stateless
+protocol versions renew per request), else the directory the server was started in. A working directory with no memory yet gives an empty result that says
+so — never another project's memory. ``memory_search`` and ``memory_recall`` take
+``all_projects`` for every project.
+
+**What the agent receives** (``mcp_text``): compact text written for a model — ids first, one
+line per item — ending with ``[N tokens]``, N the one token counter's count of the whole text.
+``memory_context`` and ``memory_recall`` fit that whole text into the budget asked for. Structured
+content (the CLI's ``--json`` data) is added only with ``structured=True`` (``memtoc mcp
+--structured``): Claude Code and Codex hand a result's structured content to the model *instead*
+of its text, which would replace the compact text with JSON. Failures (an unknown id or project,
+a malformed time, a bad level) come back as tool errors (``isError``) with the reason.
 """
 
 from __future__ import annotations
 
 import functools
+import os
+import weakref
 from collections.abc import Callable
 from typing import Annotated, Any, Literal, ParamSpec, TypeVar
+from urllib.parse import unquote, urlsplit
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, ListRoots, MCPServer, Resolve
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError
-from mcp.types import ToolAnnotations
+from mcp.types import CallToolResult, ListRootsResult, ToolAnnotations
 from pydantic import Field
 
-from memtoc.errors import MemtocError, QueryError
+from memtoc.errors import MemtocError
 from memtoc.memory import Memory
 from memtoc.model import JsonValue, TocNode, iso_ms
+from memtoc.projects import Scope
 from memtoc.retrieval.context import DEFAULT_BUDGET
+from memtoc.surfaces import mcp_text as mt
 from memtoc.surfaces.mcp_time import parse_when
 from memtoc.surfaces.processing import Processing
 
@@ -37,11 +52,14 @@ R = TypeVar("R")
 INSTRUCTIONS = """\
 memtoc is this user's long-term memory of past agent sessions, filed as a table of contents over
 time (year > month > week > day > segment). Each summary bullet cites grip ids (grip:...) that
-expand to the exact conversation events behind it. Every result states its token cost in `tokens`.
+expand to the exact conversation events behind it. Results are compact text: ids in parentheses
+or brackets are what the other tools take; the last line, [N tokens], is what the result cost.
+Every tool works on the project of your working directory (a repository and all its worktrees
+are one project) unless you pass project=<name>; search and recall take all_projects=true.
 - memory_context: call first in a session (where work left off, recent days, top bookmarks).
 - memory_recall(query, budget): "what do we know about X, within N tokens" - the best context for
-  a question, packed into the budget, in time order, with the events it cites. Prefer it when you
-  need an answer's context rather than pointers.
+  a question, packed into the budget (the whole result fits it), in time order, each item led by
+  the id it cites. Prefer it when you need an answer's context rather than pointers.
 - memory_search(query): find things by any text (teleport); returns ids to open.
 - memory_toc / memory_timeline: browse (node ids look like toc:year:2024, toc:week:2024-W03,
   toc:day:2024-01-18); memory_expand(grip_id): the exact events behind a bullet.
@@ -50,7 +68,8 @@ expand to the exact conversation events behind it. Every result states its token
   into the table of contents in the background (memory_status says who processes).
 - memory_forget: DESTRUCTIVE, only when the user asks to delete something, and only by explicit
   event ids or a since+until range (never by query); run it with dry_run first.
-- memory_status: health, the processing queue, and who processes new events."""
+- memory_status: health, the processing queue, who processes new events, and this session's
+  project."""
 
 READ = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True)
 WRITE = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False)
@@ -58,11 +77,56 @@ DESTROY = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempoten
 
 Project = Annotated[
     str | None,
-    Field(description="Project name (e.g. 'webapp'); default: the only or most recent project."),
+    Field(
+        description="A project's name or id. Default: the project of your working directory (a "
+        "repository, whatever subfolder or worktree); an unknown name is an error that lists "
+        "the known projects."
+    ),
+]
+AllProjects = Annotated[
+    bool, Field(description="Search every project instead of one (do not give project).")
 ]
 Tier = Literal["L0", "L1"]
 Level = Literal["year", "month", "week", "day", "segment"]
 NoteKind = Literal["note", "decision", "todo", "fact"]
+
+_SESSION_DIRS: weakref.WeakKeyDictionary[object, str] = weakref.WeakKeyDictionary()
+"""The working directory each client session's roots gave (asked once per session)."""
+
+
+def client_roots(ctx: Context) -> Any:
+    """Resolver of the client's working directory: what an earlier call of this session found,
+    else the client's roots (``roots/list``) when it declares that capability, else None."""
+    known = _SESSION_DIRS.get(_session_key(ctx))
+    if known is not None:
+        return known
+    caps = ctx.client_capabilities
+    if caps is None or caps.roots is None:
+        return None
+    return ListRoots()
+
+
+Roots = Annotated[Any, Resolve(client_roots)]
+
+
+def _session_key(ctx: Context) -> object:
+    try:
+        return ctx.session
+    except Exception:  # outside a request (direct calls in tests): no session to key by
+        return ctx
+
+
+def root_directory(roots: object) -> str | None:
+    """The first ``file://`` root of a ``roots/list`` answer, as a local path."""
+    if isinstance(roots, str):
+        return roots
+    if not isinstance(roots, ListRootsResult):
+        return None
+    for root in roots.roots:
+        parts = urlsplit(str(root.uri))
+        if parts.scheme == "file" and parts.path:
+            return unquote(parts.path)
+    return None
 
 
 def tool_errors(fn: Callable[P, R]) -> Callable[P, R]:
@@ -91,39 +155,78 @@ def node_brief(node: TocNode) -> dict[str, JsonValue]:
     }
 
 
-def build_server(memory: Memory, processing: Processing | None = None) -> MCPServer[Any]:
+def build_server(
+    memory: Memory,
+    processing: Processing | None = None,
+    *,
+    working_dir: str | None = None,
+    structured: bool = False,
+) -> MCPServer[Any]:
     """An MCP server whose tools, resource and prompt all call ``memory``.
 
     ``processing``: who processes new events (``memtoc mcp`` passes its started worker); without
     one, ``memory_status`` reports the daemon holding the store's lock, or nobody.
+    ``working_dir``: where the server was started (default: the process's working directory),
+    the project of sessions whose client gives no roots. ``structured``: add structured content
+    (the data behind the text) to every result.
     """
     app: MCPServer[Any] = MCPServer(name="memtoc", instructions=INSTRUCTIONS)
     processing = processing or Processing(memory.settings, worker=False)
+    started_in = working_dir or os.getcwd()
+    counter = memory.counter
 
-    def project_or_default(project: str | None) -> str:
-        if project:
-            return project
-        latest = memory.latest_project()
-        if latest is None:
-            raise QueryError("the memory is empty: nothing has been recorded yet")
-        return latest
+    def where(ctx: Context, roots: object) -> str:
+        found = root_directory(roots)
+        if found is not None:
+            _SESSION_DIRS[_session_key(ctx)] = found
+            return found
+        return started_in
+
+    def scope_of(
+        project: str | None, ctx: Context, roots: object, all_projects: bool = False
+    ) -> Scope:
+        return memory.scope(project, all_projects=all_projects, working_dir=where(ctx, roots))
+
+    def out(body: str, data: dict[str, Any] | None, budget: int | None = None) -> CallToolResult:
+        return mt.deliver(counter, body, data, structured=structured, budget=budget)
+
+    def nothing(what: str, scope: Scope, extra: dict[str, Any] | None = None) -> CallToolResult:
+        """The result of a read whose scope holds no project: the note says why."""
+        body = mt.project_line(what, scope.name, scope.note)
+        return out(body, {**(extra or {}), "scope": scope.to_dict()})
 
     @app.tool(name="memory_context", annotations=READ)
     @tool_errors
     def memory_context(
+        ctx: Context,
+        roots: Roots,
         project: Project = None,
         budget: Annotated[
-            int, Field(ge=0, le=20_000, description="Token budget.")
+            int, Field(ge=0, le=20_000, description="Token budget of the whole result.")
         ] = DEFAULT_BUDGET,
-    ) -> dict[str, Any]:
+    ) -> CallToolResult:
         """Session-start briefing: where the latest session left off (last request, unresolved
         error), recent days' summaries (newest first) and top bookmarks, within `budget` tokens.
-        Call it first in a new session; costs at most `budget` tokens (default 800)."""
-        return memory.context(project, budget=budget).to_dict()
+        Call it first in a new session; the whole result costs at most `budget` (default 800)."""
+        scope = scope_of(project, ctx, roots)
+        if scope.empty:
+            return nothing("session context", scope, {"items": [], "text": ""})
+        views = {}
+
+        def render(inner: int) -> str:
+            view = views[inner] = memory.context(scope.project, budget=max(0, inner))
+            head = f"session context · project {scope.name}"
+            return f"{head}\n{view.text}" if view.text else f"{head}\nnothing recorded yet"
+
+        body, inner = mt.fit(counter, budget, render)
+        data = views[inner].to_dict() if body else {"items": [], "text": ""}
+        return out(body, {**data, "budget": budget, "scope": scope.to_dict()}, budget)
 
     @app.tool(name="memory_toc", annotations=READ)
     @tool_errors
     def memory_toc(
+        ctx: Context,
+        roots: Roots,
         node_id: Annotated[
             str | None,
             Field(
@@ -136,23 +239,30 @@ def build_server(memory: Memory, processing: Processing | None = None) -> MCPSer
         depth: Annotated[
             Tier, Field(description="L0: title, abstract, bullets; L1 adds the overview.")
         ] = "L0",
-    ) -> dict[str, Any]:
+    ) -> CallToolResult:
         """Browse the table of contents. Without node_id: the project's years with their children
         (months). With node_id: that node's title, abstract, bullets (each citing grip ids) and
         its children's titles and abstracts — drill down by calling again with a child's id.
         Typically 100-600 tokens per node at L0; L1 can add up to ~2,000."""
+        scope = scope_of(project, ctx, roots)
+        if scope.empty or scope.project is None:
+            return nothing("table of contents", scope, {"roots": []})
         if node_id is None:
-            name = project_or_default(project)
-            views = [memory.node(r.node_id, project=name, tier=depth) for r in memory.toc(name)]
-            out: dict[str, Any] = {
-                "project": name,
+            views = [
+                memory.node(r.node_id, project=scope.project, tier=depth)
+                for r in memory.toc(scope.project)
+            ]
+            body = mt.roots_text(scope.name or scope.project, views)
+            data: dict[str, Any] = {
+                "project": scope.project,
                 "roots": [v.to_dict() for v in views],
-                "tokens": sum(v.tokens for v in views),
             }
             if not views:
-                out["hint"] = memory.toc_hint(name)
-            return out
-        return memory.node(node_id, project=project, tier=depth).to_dict()
+                data["hint"] = memory.toc_hint(scope.project)
+                body += f" ({data['hint']})"
+            return out(body, data)
+        view = memory.node(node_id, project=scope.project, tier=depth)
+        return out(mt.node_text(view), view.to_dict())
 
     @app.tool(name="memory_expand", annotations=READ)
     @tool_errors
@@ -162,15 +272,18 @@ def build_server(memory: Memory, processing: Processing | None = None) -> MCPSer
         ],
         before: Annotated[int, Field(ge=0, le=50, description="Events before the range.")] = 3,
         after: Annotated[int, Field(ge=0, le=50, description="Events after the range.")] = 3,
-    ) -> dict[str, Any]:
-        """The exact events behind a summary bullet: the grip's range (in_grip: true) plus
+    ) -> CallToolResult:
+        """The exact events behind a summary bullet: the grip's range (marked *) plus
         neighbours of the same session. Use it to check a detail or quote the source. Costs the
         events' text (often 200-2,000 tokens; lower before/after to save)."""
-        return memory.expand(grip_id, before=before, after=after).to_dict()
+        view = memory.expand(grip_id, before=before, after=after)
+        return out(mt.expand_text(view), view.to_dict())
 
     @app.tool(name="memory_timeline", annotations=READ)
     @tool_errors
     def memory_timeline(
+        ctx: Context,
+        roots: Roots,
         since: Annotated[
             str,
             Field(description="Start: 2024-01-18, 2024-01-18T10:00Z, epoch ms, 7d, yesterday…"),
@@ -178,7 +291,7 @@ def build_server(memory: Memory, processing: Processing | None = None) -> MCPSer
         until: Annotated[str | None, Field(description="End (same forms); default: now.")] = None,
         level: Annotated[Level, Field(description="Which nodes to list.")] = "day",
         project: Project = None,
-    ) -> dict[str, Any]:
+    ) -> CallToolResult:
         """Nodes of one level (days by default) over a time range, in time order, each with its
         id, title and abstract — a cheap overview of a period (~40-120 tokens per node). Open one
         with memory_toc(node_id)."""
@@ -187,17 +300,23 @@ def build_server(memory: Memory, processing: Processing | None = None) -> MCPSer
         until_ms = (
             parse_when(until, now_ms=now, tz=memory.tz, edge="end", name="until") if until else now
         )
-        nodes = memory.timeline(since_ms, until_ms, level=level, project=project)
-        tokens = sum(memory.counter.count(f"{n.title}\n{n.abstract}") for n in nodes)
-        return {"nodes": [node_brief(n) for n in nodes], "tokens": tokens}
+        scope = scope_of(project, ctx, roots)
+        if scope.empty or scope.project is None:
+            return nothing("timeline", scope, {"nodes": []})
+        nodes = memory.timeline(since_ms, until_ms, level=level, project=scope.project)
+        data = {"project": scope.project, "nodes": [node_brief(n) for n in nodes]}
+        return out(mt.timeline_text(nodes, level), data)
 
     @app.tool(name="memory_search", annotations=READ)
     @tool_errors
     def memory_search(
+        ctx: Context,
+        roots: Roots,
         query: Annotated[
             str, Field(min_length=1, max_length=2_000, description="Any text; no syntax needed.")
         ],
         project: Project = None,
+        all_projects: AllProjects = False,
         level: Annotated[
             Level | None, Field(description="Only nodes of this level (default: any).")
         ] = None,
@@ -212,13 +331,12 @@ def build_server(memory: Memory, processing: Processing | None = None) -> MCPSer
             str | None,
             Field(description="Reference time for 'last week' etc. in the query (default now)."),
         ] = None,
-    ) -> dict[str, Any]:
+    ) -> CallToolResult:
         """Teleport: search summaries, grips, bookmarks and events (BM25 + vectors) and jump to
-        the best matches, each with its id, time span, text at `depth` and the events it cites.
-        Use it when you know what you are looking for; browse with memory_toc when you do not.
-        A time expression in the query ("last week", "in March", "before the migration") filters
-        the results; `time_range` says how it was read. At L0 ~40-100 tokens per item; `tokens`
-        gives the total."""
+        the best matches, each with its id, time span and text at `depth`. Use it when you know
+        what you are looking for; browse with memory_toc when you do not. A time expression in
+        the query ("last week", "in March", "before the migration") favours that period; the
+        result says how it was read. At L0 ~40-100 tokens per item."""
         now = memory.clock.now_ms()
         at_ms = parse_when(at, now_ms=now, tz=memory.tz, edge="start", name="at") if at else None
         since_ms = (
@@ -229,9 +347,12 @@ def build_server(memory: Memory, processing: Processing | None = None) -> MCPSer
         until_ms = (
             parse_when(until, now_ms=now, tz=memory.tz, edge="end", name="until") if until else None
         )
+        scope = scope_of(project, ctx, roots, all_projects)
+        if scope.empty:
+            return nothing("search", scope, {"query": query, "items": []})
         result = memory.search(
             query,
-            project=project,
+            projects=scope.projects,
             level=level,
             since_ms=since_ms,
             until_ms=until_ms,
@@ -239,44 +360,67 @@ def build_server(memory: Memory, processing: Processing | None = None) -> MCPSer
             depth=depth,
             at_ms=at_ms,
         )
-        return result.to_dict()
+        return out(mt.search_text(result), {**result.to_dict(), "scope": scope.to_dict()})
 
     # -- recall (memtoc.retrieval.recall) -------------------------------------------------------
     @app.tool(name="memory_recall", annotations=READ)
     @tool_errors
     def memory_recall(
+        ctx: Context,
+        roots: Roots,
         query: Annotated[
             str, Field(min_length=1, max_length=2_000, description="The question, in any words.")
         ],
         budget: Annotated[
-            int, Field(ge=0, le=50_000, description="Most tokens the context may hold.")
+            int, Field(ge=0, le=50_000, description="Most tokens the whole result may cost.")
         ] = 1_000,
         project: Project = None,
-    ) -> dict[str, Any]:
+        all_projects: AllProjects = False,
+    ) -> CallToolResult:
         """Recall — "what do we know about X, within N tokens": the best context for a question
         packed into `budget` tokens — matching bookmarks, then the best events, grips and
-        segments (an item that does not fit steps down to its summary), in time order, each with
-        the events it includes and cites. "last week" / "in March" in the question favour that
-        time. `tokens` (never above `budget`) is what the context costs; use it before
-        memory_search when you need context rather than pointers."""
-        return memory.recall(query, budget=budget, project=project).to_dict()
+        segments (an item that does not fit steps down to its summary), in time order, each led
+        by the id it cites. "last week" / "in March" in the question favour that time. The
+        whole result, header and token line included, costs at most `budget`; use it before
+        memory_search when you need context rather than pointers. A result cut short by the
+        time limit says so."""
+        scope = scope_of(project, ctx, roots, all_projects)
+        if scope.empty:
+            return nothing("recall", scope, {"query": query, "items": []})
+        results = {}
+
+        def render(inner: int) -> str:
+            result = memory.recall(query, budget=max(0, inner), projects=scope.projects, cite=True)
+            results[inner] = result
+            return mt.recall_text(result, scope.name if scope.project else None)
+
+        body, inner = mt.fit(counter, budget, render)
+        data = results[inner].to_dict() if body else {"query": query, "items": []}
+        return out(body, {**data, "budget": budget, "scope": scope.to_dict()}, budget)
 
     @app.tool(name="memory_bookmarks", annotations=READ)
     @tool_errors
     def memory_bookmarks(
+        ctx: Context,
+        roots: Roots,
         project: Project = None,
         limit: Annotated[int, Field(ge=1, le=100, description="How many.")] = 10,
-    ) -> dict[str, Any]:
+    ) -> CallToolResult:
         """Salient moments kept as bookmarks — conclusions, resolutions after a correction,
         validated understanding, foundational context — most important first (importance decays
         mildly with age). Each cites its event ids. ~30-60 tokens per bookmark."""
-        marks = memory.bookmarks(project, limit)
-        tokens = sum(memory.counter.count(b.content) for b in marks)
-        return {"bookmarks": [b.to_dict() for b in marks], "tokens": tokens}
+        scope = scope_of(project, ctx, roots)
+        if scope.empty or scope.project is None:
+            return nothing("bookmarks", scope, {"bookmarks": []})
+        marks = memory.bookmarks(scope.project, limit)
+        data = {"project": scope.project, "bookmarks": [b.to_dict() for b in marks]}
+        return out(mt.bookmarks_text(marks), data)
 
     @app.tool(name="memory_remember", annotations=WRITE)
     @tool_errors
     def memory_remember(
+        ctx: Context,
+        roots: Roots,
         text: Annotated[
             str, Field(min_length=1, max_length=20_000, description="What to keep, verbatim.")
         ],
@@ -285,13 +429,13 @@ def build_server(memory: Memory, processing: Processing | None = None) -> MCPSer
         session_id: Annotated[
             str | None, Field(description="Session to file it under; default 'memtoc-notes'.")
         ] = None,
-    ) -> dict[str, Any]:
-        """Record a decision, fact, todo or note now, as an event in the memory. It is searchable
-        and recallable once processed — within seconds when this server's worker or a `memtoc
-        serve` daemon runs (memory_status → processing says which). Use it for things a future
-        session must know. Returns the stored event (its event_id) and the text's token count."""
-        settings_project = memory.settings.project if memory.settings else None
-        name = project or settings_project or memory.latest_project() or "default"
+    ) -> CallToolResult:
+        """Record a decision, fact, todo or note now, as an event in the memory (in the project
+        of your working directory unless you name one). It is searchable and recallable once
+        processed — within seconds when this server's worker or a `memtoc serve` daemon runs
+        (memory_status → processing says which). Use it for things a future session must know.
+        Returns the stored event's id."""
+        name = memory.project_for_write(project, working_dir=where(ctx, roots))
         event = memory.remember(
             text,
             project=name,
@@ -300,12 +444,19 @@ def build_server(memory: Memory, processing: Processing | None = None) -> MCPSer
             agent="mcp",
             metadata={"kind": kind, "via": "mcp"},
         )
-        return {"event": event.to_dict(), "tokens": memory.counter.count(event.text)}
+        shown = memory.registry.name_of(event.project)
+        body = (
+            f"remembered ({event.event_id}) as a {kind} in project {shown}, session "
+            f"{event.session_id}, {iso_ms(event.ts_ms)}"
+        )
+        return out(body, {"event": event.to_dict()})
 
     # -- forget (memtoc.forgetting): explicit ids or a closed time range only, never a query ------
     @app.tool(name="memory_forget", annotations=DESTROY)
     @tool_errors
     def memory_forget(
+        ctx: Context,
+        roots: Roots,
         event_ids: Annotated[
             list[str] | None,
             Field(max_length=1000, description="Exact event ids to forget (from search/expand)."),
@@ -315,17 +466,20 @@ def build_server(memory: Memory, processing: Processing | None = None) -> MCPSer
         ] = None,
         until: Annotated[str | None, Field(description="End of the range (exclusive).")] = None,
         project: Annotated[
-            str | None, Field(description="Only in this project (recommended with a range).")
+            str | None,
+            Field(
+                description="The project a range applies to (default: your working directory's)."
+            ),
         ] = None,
         dry_run: Annotated[
             bool, Field(description="Only report what would be forgotten; change nothing.")
         ] = False,
-    ) -> dict[str, Any]:
+    ) -> CallToolResult:
         """DESTRUCTIVE, cannot be undone: forget events for good — only when the user asks to
-        delete something. Give explicit event_ids, or since+until (both). The events' text is
-        purged from the store, summaries, grips, vectors and bookmarks built from them are
-        re-derived, and an audit entry (ids and counts) is kept. Use dry_run first to show the
-        user what would go. ~100 tokens plus the ids."""
+        delete something. Give explicit event_ids, or since+until (both; within your working
+        directory's project unless you name one). The events' text is purged from the store,
+        summaries, grips, vectors and bookmarks built from them are re-derived, and an audit
+        entry (ids and counts) is kept. Use dry_run first to show the user what would go."""
         if (event_ids is None) == (since is None and until is None):
             raise ToolError("memory_forget: give event_ids, or since and until (not both)")
         if event_ids is None and (since is None or until is None):
@@ -339,28 +493,47 @@ def build_server(memory: Memory, processing: Processing | None = None) -> MCPSer
         until_ms = (
             parse_when(until, now_ms=now, tz=memory.tz, edge="end", name="until") if until else None
         )
+        scoped: str | None = None
+        if event_ids is None:  # a range: one project, by the rule
+            scope = scope_of(project, ctx, roots)
+            if scope.empty or scope.project is None:
+                return nothing("forget", scope, {"event_ids": []})
+            scoped = scope.project
+        elif project is not None:
+            scoped = memory.scope(project).project
         report = memory.forget(
             event_ids=event_ids,
             since_ms=since_ms,
             until_ms=until_ms,
-            project=project,
+            project=scoped,
             dry_run=dry_run,
         ).to_dict()
-        report["tokens"] = memory.counter.count(str(report))
-        return report
+        verb = "would forget" if dry_run else "forgot"
+        ids = report.get("event_ids") or []
+        head = f"{verb} {len(ids) if isinstance(ids, list) else 0} events"
+        return out(f"{head}\n{mt.mapping_text(report)}", report)
 
     @app.tool(name="memory_status", annotations=READ)
     @tool_errors
-    def memory_status() -> dict[str, Any]:
+    def memory_status(ctx: Context, roots: Roots) -> CallToolResult:
         """Health of the memory: events, projects, sessions, the processing queue (outbox
         pending/failed), recent failures, which backends run (token counter, summariser; degraded
-        modes are named) and `processing`: who files new events into the table of contents —
-        `by` this-server (its worker), other-process (a `memtoc serve` or another MCP server,
-        with its pid) or nobody (`degraded` says why; events wait in the queue). ~250 tokens."""
+        modes are named), `processing`: who files new events into the table of contents — `by`
+        this-server (its worker), other-process (a `memtoc serve` or another MCP server, with
+        its pid) or nobody (`degraded` says why; events wait in the queue) — and this session's
+        working project. ~250 tokens."""
         status = memory.status()
         status["processing"] = processing.info()
-        status["tokens"] = memory.counter.count(str(status))
-        return status
+        directory = where(ctx, roots)
+        found, ws = memory.registry.for_directory(directory, register=False)
+        status["working_project"] = {
+            "directory": directory,
+            "root": ws.root,
+            "project": found.project if found else None,
+            "name": found.name if found else ws.name,
+            "known": found is not None,
+        }
+        return out(mt.mapping_text(status), status)
 
     @app.resource(
         "memtoc://context/{project}",
@@ -381,7 +554,10 @@ def build_server(memory: Memory, processing: Processing | None = None) -> MCPSer
     )
     def session_start_prompt(project: str | None = None, budget: str = str(DEFAULT_BUDGET)) -> str:
         try:
-            view = memory.context(project, budget=int(budget))
+            scope = memory.scope(project, working_dir=started_in)
+            if scope.empty or scope.project is None:
+                return scope.note or "memtoc has no memory of earlier sessions yet."
+            view = memory.context(scope.project, budget=int(budget))
         except (MemtocError, ValueError) as exc:
             return f"(memtoc could not build the context: {exc})"
         if not view.text:

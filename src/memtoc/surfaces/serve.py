@@ -145,6 +145,7 @@ def serve(
             pool_size=options.pool_size,
             host=options.host,
             allow_hosts=options.allow_hosts,
+            warm=True,
         )
         config = uvicorn.Config(
             app, log_level=options.log_level, access_log=False, timeout_graceful_shutdown=30

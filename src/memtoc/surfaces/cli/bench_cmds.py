@@ -341,3 +341,49 @@ def bench_team(
         )
         table.add_row(*(str(r.get(c)) for c in cols), *extra)
     console.print(table)
+
+
+@bench_app.command("startup")
+def bench_startup(
+    ctx: typer.Context,
+    project: Annotated[
+        str, typer.Option("--project", "-p", help="The project `memtoc context` briefs.")
+    ],
+    runs: Annotated[int, typer.Option("--runs", "-r", help="Timed runs per command.")] = 15,
+    baseline_src: Annotated[
+        Path | None,
+        typer.Option(
+            "--baseline-src",
+            help="Another checkout's src/ to time beside this code, run for run (e.g. main's).",
+        ),
+    ] = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Wall and CPU time of the commands agents' hooks run (`memtoc context`, `memtoc hook
+    session-start`) as fresh processes, against `python -c pass`, on the
+    store of --home (e.g. the demo store)."""
+    from memtoc.eval.bench_startup import run_startup_bench
+    from memtoc.surfaces.cli.app import state
+
+    home = state(ctx).settings.home
+    report = run_startup_bench(home, project, runs=runs, baseline_src=baseline_src)
+    if json_out:
+        emit_json(report.to_dict())
+        return
+    table = Table("command", "code", "wall median", "wall p90", "CPU median", "modules", "fails")
+    for t in report.timings:
+        d = t.to_dict()
+        table.add_row(
+            t.command,
+            t.code,
+            f"{d['wall_median_s']:.3f} s",
+            f"{d['wall_p90_s']:.3f} s",
+            f"{d['cpu_median_s']:.3f} s",
+            str(t.modules),
+            str(t.failures),
+        )
+    console.print(table)
+    console.print(
+        f"[dim]{runs} runs each, interleaved; load average {report.load[0]:.1f} → "
+        f"{report.load[1]:.1f}[/]"
+    )

@@ -11,26 +11,33 @@ from rich.table import Table
 
 from memtoc.model import iso_ms
 from memtoc.retrieval.bookmarks import effective_importance
-from memtoc.surfaces.cli.app import JsonOpt, app, console, emit_json, open_memory
+from memtoc.surfaces.cli.app import (
+    AllProjectsOpt,
+    JsonOpt,
+    ProjectOpt,
+    app,
+    console,
+    emit_json,
+    open_memory,
+    project_scope,
+)
 
 bookmarks_app = typer.Typer(help="Salient moments: decisions, resolutions, confirmations, context.")
 app.add_typer(bookmarks_app, name="bookmarks")
-
-ProjectOpt = Annotated[
-    str | None, typer.Option("--project", "-p", help="One project (default: all).")
-]
 
 
 @bookmarks_app.command("list")
 def list_bookmarks(
     ctx: typer.Context,
     project: ProjectOpt = None,
+    all_projects: AllProjectsOpt = False,
     limit: Annotated[int, typer.Option("--limit", "-n", help="At most this many.")] = 20,
     json_out: JsonOpt = False,
 ) -> None:
     """Bookmarks by importance with decay (most important first)."""
     with open_memory(ctx, read_only=True) as memory:
-        marks = memory.bookmarks(project, limit)
+        scope = project_scope(memory, project, all_projects)
+        marks = [] if scope.empty else memory.bookmarks(scope.project, limit)
         now = memory.clock.now_ms()
     if json_out:
         emit_json(
@@ -60,7 +67,9 @@ def list_bookmarks(
 @bookmarks_app.command("refresh")
 def refresh(
     ctx: typer.Context,
-    project: ProjectOpt = None,
+    project: Annotated[
+        str | None, typer.Option("--project", "-p", help="One project (default: all).")
+    ] = None,
     rebuild: Annotated[
         bool, typer.Option("--rebuild", help="Delete the project's bookmarks first.")
     ] = False,

@@ -11,6 +11,7 @@ from memtoc.surfaces.cli import (
     hook_cmds,  # memtoc hooks install|uninstall, memtoc hook session-start|ingest, memtoc watch
     mcp_cmds,  # MCP server
     migrate_cmds,  # memtoc migrate-store (SQLite → PostgreSQL)
+    projects_cmds,  # memtoc projects list|rename|merge
     quality_cmds,  # memtoc eval summaries
     recall_cmds,  # memtoc recall (budgeted context)
     redaction_eval_cmds,  # memtoc eval redaction
@@ -32,6 +33,7 @@ __all__ = [
     "hook_cmds",
     "mcp_cmds",
     "migrate_cmds",
+    "projects_cmds",
     "quality_cmds",
     "recall_cmds",
     "redaction_eval_cmds",

@@ -7,24 +7,23 @@ from typing import Annotated
 import typer
 
 from memtoc.retrieval.context import DEFAULT_BUDGET
-from memtoc.surfaces.cli.app import JsonOpt, app, console, emit_json, open_memory
+from memtoc.surfaces.cli.app import JsonOpt, ProjectOpt, app, console, emit_json, err_console, state
+from memtoc.surfaces.quick import context_view
 
 
 @app.command()
 def context(
     ctx: typer.Context,
-    project: Annotated[
-        str | None,
-        typer.Option("--project", "-p", help="Project (default: the most recently active)."),
-    ] = None,
+    project: ProjectOpt = None,
     budget: Annotated[
         int, typer.Option("--budget", min=0, help="Token budget of the context.")
     ] = DEFAULT_BUDGET,
     json_out: JsonOpt = False,
 ) -> None:
     """Recent days, open thread and bookmarks of a project, within a token budget."""
-    with open_memory(ctx, read_only=True) as memory:
-        view = memory.context(project, budget=budget)
+    view, note = context_view(state(ctx).settings, project, budget)
+    if note:
+        err_console.print(f"[yellow]note:[/] {note}", highlight=False, soft_wrap=True)
     if json_out:
         emit_json(view.to_dict())
         return

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 import signal
 import sys
@@ -14,9 +13,9 @@ from typing import Annotated, Any
 import typer
 
 from memtoc.config import Settings
-from memtoc.errors import MemtocError
 from memtoc.model import IngestReport
 from memtoc.retrieval.context import DEFAULT_BUDGET
+from memtoc.surfaces import quick as fast
 from memtoc.surfaces.cli.app import app, console, open_memory, state
 from memtoc.surfaces.hooks import install as installer
 from memtoc.surfaces.hooks import runner
@@ -101,32 +100,10 @@ def hooks_uninstall(
         console.print(f"no memtoc hooks in {report.path}", highlight=False)
 
 
-def _read_hook_input() -> runner.HookInput:
-    if sys.stdin is None or sys.stdin.isatty():
-        return runner.HookInput()
-    try:
-        return runner.HookInput.parse(sys.stdin.read())
-    except (OSError, UnicodeDecodeError):
-        return runner.HookInput()
-
-
 def _hook_settings(ctx: typer.Context) -> Settings | None:
-    try:
-        return state(ctx).settings
-    except MemtocError as exc:  # a broken config must not break the agent
-        from memtoc.config import default_home
-
-        runner.log_problem(Path(os.environ.get("MEMTOC_HOME") or default_home()), "hook", str(exc))
-        return None
-
-
-def _finish(output: str) -> None:
-    """Print ``output`` and exit 0 — at once if an abandoned worker thread is still running."""
-    if output:
-        sys.stdout.write(output + "\n")
-    sys.stdout.flush()
-    if any(t.name == "memtoc-hook" and t.is_alive() for t in threading.enumerate()):
-        os._exit(0)  # do not wait for a thread stuck on a lock
+    root = ctx.find_root().obj
+    overrides = dict(getattr(root, "overrides", {}) or {})
+    return fast.hook_settings(overrides)
 
 
 @hook_app.command("session-start")
@@ -138,12 +115,12 @@ def hook_session_start(
     ),
 ) -> None:
     """Print the session-start context as hook JSON (nothing on any problem; exit 0)."""
-    hook = _read_hook_input()
+    hook = fast.read_hook_input()
     settings = _hook_settings(ctx)
     output = (
         runner.session_start(settings, hook, budget=budget, deadline_s=deadline) if settings else ""
     )
-    _finish(output)
+    fast.finish_hook(output)
 
 
 @hook_app.command("ingest")
@@ -157,11 +134,11 @@ def hook_ingest(
     ),
 ) -> None:
     """Import the hook's transcript_path from its watermark (prints nothing; exit 0)."""
-    hook = _read_hook_input()
+    hook = fast.read_hook_input()
     settings = _hook_settings(ctx)
     if settings is not None:
         runner.ingest(settings, hook, process=process, deadline_s=deadline)
-    _finish("")
+    fast.finish_hook("")
 
 
 @app.command()

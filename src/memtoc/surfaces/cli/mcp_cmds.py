@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import threading
 from pathlib import Path
 from types import FrameType
 from typing import Annotated
@@ -24,6 +25,7 @@ from memtoc.surfaces.cli.app import app, open_memory, state
 from memtoc.surfaces.processing import Processing
 
 SIGNALS = (signal.SIGTERM, signal.SIGINT)
+log = logging.getLogger("memtoc")
 
 
 @app.command()
@@ -44,6 +46,15 @@ def mcp(
             help="Do not process new events here (leave it to `memtoc serve` or `memtoc process`).",
         ),
     ] = False,
+    structured: Annotated[
+        bool,
+        typer.Option(
+            "--structured",
+            help="Add structured content (the data as JSON) to every result, for clients that "
+            "read it; agents such as Claude Code and Codex then show the model that JSON instead "
+            "of the compact text.",
+        ),
+    ] = False,
 ) -> None:
     """Run the MCP server (tools memory_*, resource memtoc://context/{project}, a prompt).
 
@@ -57,6 +68,10 @@ def mcp(
     `memtoc mcp` holds the store's lock, this one leaves processing to it (and takes over when it
     ends); `--no-worker` turns processing off. memory_status reports who processes. Closing stdin,
     SIGTERM or Ctrl-C stops it cleanly: the worker finishes the batch in hand.
+
+    Each tool works on the project of the client's working directory — its first root, else the
+    directory this server was started in — unless given a project. Results are compact text for
+    the model, ending with their true token count; --structured adds the data beside it.
     """
     if transport not in ("stdio", "http"):
         raise typer.BadParameter("expected stdio or http", param_hint="--transport")
@@ -65,14 +80,40 @@ def mcp(
     settings = state(ctx).settings
     with open_memory(ctx) as memory:
         processing = Processing(settings, worker=not no_worker)
+        warm_in_background(memory)
         try:
             if transport == "stdio":
-                run_stdio(memory, processing)
+                run_stdio(memory, processing, structured=structured)
             else:
-                run_http(memory, processing, settings.home, host=host, port=port, auth=not no_auth)
+                run_http(
+                    memory,
+                    processing,
+                    settings.home,
+                    host=host,
+                    port=port,
+                    auth=not no_auth,
+                    structured=structured,
+                )
         finally:
             processing.stop()
             typer.echo("memtoc mcp: stopped (work in hand finished, lock released)", err=True)
+
+
+def warm_in_background(memory: Memory) -> threading.Thread:
+    """Load the embedder, its vectors and vocabulary now, on a thread (the server answers the
+    client meanwhile), so the first query's time limit is not spent loading; said on stderr."""
+
+    def work() -> None:
+        try:
+            seconds = memory.warm()
+        except Exception as exc:  # a broken model is reported by the queries that need it
+            log.warning("could not load the models ahead of the first query: %s", exc)
+            return
+        typer.echo(f"memtoc mcp: models loaded in {seconds:.2f} s", err=True)
+
+    thread = threading.Thread(target=work, name="memtoc-warm", daemon=True)
+    thread.start()
+    return thread
 
 
 def _start(processing: Processing) -> None:
@@ -86,7 +127,7 @@ def _start(processing: Processing) -> None:
     typer.echo(f"memtoc mcp: processing: {who}", err=True)
 
 
-def run_stdio(memory: Memory, processing: Processing) -> None:
+def run_stdio(memory: Memory, processing: Processing, *, structured: bool = False) -> None:
     """Serve on stdin/stdout until the client closes stdin (or a signal stops the process)."""
     from memtoc.surfaces.mcp_server import build_server
 
@@ -98,14 +139,21 @@ def run_stdio(memory: Memory, processing: Processing) -> None:
     previous = {sig: signal.signal(sig, on_signal) for sig in SIGNALS}
     try:
         _start(processing)
-        build_server(memory, processing).run("stdio")
+        build_server(memory, processing, structured=structured).run("stdio")
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
 
 
 def run_http(
-    memory: Memory, processing: Processing, home: Path, *, host: str, port: int, auth: bool
+    memory: Memory,
+    processing: Processing,
+    home: Path,
+    *,
+    host: str,
+    port: int,
+    auth: bool,
+    structured: bool = False,
 ) -> None:
     """Serve MCP over streamable HTTP, token-guarded (``memtoc.surfaces.http.mcp_http``)."""
     import uvicorn
@@ -115,7 +163,9 @@ def run_http(
     from memtoc.surfaces.serve import base_url, bind_socket
 
     token = ensure_token(home) if auth else None
-    asgi = mcp_http_app(memory, host=host, token=token, processing=processing)
+    asgi = mcp_http_app(
+        memory, host=host, token=token, processing=processing, structured=structured
+    )
     sock = bind_socket(host, port)
     try:
         where = base_url(host, int(sock.getsockname()[1])) + MCP_PATH

@@ -12,7 +12,17 @@ from rich.markup import escape
 
 from memtoc.clock import SystemClock
 from memtoc.retrieval.recall import DEFAULT_BUDGET, RecallResult
-from memtoc.surfaces.cli.app import JsonOpt, app, console, emit_json, fail, open_memory
+from memtoc.surfaces.cli.app import (
+    AllProjectsOpt,
+    JsonOpt,
+    ProjectsOpt,
+    app,
+    console,
+    emit_json,
+    fail,
+    open_memory,
+    project_scope,
+)
 from memtoc.surfaces.cli.timeparse import parse_instant
 
 
@@ -24,7 +34,9 @@ def _render(result: RecallResult) -> None:
     if result.stepped_down:
         head += f", {result.stepped_down} stepped down"
     console.print(head, highlight=False)
-    if result.degraded:
+    if result.truncated:
+        console.print(f"[bold yellow]cut short:[/] {escape(str(result.degraded))}", highlight=False)
+    elif result.degraded:
         console.print(f"[yellow]degraded:[/] {escape(result.degraded)}", highlight=False)
     if result.time_range is not None:
         tr = result.time_range
@@ -61,9 +73,8 @@ def recall(
         str | None,
         typer.Option("--at", help="Reference time for 'last week', 'yesterday' … (default: now)."),
     ] = None,
-    project: Annotated[
-        list[str] | None, typer.Option("--project", "-p", help="Project(s) (default: all).")
-    ] = None,
+    project: ProjectsOpt = None,
+    all_projects: AllProjectsOpt = False,
     time_limit: Annotated[
         float | None,
         typer.Option("--time-limit", help="Milliseconds before the best so far is returned."),
@@ -80,10 +91,11 @@ def recall(
         raise fail("give a QUERY or --queries FILE (not both)")
     at_ms = parse_instant(at, now_ms=SystemClock().now_ms(), option="--at")
     with open_memory(ctx, read_only=True) as memory:
+        scope = project_scope(memory, project, all_projects)
 
         def run(text: str) -> RecallResult:
             return memory.recall(
-                text, budget=budget, projects=project or None, at_ms=at_ms, time_limit_ms=time_limit
+                text, budget=budget, projects=scope.projects, at_ms=at_ms, time_limit_ms=time_limit
             )
 
         if queries is not None:

@@ -18,7 +18,17 @@ from memtoc.derived.rebuild import PARTS
 from memtoc.retrieval.drill import DEFAULT_BEAM, DrillResult
 from memtoc.retrieval.hybrid import SearchResult
 from memtoc.retrieval.time_search import DEFAULT_TIME_MODE, TIME_MODES
-from memtoc.surfaces.cli.app import JsonOpt, app, console, emit_json, fail, open_memory
+from memtoc.surfaces.cli.app import (
+    AllProjectsOpt,
+    JsonOpt,
+    ProjectsOpt,
+    app,
+    console,
+    emit_json,
+    fail,
+    open_memory,
+    project_scope,
+)
 from memtoc.surfaces.cli.timeparse import parse_instant
 
 
@@ -106,9 +116,8 @@ def search(
     depth: Annotated[
         str, typer.Option("--depth", help="L0 (abstract/excerpt), L1 (overview), L2 (events).")
     ] = "L0",
-    project: Annotated[
-        list[str] | None, typer.Option("--project", "-p", help="Project(s) (default: all).")
-    ] = None,
+    project: ProjectsOpt = None,
+    all_projects: AllProjectsOpt = False,
     session: Annotated[str | None, typer.Option("--session", help="Only this session.")] = None,
     role: Annotated[
         str | None, typer.Option("--role", help="Only events of this role (user, assistant …).")
@@ -152,12 +161,13 @@ def search(
     until_ms = parse_instant(until, now_ms=now, option="--until")
     at_ms = parse_instant(at, now_ms=now, option="--at")
     with open_memory(ctx, read_only=True) as memory:
+        scope = project_scope(memory, project, all_projects)
 
         def run(text: str) -> SearchResult | DrillResult:
             if drill:
                 return memory.drill(
                     text,
-                    projects=project or None,
+                    projects=scope.projects,
                     since_ms=since_ms,
                     until_ms=until_ms,
                     at_ms=at_ms,
@@ -167,7 +177,7 @@ def search(
                 )
             return memory.search(
                 text,
-                projects=project or None,
+                projects=scope.projects,
                 level=level,
                 kinds=kind or None,
                 since_ms=since_ms,

@@ -14,12 +14,16 @@ from memtoc.clock import SystemClock
 from memtoc.model import TocNode, iso_ms
 from memtoc.pipeline.worker import ProcessReport
 from memtoc.retrieval.navigate import ExpandView, NodeView
-from memtoc.surfaces.cli.app import JsonOpt, app, console, emit_json, open_memory
+from memtoc.surfaces.cli.app import (
+    JsonOpt,
+    ProjectOpt,
+    app,
+    console,
+    emit_json,
+    open_memory,
+    project_scope,
+)
 from memtoc.surfaces.cli.timeparse import parse_instant
-
-ProjectOpt = Annotated[
-    str | None, typer.Option("--project", "-p", help="Project (needed when the store has several).")
-]
 
 
 @app.command()
@@ -125,13 +129,14 @@ def toc(
 ) -> None:
     """Browse the table of contents: the years, or one node with its children."""
     with open_memory(ctx, read_only=True) as memory:
+        scope = project_scope(memory, project)
         if node_id is None:
-            roots = memory.toc(project)
+            roots = memory.toc(scope.project) if scope.project is not None else []
             views = [memory.node(r.node_id, project=r.project, tier=depth) for r in roots]
-            hint = None if views else memory.toc_hint(project)
+            hint = None if views else memory.toc_hint(scope.project or project)
             if json_out:
                 data: dict[str, object] = {
-                    "project": roots[0].project if roots else project,
+                    "project": scope.project,
                     "roots": [v.to_dict() for v in views],
                     "tokens": sum(v.tokens for v in views),
                 }
@@ -139,12 +144,12 @@ def toc(
                     data["hint"] = hint
                 emit_json(data)
                 return
-            if hint:
+            if hint and scope.project is not None:
                 console.print(f"The TOC has no years yet: {escape(hint)}.")
             for view in views:
                 console.print(_node_tree(view))
             return
-        view = memory.node(node_id, project=project, tier=depth)
+        view = memory.node(node_id, project=scope.project or project, tier=depth)
     if json_out:
         emit_json(view.to_dict())
     else:
@@ -202,7 +207,12 @@ def timeline(
     until_ms = parse_instant(until, now_ms=now, option="--until") or now
     assert since_ms is not None
     with open_memory(ctx, read_only=True) as memory:
-        nodes = memory.timeline(since_ms, until_ms, level=level, project=project)
+        scope = project_scope(memory, project)
+        nodes = (
+            memory.timeline(since_ms, until_ms, level=level, project=scope.project)
+            if scope.project is not None
+            else []
+        )
         tokens = sum(memory.counter.count(f"{n.title}\n{n.abstract}") for n in nodes)
     if json_out:
         emit_json({"nodes": [_brief(n) for n in nodes], "tokens": tokens})

@@ -12,8 +12,9 @@ memtoc's hooks must never block or break the agent, so:
   ``<home>/hooks.log`` and swallowed: the hook prints nothing (or an empty context) and exits 0.
 
 ``session_start`` returns the JSON the agent injects: ``{"hookSpecificOutput": {"hookEventName":
-"SessionStart", "additionalContext": "<context>"}}`` — the context of the project named by the
-basename of ``cwd`` (the same rule the transcript importers use), within the budget.
+"SessionStart", "additionalContext": "<context>"}}`` — the context of the project of ``cwd`` (the
+repository holding it, whatever subfolder or worktree: ``memtoc.projects``, the rule the
+transcript importers use), within the budget; nothing for a folder with no memory yet.
 ``ingest`` imports the transcript named by ``transcript_path`` incrementally: the importer resumes
 from the file's watermark (the byte offset already stored), so repeated hooks read only new bytes
 and never store an event twice; with ``process`` it also files new events into the TOC.
@@ -30,7 +31,6 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from memtoc.config import Settings
-from memtoc.ingest.sources._lines import basename
 from memtoc.memory import Memory
 from memtoc.model import iso_ms
 from memtoc.retrieval.context import DEFAULT_BUDGET
@@ -132,8 +132,12 @@ def session_start(
 
     def work() -> str:
         with Memory.open(settings, read_only=True, busy_timeout_ms=SESSION_START_BUSY_MS) as mem:
-            project = basename(hook.cwd) or settings.project
-            return mem.context(project, budget=budget).text
+            # the one project rule (memtoc.projects): the `project` setting, else the
+            # repository (or folder) of the session's cwd — never another project's memory
+            scope = mem.scope(working_dir=hook.cwd) if hook.cwd else mem.scope()
+            if scope.project is None:
+                return ""
+            return mem.context(scope.project, budget=budget).text
 
     try:
         text = run_with_deadline(work, deadline_s)
@@ -187,7 +191,7 @@ def ingest(
     def work() -> IngestOutcome:
         with Memory.open(settings, busy_timeout_ms=INGEST_BUSY_MS) as mem:
             # a transcript that names no working directory (older Gemini CLI sessions) is filed
-            # under the agent's, by the rule the session-start context uses
+            # under the agent's, by the rule the session-start context uses (memtoc.projects)
             report = mem.ingest(paths, default_cwd=hook.cwd)
             filed = mem.process().events if process else 0
         growing = {str(p) for p in paths if not _ends_with_newline(p)}

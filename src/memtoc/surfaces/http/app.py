@@ -17,6 +17,7 @@ leased from a ``MemoryPool`` (one store connection per concurrent request, never
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import AsyncIterator, Collection
 from contextlib import asynccontextmanager
 from importlib import metadata
@@ -53,18 +54,23 @@ def create_app(
     host: str = "127.0.0.1",
     allow_hosts: Collection[str] = (),
     max_body_bytes: int = MAX_BODY_BYTES,
+    warm: bool = False,
 ) -> FastAPI:
     """The API over Memories built by ``memory_factory`` (one per concurrent request).
 
     ``daemon`` adds ``memtoc serve``'s state to ``/v1/status``; ``web`` mounts the web UI.
     ``host``: the interface it is served on (a loopback one answers loopback ``Host`` names and
-    ``allow_hosts`` only); ``max_body_bytes``: the request body limit (``guard.py``).
+    ``allow_hosts`` only); ``max_body_bytes``: the request body limit (``guard.py``); ``warm``:
+    load the models into the first pooled Memory at start-up, on a thread (``memtoc serve``: a
+    query's time limit is then not spent loading).
     """
     pool = MemoryPool(memory_factory, size=pool_size)
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         pool.reopen()
+        if warm:
+            threading.Thread(target=pool.warm, name="memtoc-warm", daemon=True).start()
         try:
             yield
         finally:

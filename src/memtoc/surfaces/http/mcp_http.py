@@ -21,12 +21,18 @@ MCP_PATH = "/mcp"
 
 
 def mcp_http_app(
-    memory: Memory, *, host: str, token: str | None, processing: Processing | None = None
+    memory: Memory,
+    *,
+    host: str,
+    token: str | None,
+    processing: Processing | None = None,
+    structured: bool = False,
 ) -> ASGIApp:
     """The MCP server over ``memory`` as an ASGI app guarded by ``token`` (None: no auth);
-    ``processing``: who processes new events, for ``memory_status`` (``build_server``)."""
+    ``processing``: who processes new events, for ``memory_status``; ``structured``: add
+    structured content to results (``build_server``)."""
     check_bind(host, token)
-    app: ASGIApp = build_server(memory, processing).streamable_http_app(
+    app: ASGIApp = build_server(memory, processing, structured=structured).streamable_http_app(
         streamable_http_path=MCP_PATH, host=host
     )
     return RequestGuard(app, hosts=allowed_hosts(host), token=token, token_prefixes=("/",))

@@ -22,7 +22,7 @@ Project = Field(
     default=None,
     min_length=1,
     max_length=200,
-    description="Project name; default: the only project, or the most recent one.",
+    description="Project name or id; default: the store's only project (several: 400).",
 )
 
 
@@ -40,6 +40,7 @@ class RecallBody(BaseModel):
     query: str = Field(min_length=1, max_length=2_000, description="Any text; no syntax needed.")
     budget: int = Field(default=1_000, ge=1, le=50_000, description="Token budget.")
     project: str | None = Project
+    all_projects: bool = Field(default=False, description="Every project (instead of one).")
     at: str | None = Field(
         default=None,
         max_length=100,

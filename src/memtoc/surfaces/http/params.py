@@ -11,6 +11,7 @@ from typing import Literal
 
 from memtoc.errors import QueryError
 from memtoc.memory import Memory
+from memtoc.projects import Scope
 from memtoc.surfaces.mcp_time import parse_when
 
 MAX_ABS_MS = 253_402_300_799_999
@@ -32,8 +33,16 @@ def time_param(
     return ms
 
 
-def note_project(memory: Memory, project: str | None) -> str:
-    """Where a remembered note goes: the given project, else the configured default, else the
-    most recently active project, else ``default``."""
-    configured = memory.settings.project if memory.settings else None
-    return project or configured or memory.latest_project() or "default"
+def scope(memory: Memory, project: str | None, all_projects: bool = False) -> Scope:
+    """The projects a request reads, by memtoc's one rule (``memtoc.projects``): the named one
+    (id or name; unknown: 404 naming the known ones), every one with ``all``, else — the API has
+    no working directory — the store's only project (several: 400 naming them)."""
+    return memory.scope(project, all_projects=all_projects)
+
+
+def one_project(memory: Memory, project: str | None) -> str:
+    """The one project a navigation request is about (``scope``); 400 on an empty store."""
+    found = scope(memory, project)
+    if found.project is None:
+        raise QueryError(found.note or "no project")
+    return found.project

@@ -11,6 +11,7 @@ connections (and embedders) are open. ``close`` closes them when the app shuts d
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -19,6 +20,7 @@ from memtoc.errors import StoreError
 from memtoc.memory import Memory
 
 MemoryFactory = Callable[[], Memory]
+log = logging.getLogger("memtoc")
 
 
 class MemoryPool:
@@ -41,6 +43,15 @@ class MemoryPool:
         """How many Memories (store connections) the pool has opened."""
         with self._cond:
             return self._count
+
+    def warm(self) -> None:
+        """Load the models into a pooled Memory now (``Memory.warm``); problems are logged."""
+        try:
+            with self.lease() as memory:
+                seconds = memory.warm()
+            log.info("models loaded in %.2f s", seconds)
+        except Exception as exc:  # a model that cannot load is reported by the queries needing it
+            log.warning("could not load the models ahead of the first query: %s", exc)
 
     @contextmanager
     def lease(self) -> Iterator[Memory]:

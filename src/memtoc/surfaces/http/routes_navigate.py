@@ -6,16 +6,20 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path, Query, Request
 
-from memtoc.errors import NotFoundError, QueryError
+from memtoc.errors import QueryError
 from memtoc.surfaces.http.deps import MemoryDep, api_state
 from memtoc.surfaces.http.models import ERRORS, JsonObject, Level, NodeTier
-from memtoc.surfaces.http.params import time_param
+from memtoc.surfaces.http.params import one_project, time_param
 
 router = APIRouter(prefix="/v1", tags=["navigate"], responses=ERRORS)
 
 ProjectQ = Annotated[
     str | None,
-    Query(min_length=1, max_length=200, description="Project; default: the only one."),
+    Query(
+        min_length=1,
+        max_length=200,
+        description="Project name or id; default: the store's only project (unknown: 404).",
+    ),
 ]
 
 
@@ -30,7 +34,7 @@ def status(request: Request, memory: MemoryDep) -> JsonObject:
     return data
 
 
-@router.get("/projects", summary="Projects and their event counts")
+@router.get("/projects", summary="Projects: id, name, root folders and event counts")
 def projects(memory: MemoryDep) -> JsonObject:
     return {"projects": memory.projects()}
 
@@ -38,7 +42,7 @@ def projects(memory: MemoryDep) -> JsonObject:
 @router.get("/toc", summary="The roots (years) of a project's table of contents")
 def toc(memory: MemoryDep, project: ProjectQ = None) -> JsonObject:
     """The project's year nodes, oldest first (full node dicts: title, bullets, children)."""
-    name = _known_project(memory.store.projects(), project)
+    name = one_project(memory, project)
     nodes = [n.to_dict() for n in memory.toc(name)]
     data: JsonObject = {"project": name, "nodes": nodes}
     if not nodes:
@@ -55,7 +59,8 @@ def node(
     project: ProjectQ = None,
     tier: Annotated[NodeTier, Query(description="L0 abstract; L1 adds the overview.")] = "L0",
 ) -> JsonObject:
-    return memory.node(node_id, project=project, tier=tier).to_dict()
+    scoped = one_project(memory, project) if project is not None else None
+    return memory.node(node_id, project=scoped, tier=tier).to_dict()
 
 
 @router.get("/grips/{grip_id}", summary="The events behind a bullet, with neighbours")
@@ -79,7 +84,7 @@ def timeline(
     until: Annotated[str | None, Query(max_length=100, description="Default: now.")] = None,
 ) -> JsonObject:
     """Default range: everything up to now."""
-    name = _known_project(memory.store.projects(), project)
+    name = one_project(memory, project)
     since_ms = time_param(memory, since, name="since", edge="start")
     until_ms = time_param(memory, until, name="until", edge="end")
     lo = since_ms if since_ms is not None else 0
@@ -88,16 +93,3 @@ def timeline(
         raise QueryError(f"until ({until}) is before since ({since})")
     nodes = memory.timeline(lo, hi, level=level, project=name)
     return {"project": name, "level": level, "nodes": [n.to_dict() for n in nodes]}
-
-
-def _known_project(known: list[str], project: str | None) -> str:
-    """``project`` if the store has it; with None, the only project (QueryError otherwise)."""
-    if project is None:
-        if len(known) == 1:
-            return known[0]
-        if not known:
-            raise QueryError("the store holds no events yet")
-        raise QueryError(f"several projects ({', '.join(known)}); name one with ?project=")
-    if project not in known:
-        raise NotFoundError("project", project)
-    return project

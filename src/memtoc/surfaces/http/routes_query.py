@@ -6,7 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
-from memtoc.retrieval.context import DEFAULT_BUDGET
+from memtoc.retrieval.context import DEFAULT_BUDGET, ContextView
 from memtoc.surfaces.http.deps import MemoryDep
 from memtoc.surfaces.http.models import (
     ERRORS,
@@ -17,14 +17,19 @@ from memtoc.surfaces.http.models import (
     RememberBody,
     Tier,
 )
-from memtoc.surfaces.http.params import note_project, time_param
+from memtoc.surfaces.http.params import scope, time_param
 
 router = APIRouter(prefix="/v1", responses=ERRORS)
 
 ProjectQ = Annotated[
     str | None,
-    Query(min_length=1, max_length=200, description="Project; default: all projects."),
+    Query(
+        min_length=1,
+        max_length=200,
+        description="Project name or id; default: the store's only project (several: 400).",
+    ),
 ]
+AllQ = Annotated[bool, Query(alias="all", description="Every project (instead of one).")]
 TimeQ = Annotated[
     str | None, Query(max_length=100, description="ISO 8601, epoch ms, 7d, 'last week'…")
 ]
@@ -35,6 +40,7 @@ def search(
     memory: MemoryDep,
     q: Annotated[str, Query(min_length=1, max_length=2_000, description="Any text.")],
     project: ProjectQ = None,
+    all_projects: AllQ = False,
     level: Level | None = None,
     kind: Annotated[Kind | None, Query(description="Only items of this kind.")] = None,
     since: TimeQ = None,
@@ -44,9 +50,10 @@ def search(
 ) -> JsonObject:
     """Items (nodes, grips, bookmarks, events) with scores 0..1, their text at ``depth`` and
     the events they include or cite (DESIGN §6)."""
+    found = scope(memory, project, all_projects)
     result = memory.search(
         q,
-        project=project,
+        projects=found.projects,
         level=level,
         kinds=(kind,) if kind is not None else None,
         since_ms=time_param(memory, since, name="since", edge="start"),
@@ -64,7 +71,8 @@ def recall(memory: MemoryDep, body: RecallBody) -> JsonObject:
     """Bookmarks first, then the best grips and segments, then plain retrieval to fill; items in
     time order with citations, ``tokens`` ≤ ``budget`` (DESIGN §6)."""
     at_ms = time_param(memory, body.at, name="at", edge="start")
-    result = memory.recall(body.query, budget=body.budget, project=body.project, at_ms=at_ms)
+    found = scope(memory, body.project, body.all_projects)
+    result = memory.recall(body.query, budget=body.budget, projects=found.projects, at_ms=at_ms)
     return result.to_dict()
 
 
@@ -72,10 +80,12 @@ def recall(memory: MemoryDep, body: RecallBody) -> JsonObject:
 def bookmarks(
     memory: MemoryDep,
     project: ProjectQ = None,
+    all_projects: AllQ = False,
     limit: Annotated[int, Query(ge=1, le=500)] = 20,
 ) -> JsonObject:
-    marks = memory.bookmarks(project, limit)
-    return {"project": project, "bookmarks": [b.to_dict() for b in marks]}
+    found = scope(memory, project, all_projects)
+    marks = memory.bookmarks(found.project, limit)
+    return {"project": found.project, "bookmarks": [b.to_dict() for b in marks]}
 
 
 @router.get("/context", tags=["query"], summary="Session-start context within a token budget")
@@ -84,9 +94,12 @@ def context(
     project: ProjectQ = None,
     budget: Annotated[int, Query(ge=0, le=20_000)] = DEFAULT_BUDGET,
 ) -> JsonObject:
-    """Where the latest session left off, recent days and top bookmarks (default project: the
-    most recently active one)."""
-    return memory.context(project, budget=budget).to_dict()
+    """Where the latest session left off, recent days and top bookmarks of a project (default:
+    the store's only one)."""
+    found = scope(memory, project)
+    if found.project is None:  # an empty store: nothing to say yet
+        return {**ContextView(None, budget, (), "", 0).to_dict(), "note": found.note}
+    return memory.context(found.project, budget=budget).to_dict()
 
 
 @router.post("/remember", tags=["write"], summary="Record a note or decision now")
@@ -94,7 +107,7 @@ def remember(memory: MemoryDep, body: RememberBody) -> JsonObject:
     """Stored as an event (filed into the TOC by the next processing round); returns it."""
     event = memory.remember(
         body.text,
-        project=note_project(memory, body.project),
+        project=memory.project_for_write(body.project),
         session_id=body.session_id or "memtoc-notes",
         role=body.role,
         agent="http",

@@ -87,6 +87,8 @@ export const api = {
     request("GET", "grips/" + encodeURIComponent(id), { before, after }),
   timeline: (project, level, since, until) =>
     request("GET", "timeline", { project, level, since, until }),
-  search: (q, project, limit = 12) => request("GET", "search", { q, project, limit }),
+  // no project: every project (the API's default is the store's only project)
+  search: (q, project, limit = 12) =>
+    request("GET", "search", { q, project, all: project ? null : "true", limit }),
   recall: (query, budget, project) => request("POST", "recall", null, { query, budget, project }),
 };

@@ -123,7 +123,7 @@ async function start() {
   if (!data) return;
   const projects = (data.projects || []).slice().sort((a, b) => (b.events || 0) - (a.events || 0));
   fill(picker, projects.map((p) => h("option", { value: p.project },
-    p.project + (p.events !== undefined ? " (" + Number(p.events).toLocaleString() + ")" : ""))));
+    (p.name || p.project) + (p.events !== undefined ? " (" + Number(p.events).toLocaleString() + ")" : ""))));
   if (!projects.length) {
     fill($("#tree"), notice("info", "The store holds no events yet: run `memtoc ingest` or `memtoc demo`."));
     return;

@@ -1,0 +1,211 @@
+"""What an MCP tool result says to the model: compact text with ids, and its true token count.
+
+Agents read a tool result's ``content`` text (Claude Code 2.1 and Codex send
+``JSON.stringify(structuredContent)`` *instead* when a result carries structured content, so the
+server adds it only when asked: ``memtoc mcp --structured``). Each tool's text is written for a
+model: one line per item, ids first (the handles other tools take: ``toc:day:…``, ``grip:…``,
+event ids), times in ISO form, no JSON punctuation. The last line is ``[N tokens]`` where N is the
+one token counter's count of the *whole* text, that line included — what the agent pays.
+
+``deliver`` builds the result; ``fit`` keeps a budgeted text (context, recall) within the budget
+the agent asked for, the header and the token line included.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from mcp.types import CallToolResult, ContentBlock, TextContent
+
+from memtoc.model import Bookmark, JsonValue, TocNode, iso_ms
+from memtoc.retrieval.hybrid import SearchResult
+from memtoc.retrieval.navigate import ExpandView, NodeView
+from memtoc.retrieval.recall import RecallResult
+from memtoc.text.tokens import TokenCounter
+
+_FIXPOINT_ROUNDS = 4
+
+
+def token_line(n: int, budget: int | None = None) -> str:
+    return f"[{n} of {budget} tokens]" if budget is not None else f"[{n} tokens]"
+
+
+def with_tokens(counter: TokenCounter, body: str, budget: int | None = None) -> tuple[str, int]:
+    """``body`` plus its token line, and the count of the whole (the line's own tokens included:
+    the number is found by iterating to a fixed point, which takes one or two rounds)."""
+    n = counter.count(body) + 4
+    text = body
+    for _ in range(_FIXPOINT_ROUNDS):
+        text = f"{body}\n{token_line(n, budget)}" if body else token_line(n, budget)
+        counted = counter.count(text)
+        if counted == n:
+            return text, n
+        n = counted
+    return text, counter.count(text)
+
+
+def deliver(
+    counter: TokenCounter,
+    body: str,
+    data: Mapping[str, Any] | None,
+    *,
+    structured: bool,
+    budget: int | None = None,
+) -> CallToolResult:
+    """The tool result: ``body`` and its token line as text; with ``structured``, ``data`` (plus
+    ``tokens``: the text's count) as structured content beside it."""
+    text, tokens = with_tokens(counter, body, budget)
+    content: list[ContentBlock] = [TextContent(type="text", text=text)]
+    if not structured or data is None:
+        return CallToolResult(content=content)
+    return CallToolResult(content=content, structured_content={**data, "tokens": tokens})
+
+
+def fit(
+    counter: TokenCounter, budget: int, render: Callable[[int], str], *, floor: int = 0
+) -> tuple[str, int]:
+    """The richest text ``render(inner_budget)`` whose delivered form (token line included) fits
+    ``budget``: the inner budget starts at ``budget`` minus the wrapper's cost and shrinks until
+    the whole fits (a few rounds: the wrapper is a few dozen tokens). Returns the body and the
+    inner budget used; an empty body when not even the token line fits."""
+    reserve = counter.count(token_line(budget, budget)) + 1
+    inner = budget - reserve
+    while inner >= floor:
+        body = render(inner)
+        _, tokens = with_tokens(counter, body, budget)
+        if tokens <= budget:
+            return body, inner
+        inner -= max(1, tokens - budget)
+    return "", 0
+
+
+# -- one renderer per tool ------------------------------------------------------------------------
+def _when(start_ms: int, end_ms: int | None = None) -> str:
+    start = iso_ms(start_ms)
+    if end_ms is None or end_ms == start_ms:
+        return start
+    end = iso_ms(end_ms)
+    if end[:10] == start[:10]:
+        return f"{start}..{end[11:]}"
+    return f"{start}..{end}"
+
+
+def _oneline(text: str) -> str:
+    return " ".join(text.split())
+
+
+def project_line(what: str, name: str | None, note: str | None = None) -> str:
+    head = f"{what} · project {name}" if name else what
+    return f"{head}\n{note}" if note else head
+
+
+def node_text(view: NodeView) -> str:
+    """A node view (``memory_toc`` with an id): the navigator's own rendering."""
+    node = view.node
+    head = f"{node.level} {_when(node.start_ms, node.end_ms)} · {node.event_count} events"
+    return f"{head}\n{view.render()}"
+
+
+def roots_text(name: str, views: Iterable[NodeView]) -> str:
+    parts = [node_text(v) for v in views]
+    if not parts:
+        return f"project {name}: no table of contents yet (events not processed)"
+    return f"project {name}: years, oldest first\n\n" + "\n\n".join(parts)
+
+
+def timeline_text(nodes: Iterable[TocNode], level: str) -> str:
+    lines = [
+        f"- [{n.node_id}] {_oneline(n.title)}: {_oneline(n.abstract)} ({n.event_count} events)"
+        for n in nodes
+    ]
+    return "\n".join(lines) if lines else f"no {level} nodes in that range"
+
+
+def expand_text(view: ExpandView) -> str:
+    g = view.grip
+    lines = [f"{g.grip_id} ({g.toc_node_id}) · session {g.session_id}", f"excerpt: {g.excerpt}"]
+    for i, e in enumerate(view.events):
+        mark = "*" if view.range_start <= i <= view.range_end else " "
+        lines.append(f"{mark} ({e.event_id}) {iso_ms(e.ts_ms)} {e.role}: {e.text}")
+    lines.append("(* = in the grip; the others are its neighbours in the session)")
+    return "\n".join(lines)
+
+
+def search_text(result: SearchResult) -> str:
+    n = len(result.items)
+    lines = [f"{n} result{'s' if n != 1 else ''} ({result.mode}, {result.depth}), best first"]
+    if result.time_range:
+        tr = result.time_range
+        lines.append(f"time: {tr.get('expression')} → {tr.get('start')}…{tr.get('end')}")
+    if result.degraded:
+        lines.append(f"degraded: {short_reason(result.degraded)}")
+    for i, item in enumerate(result.items, start=1):
+        lines.append(
+            f"{i}. ({item.id}) {item.kind} {_when(item.start_ms, item.end_ms)} "
+            f"[{item.project}]\n{item.text}"
+        )
+    return "\n".join(lines)
+
+
+def recall_text(result: RecallResult, project: str | None) -> str:
+    """A recall as delivered: a header, the cited context (``(id) text`` per item, date lines),
+    and any degraded mode or cut — the time limit says so in the text itself."""
+    n = len(result.items)
+    head = f"recall · {n} item{'s' if n != 1 else ''}"
+    if project:
+        head += f" · project {project}"
+    if result.method != "hybrid":
+        head += f" · {result.method}"
+    lines = [head]
+    if result.time_range:
+        tr = result.time_range
+        lines.append(f"time: {tr.get('expression')} → {tr.get('since')}…{tr.get('until')}")
+    context = result.context()
+    if context:
+        lines.append(context)
+    elif not n:
+        lines.append("nothing found")
+    if result.truncated:
+        lines.append(f"CUT SHORT: {short_reason(result.degraded)}")
+    elif result.degraded:
+        lines.append(f"degraded: {short_reason(result.degraded)}")
+    return "\n".join(lines)
+
+
+def short_reason(degraded: str | None) -> str:
+    """A degraded mode in a few words (the full reason is in ``memory_status`` and the data):
+    the budget pays for it."""
+    parts = []
+    for part in (degraded or "").split("; "):
+        if part.startswith("no embedder"):
+            parts.append("no embedder, BM25 only")
+        elif part.startswith("time limit"):
+            parts.append(part)
+        else:
+            parts.append(part if len(part) <= 80 else part[:77] + "...")
+    return "; ".join(parts)
+
+
+def bookmarks_text(marks: Iterable[Bookmark]) -> str:
+    lines = [
+        f"- ({b.bookmark_id}) {b.type} {b.importance:.2f} {iso_ms(b.created_ms)[:10]}: "
+        f"{_oneline(b.content)} [events: {', '.join(b.event_ids)}]"
+        for b in marks
+    ]
+    return "\n".join(lines) if lines else "no bookmarks yet"
+
+
+def mapping_text(data: Mapping[str, JsonValue], indent: str = "") -> str:
+    """A nested mapping as ``key: value`` lines (status, forget reports)."""
+    lines = []
+    for key, value in data.items():
+        if isinstance(value, Mapping):
+            inner = mapping_text(value, indent + "  ")
+            lines.append(f"{indent}{key}:" + (f"\n{inner}" if inner else " -"))
+        elif isinstance(value, list):
+            shown = ", ".join(str(v) for v in value) if value else "-"
+            lines.append(f"{indent}{key}: {shown}")
+        else:
+            lines.append(f"{indent}{key}: {'-' if value is None else value}")
+    return "\n".join(lines)
