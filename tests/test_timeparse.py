@@ -221,6 +221,14 @@ PARTS_TABLE: list[tuple[str, int, int]] = [
     ("around lunchtime", L(2024, 3, 20, 11, 30), L(2024, 3, 20, 14)),
     ("after lunch", L(2024, 3, 20, 13), L(2024, 3, 20, 16)),
     ("before noon", L(2024, 3, 20, 4, 30), L(2024, 3, 20, 12, 30)),
+    # clock times: "at" +- 30 minutes, "around" +- an hour, inside their day
+    ("yesterday at 3pm", L(2024, 3, 19, 14, 30), L(2024, 3, 19, 15, 30)),
+    ("Friday around 10:30", L(2024, 3, 15, 9, 30), L(2024, 3, 15, 11, 30)),
+    ("at 3 p.m. yesterday", L(2024, 3, 19, 14, 30), L(2024, 3, 19, 15, 30)),
+    ("on Mar 12 at 9:15 am", L(2024, 3, 12, 8, 45), L(2024, 3, 12, 9, 45)),
+    ("at 3pm", L(2024, 3, 20, 14, 30), L(2024, 3, 20, 15, 30)),
+    ("at 23:45", L(2024, 3, 19, 23, 15), L(2024, 3, 20)),
+    ("at 15h30", L(2024, 3, 19, 15), L(2024, 3, 19, 16)),
     # minutes and hours ago: ref - N, +- N/2 (at least 10 minutes), never after ref
     ("about an hour ago", REF - 90 * M, REF - 30 * M),
     ("a couple of hours ago", REF - 180 * M, REF - 60 * M),
@@ -297,6 +305,13 @@ def test_parts_of_day_hours_weekends_and_spans(expr: str, start: int, end: int) 
             L(2024, 2, 18),
         ),
         (
+            "On Nov 13, 2023 at 21:12 we merged it",
+            "On Nov 13, 2023 at 21:12",
+            "we merged it",
+            L(2023, 11, 13, 20, 42),
+            L(2023, 11, 13, 21, 42),
+        ),
+        (
             "What did we do since yesterday afternoon?",
             "since yesterday afternoon",
             "What did we do?",
@@ -341,6 +356,9 @@ def test_before_lunch_and_hours_ago_before_the_part_has_begun() -> None:
         "the 3rd attempt failed",
         "I sat the 3rd exam",
         "a last minute change",
+        "at 3 we start",
+        "port 8080 at 10.30",
+        "at 13pm",
         "after the evening standup",  # an anchor (an event), not a part of the day
     ],
 )
@@ -535,7 +553,8 @@ _DAY_WORDS = [
 _PART_AFTER = [
     " morning", " afternoon", " evening", " around lunchtime", " late afternoon", " early morning",
     " after lunch", " in the morning", " at noon", ", in the evening", " mid-afternoon",
-    " at the end of the afternoon", " before lunch", " late evening",
+    " at the end of the afternoon", " before lunch", " late evening", " at 3pm", " around 23:45",
+    " at 00:10", ", at 9:15 am",
 ]  # fmt: skip
 _PART_BEFORE = ["the evening of ", "around lunchtime ", "late ", "early ", "the morning of "]
 SANE = [ZoneInfo(z) for z in ("UTC", "Europe/Paris", "America/New_York", "America/Santiago",

@@ -48,6 +48,7 @@ start|middle|end of March``
 ``between X and Y``, ``from X to       from the start of the earlier to the end of the later
 Y``, ``X and Y``                       (both dates or days)
 ``since X`` / ``after X``              ``[start(X), ref)`` / ``[end(X), ref)`` for a date ``X``
+                                       (``X`` still ahead: ``X`` / as long again after it)
 ``before X`` / ``until X``             ``[0, start(X))`` / ``[0, end(X))`` (open start: epoch 0)
 ``before|until the <event>``           anchor ``<event>``, relation ``before``
 ``after|since the <event>``            anchor ``<event>``, relation ``after``
@@ -79,6 +80,10 @@ morning" is the morning: "first" orders the morning's events, it does not move t
 ``earlier`` before a day or a part ("earlier today", "earlier this afternoon") ends the window at
 ``ref``.
 
+A clock time after a day, before it or alone ("yesterday at 3pm", "at 3 p.m. yesterday", "Friday
+around 10:30", "at 15h30") is a window of ± ``CLOCK_TOLERANCE_MIN`` ("at") or twice that
+("around", "about"), inside its day; it needs am/pm or minutes ("at 3" is not a time).
+
 ``N`` is digits or a word: ``a``/``an``/``one`` … ``twenty``, ``a couple (of)`` = 2,
 ``a few`` / ``several`` = 3, ``half an`` (hour) = ½. Month names take their three-letter
 abbreviations (and ``Sept``); a bare month name ("March", "May") is not an expression — it needs a
@@ -102,6 +107,7 @@ from typing import Any, Literal
 
 from memtoc.pipeline.periods import Calendar
 from memtoc.retrieval.timeparse_rules import (
+    LEFT_CLOCK,
     LEFT_MOD,
     LEFT_PART,
     LEFT_SPAN,
@@ -109,6 +115,7 @@ from memtoc.retrieval.timeparse_rules import (
     MONTH,
     PART_WORDS,
     PARTS,
+    RIGHT_CLOCK,
     RIGHT_PART,
     RULES,
     WEEKDAYS,
@@ -116,6 +123,7 @@ from memtoc.retrieval.timeparse_rules import (
     Ctx,
     Day,
     Range,
+    clock_window,
     end_at_ref,
     key_words,
     mod_kind,
@@ -248,16 +256,27 @@ def _qualify(query: str, keys: set[str], c: _Candidate, ctx: Ctx) -> _Candidate:
         return c
     day, part, start, end = c.day.day, c.day.part, c.start, c.end
     mod: str | None = None
-    if part is None and not keys.isdisjoint(PART_WORDS):
-        right = RIGHT_PART.match(query, end)
-        if right is not None:
-            part = part_key(right.group("part"), right.group("mod"), right.group("ba"))
-            end = right.end() if part else end
-        if part is None:
-            left = LEFT_PART.search(query, max(0, start - LEFT_SPAN), start)
-            if left is not None:
-                part = part_key(left.group("part"), left.group("mod"), left.group("ba"))
-                start = left.start() if part else start
+    words = part is None and not keys.isdisjoint(PART_WORDS)
+    if words and (right := RIGHT_PART.match(query, end)):
+        part = part_key(right.group("part"), right.group("mod"), right.group("ba"))
+        end = right.end() if part else end
+    if part is None and "0" in keys and (clock := RIGHT_CLOCK.match(query, end)):
+        part = clock_window(clock)
+        end = clock.end() if part else end
+    if (
+        part is None
+        and words
+        and (left := LEFT_PART.search(query, max(0, start - LEFT_SPAN), start))
+    ):
+        part = part_key(left.group("part"), left.group("mod"), left.group("ba"))
+        start = left.start() if part else start
+    if (
+        part is None
+        and "0" in keys
+        and (clock := LEFT_CLOCK.search(query, max(0, start - 30), start))
+    ):
+        part = clock_window(clock)
+        start = clock.start() if part else start
     earlier = False
     left_mod = None
     if not keys.isdisjoint(MOD_WORDS):
@@ -271,7 +290,7 @@ def _qualify(query: str, keys: set[str], c: _Candidate, ctx: Ctx) -> _Candidate:
     if mod is not None:
         if part is None:
             key = f"{mod} day" if f"{mod} day" in PARTS else None
-        elif " " not in part and f"{mod} {part}" in PARTS:
+        elif isinstance(part, str) and f"{mod} {part}" in PARTS:
             key = f"{mod} {part}"
     rng = ctx.part(day, key) if key else ctx.days(day)
     if earlier:

@@ -34,6 +34,11 @@ _AGO_MIN_TOLERANCE_MS = 10 * _MINUTE_MS
 PART_SLACK_MIN = 30
 """Minutes added on each side of a part-of-day window (speakers round to the part they mean)."""
 
+CLOCK_TOLERANCE_MIN = 30
+"""A clock time is a window: "at 3pm" = 14:30-15:30; "around 3pm" twice as wide."""
+PartKey = str | tuple[int, int]
+"""A ``PARTS`` key, or a clock time's window in minutes after midnight."""
+
 PARTS: dict[str, tuple[int, int]] = {
     "morning": (5 * 60, 12 * 60),
     "early morning": (5 * 60, 9 * 60),
@@ -169,6 +174,15 @@ LEFT_MOD = re.compile(
     re.IGNORECASE,
 )
 """A modifier right before a day or a part ("late yesterday evening", "earlier this afternoon")."""
+CLOCK = (
+    r"(?P<cprep>at|around|about|approximately|roughly|circa)\s+(?P<h>\d{1,2})"
+    r"(?:[:h](?P<mi>[0-5]\d))?(?:\s*(?P<ampm>[ap]\.?m\b\.?))?"
+)
+"""A clock time after a preposition ("at 3pm", "around 10:30", "at 15h30")."""
+RIGHT_CLOCK = re.compile(r"\s*,?\s*" + CLOCK + _E, re.IGNORECASE)
+"""A clock time right after a day ("yesterday at 3pm", "Friday around 10:30")."""
+LEFT_CLOCK = re.compile(WORD_START + CLOCK + r"\s*,?\s*(?:on\s+)?$", re.IGNORECASE)
+"""A clock time right before a day ("at 3pm yesterday", "around 10:30 on Friday")."""
 LEFT_SPAN = 60
 """Characters read left of an expression for a part of the day or a modifier."""
 
@@ -249,12 +263,16 @@ class Ctx:
         local = datetime(d.year, d.month, d.day, minute // 60, minute % 60, tzinfo=self.cal.tz)
         return int(local.timestamp() * 1000)
 
-    def part(self, d: date, key: str) -> Range:
+    def part(self, d: date, key: PartKey) -> Range:
         """The window of part of the day ``key`` on ``d``, widened by ``PART_SLACK_MIN`` each side
-        and kept inside the day unless the part runs past midnight (a night)."""
-        lo, hi = PARTS[key]
-        start, end = self.wall(d, lo - PART_SLACK_MIN), self.wall(d, hi + PART_SLACK_MIN)
-        if hi <= 24 * 60:
+        and kept inside the day unless the part runs past midnight (a night); a clock time's
+        window (minutes) is not widened, but kept inside the day too."""
+        lo, hi = key if isinstance(key, tuple) else PARTS[key]
+        night = hi > 24 * 60 and not isinstance(key, tuple)
+        if not isinstance(key, tuple):
+            lo, hi = lo - PART_SLACK_MIN, hi + PART_SLACK_MIN
+        start, end = self.wall(d, lo), self.wall(d, hi)
+        if not night:
             day_start, day_end = self.days(d)
             start, end = max(start, day_start), min(end, day_end)
         return (start, max(end, start + 1))
@@ -307,7 +325,7 @@ class Day:
     """A resolved day (which a part of the day may narrow), and its part of the day if named."""
 
     day: date
-    part: str | None = None
+    part: PartKey | None = None
 
 
 _Value = Range | Day
@@ -345,6 +363,32 @@ def _bare_part(m: re.Match[str], ctx: Ctx) -> _Value:
     if (mod or "").lower() == "earlier":
         return end_at_ref(ctx.part(d, key), ctx.ref_ms)
     return Day(d, key)
+
+
+def clock_window(m: re.Match[str]) -> tuple[int, int] | None:
+    """The minutes after midnight a clock time means: "at 3pm" ± 30 minutes, "around 15:30"
+    ± an hour (None: not a clock time — "at 3" needs minutes or am/pm)."""
+    hour, minute, ampm = int(m.group("h")), int(m.group("mi") or 0), _g(m, "ampm")
+    if ampm:
+        if not 1 <= hour <= 12:
+            return None
+        hour = hour % 12 + (12 if ampm.startswith("p") else 0)
+    elif m.group("mi") is None or hour > 23:
+        return None
+    at = hour * 60 + minute
+    tolerance = CLOCK_TOLERANCE_MIN * (1 if _g(m, "cprep") == "at" else 2)
+    return (at - tolerance, at + tolerance)
+
+
+def _bare_clock(m: re.Match[str], ctx: Ctx) -> _Value:
+    """A clock time without a day: the most recent one not after ``ref``."""
+    window = clock_window(m)
+    if window is None:
+        raise ValueError("not a clock time")
+    d = ctx.today
+    if ctx.wall(d, sum(window) // 2) > ctx.ref_ms:
+        d -= timedelta(days=1)
+    return Day(d, window)
 
 
 def end_at_ref(rng: Range, ref_ms: int) -> Range:
@@ -584,6 +628,7 @@ _RULE_PATTERNS: tuple[tuple[str, Resolver, tuple[tuple[str, ...], ...]], ...] = 
         _bare_part,
         (("lunch", "lunchtime", "noon", "midday"),),
     ),
+    (CLOCK, _bare_clock, (_DIGIT_KEYS,)),
     (
         r"(?:(?:right|just|shortly|straight)\s+)?(?P<ba>before|after)\s+(?P<part>lunch\s*time"
         r"|lunch|noon|midday)",
