@@ -323,6 +323,12 @@ def test_the_store_refuses_what_the_importer_would(store: Any) -> None:
     assert store.count_events() == 2 and store.get_checkpoint("job") == {"offset": 7}
     again = store.append_events([ev("ok1", t0)])
     assert (again.inserted, again.duplicates, again.conflicts) == (0, 1, [])
+    if isinstance(store, SqliteStore):  # the importer's own path re-checks the instant
+        row = ("far2", (1 << 48) - 1, "p", "s", "a", "user_message", "user", "t", None, None, "{}")
+        ok = ("ok3", t0 + 2, "p", "s", "a", "user_message", "user", "t", None, None, "{}")
+        taken = store.append_rows([row, ok])
+        assert taken.inserted == 1 and [i for i, _ in taken.refused] == [0]
+        assert store.count_events() == 3 and store.stats()["events_out_of_range"] == 0
 
 
 # -- a store written by an older memtoc ------------------------------------------------------------

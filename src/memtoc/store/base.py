@@ -47,7 +47,9 @@ class RowAppender(Protocol):
         count: int | None = None,
     ) -> AppendResult:
         """``append_events`` for rows: the same atomicity, outbox entry and duplicate rules.
-        ``rows`` may be an iterator consumed inside the transaction (``count``: its length)."""
+        ``rows`` may be an iterator consumed inside the transaction (``count``: its length).
+        The caller has validated the rows (``event_checks.row_problem``); the store still
+        refuses any whose instant is out of range."""
         ...
 
 

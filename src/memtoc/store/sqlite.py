@@ -38,7 +38,13 @@ from memtoc.model import (
 )
 from memtoc.store import sqlite_projects
 from memtoc.store.base import DirtyPeriod, DocRow, EventRow, SegmentRecord
-from memtoc.store.event_checks import Stored, classify, out_of_range_count, valid_rows
+from memtoc.store.event_checks import (
+    VALID_TS_SQL,
+    Stored,
+    classify,
+    out_of_range_count,
+    split_valid,
+)
 from memtoc.store.migrations import migrate
 from memtoc.store.sqlite_checkpoint import BackgroundCheckpointer
 from memtoc.store.sqlite_sessions import (
@@ -60,6 +66,8 @@ _INSERT_EVENT = (
     "INSERT OR IGNORE INTO events(event_id, ts_ms, project, session_id, agent, event_type, role, "
     "text, source, source_pos, metadata) VALUES (?,?,?,?,?,?,?,?,?,?,?)"
 )
+_INVALID_SINCE = f"SELECT seq FROM events WHERE seq > ? AND NOT ({VALID_TS_SQL})"
+"""The rows just appended (``seq`` above the batch's start) whose instant is out of range."""
 _EVENT_FIELDS = attrgetter(
     "event_id",
     "ts_ms",
@@ -395,7 +403,13 @@ class SqliteStore:
             (*fields(e), dumps(m if type(m) is dict else dict(m)) if (m := e.metadata) else "{}")
             for e in events
         ]
-        return self.append_rows(rows, checkpoints)
+        keep, refused = split_valid(rows)  # the store's edge, for any caller
+        if not refused:
+            return self.append_rows(rows, checkpoints)
+        result = self.append_rows([rows[i] for i in keep], checkpoints)
+        result.conflicts = [(keep[j], differs) for j, differs in result.conflicts]
+        result.refused = sorted(refused + [(keep[j], why) for j, why in result.refused])
+        return result
 
     def append_rows(
         self,
@@ -404,7 +418,9 @@ class SqliteStore:
         *,
         count: int | None = None,
     ) -> AppendResult:
-        """``append_events`` for prepared rows (``EventRow``: the metadata already JSON).
+        """``append_events`` for prepared rows (``EventRow``: the metadata already JSON) that
+        the caller validated (the importer, with the store's bounds); a row whose instant is out
+        of range is still taken back (``VALID_TS_SQL``).
 
         ``rows`` may be an iterator (consumed inside the transaction, so rows can be produced
         while earlier ones are inserted); then ``count`` says how many it yields.
@@ -419,17 +435,21 @@ class SqliteStore:
         new: set[str] = set()
         with self.transaction():
             before = self._exec("SELECT COALESCE(MAX(seq), 0) FROM events").fetchone()[0]
-            refused: list[int] = []
-            cur = self._conn.executemany(_INSERT_EVENT, valid_rows(rows, refused))
+            cur = self._conn.executemany(_INSERT_EVENT, rows)
             inserted = cur.rowcount if cur.rowcount >= 0 else 0
+            if inserted:  # the store's edge: take back any row whose instant is out of range
+                invalid = self._conn.execute(_INVALID_SINCE, (before,)).fetchall()
+                if invalid:
+                    self._conn.executemany("DELETE FROM events WHERE seq = ?", invalid)
+                    inserted -= len(invalid)
             result.inserted = inserted
             result.duplicates = count - inserted
             if inserted < count:  # duplicates, conflicts or refused rows: tell them apart
                 if not isinstance(given, list):
                     given = list(given)
-                classify(given, self._stored_for_classify, result, set(refused))
-                if refused:  # a refused row's session span must not widen
-                    skip = set(refused)
+                classify(given, self._stored_for_classify, result)
+                if result.refused:  # a refused row's session span must not widen
+                    skip = {i for i, _ in result.refused}
                     given = [r for i, r in enumerate(given) if i not in skip]
             if inserted:
                 after = self._exec("SELECT MAX(seq) FROM events").fetchone()[0]
