@@ -3,8 +3,9 @@
 Everything derived from events — segments, TOC nodes and their versions, grips, bookmarks, search
 documents, the BM25 indexes and vectors — can be checked against the events and rebuilt from them
 (DESIGN §3). The logic lives above the store (``memtoc.derived``); the SQL lives here, behind the
-narrow ``DerivedStore`` protocol, mirrored by ``SqliteDerived`` (``sqlite_derived.py``) and
-``PgDerived`` (``postgres_derived.py``). ``derived_ops(store)`` returns the right one.
+narrow ``DerivedStore`` protocol, mirrored by ``SqliteDerived`` (``sqlite_audit.py``: verify's
+checks, ``sqlite_derived.py``: rebuild's repairs) and ``PgDerived`` (``postgres_audit.py``,
+``postgres_derived.py``). ``derived_ops(store)`` returns the right one.
 
 ``audit`` runs the checks that are plain SQL (coverage of every event by exactly one segment,
 membership and segment rows, nodes of built segments, grips' event ranges, bookmarks' events,

@@ -13,7 +13,7 @@ from memtoc.store.derived import Audit, Finding
 from memtoc.store.event_checks import OUT_OF_RANGE_SQL, out_of_range_problem
 from memtoc.store.migrations import MIGRATIONS
 from memtoc.store.sqlite import SqliteStore, prepare_private_file
-from memtoc.store.sqlite_derived import SqliteDerived
+from memtoc.store.sqlite_audit import SqliteAudit
 from memtoc.store.sqlite_vectors import EmbedderIdentity
 
 
@@ -197,7 +197,7 @@ def verify(store: SqliteStore, embedder: EmbedderIdentity | None = None) -> Veri
             report.check(f"{table} index", None)
         except sqlite3.Error as exc:
             report.check(f"{table} index", str(exc))
-    report.add(SqliteDerived(store).audit(embedder))
+    report.add(SqliteAudit(store).audit(embedder))
     return report
 
 

@@ -12,7 +12,7 @@ from memtoc.model import EVENT_TYPES, ROLES
 from memtoc.store.event_checks import OUT_OF_RANGE_SQL, out_of_range_problem
 from memtoc.store.maintenance import VerifyReport
 from memtoc.store.postgres import PostgresStore
-from memtoc.store.postgres_derived import PgDerived
+from memtoc.store.postgres_audit import PgAudit
 from memtoc.store.postgres_migrations import MIGRATIONS
 from memtoc.store.sqlite_vectors import EmbedderIdentity
 
@@ -71,5 +71,5 @@ def verify(store: PostgresStore, embedder: EmbedderIdentity | None = None) -> Ve
     elif covered != total:
         problem = f"outbox announces {covered} events but the log holds {total}"
     report.check("event/outbox atomicity", problem)
-    report.add(PgDerived(store).audit(embedder))
+    report.add(PgAudit(store).audit(embedder))
     return report
