@@ -171,6 +171,17 @@ def test_tool_output_alone_is_described_not_empty() -> None:
     assert alone.title.startswith("Tool output (3 lines)")
 
 
+def test_tool_steps_alone_say_what_they_read_and_wrote() -> None:
+    content = "export interface Plan {}\nexport function buildPlanPrompt() {}\n" * 3
+    write = ev(0, "tool_call", "assistant", json.dumps({"file_path": "/w/src/plan.ts",
+               "content": content}), tool_name="Write", cwd="/w")  # fmt: skip
+    s = ExtractiveSummarizer(COUNTER).summarize_events([write])
+    assert "Wrote `src/plan.ts` (6 lines): defines Plan, buildPlanPrompt" in s.abstract
+    read_call, read_result = session()[2:4]
+    both = ExtractiveSummarizer(COUNTER).summarize_events([read_call, read_result])
+    assert "defines runImpact" in both.abstract  # the call alone would only name the file
+
+
 def test_bookkeeping_only_segment_gets_a_title_without_quoting() -> None:
     events = [
         ev(0, "system", "system", "/exit", bookkeeping="command"),

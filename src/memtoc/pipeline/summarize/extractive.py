@@ -34,12 +34,15 @@ from memtoc.pipeline.summarize.extractive_facts import (
 )
 from memtoc.pipeline.summarize.extractive_periods import PeriodDigest, digest_children
 from memtoc.pipeline.summarize.extractive_titles import segment_title
-from memtoc.pipeline.summarize.tool_calls import TOOL_NAMES, tool_name
-from memtoc.pipeline.summarize.tool_results import output_fact, results_of
+from memtoc.pipeline.summarize.tool_calls import TOOL_NAMES, render_tool_call, tool_name
+from memtoc.pipeline.summarize.tool_results import output_fact, results_of, written_fact
 from memtoc.text.keyphrases import extract_keyphrases
 from memtoc.text.tokens import TokenCounter, truncate_to_tokens
 
 EMPTY_TITLE = "(empty)"
+SAID_KINDS = frozenset({"request", "correction", "conclusion", "prose", "question", "user",
+                        "intent", "plan", "ask", "commit", "tests", "error"})  # fmt: skip
+"""Facts that say something beyond which tool ran on what (else outputs are described too)."""
 COVERAGE_WEIGHT = 1.0
 """How much a fact's new terms count when picking bullets (against its salience score)."""
 OUTCOME_KINDS = frozenset({"commit", "tests", "changed"})
@@ -83,8 +86,8 @@ class ExtractiveSummarizer:
 
     def summarize_events(self, events: Sequence[Event], context: Sequence[Event] = ()) -> Summary:
         facts = extract_facts(events, context)
-        if not facts:
-            facts = self._output_facts(events, context)
+        if not any(f.kind in SAID_KINDS for f in facts):  # only tool steps: what did they show?
+            facts += self._output_facts(events, context, start=len(facts))
             if not facts:
                 return self._empty()
         score_facts(facts, events)
@@ -121,15 +124,25 @@ class ExtractiveSummarizer:
         return self._finish(title, bullets, keywords, abstract, [f.text for f in extra],
                             facts_block)  # fmt: skip
 
-    def _output_facts(self, events: Sequence[Event], context: Sequence[Event]) -> list[Fact]:
-        """A segment of tool output only: each output described by what it was."""
+    def _output_facts(
+        self, events: Sequence[Event], context: Sequence[Event], start: int = 0
+    ) -> list[Fact]:
+        """What the tools showed or wrote, for a segment where nobody says anything: each output
+        described by what it was, each write by what it put in the file."""
         out: list[Fact] = []
         for i, _call, action in results_of(events, context):
-            if not events[i].text.strip():
-                continue
-            described = output_fact(events[i], action)
-            terms = frozenset(t for t in described.text.lower().split() if len(t) > 2)
-            out.append(Fact(described.text, len(out), i, terms, described.kind, code=True))
+            if events[i].text.strip():
+                described = output_fact(events[i], action)
+                terms = frozenset(t for t in described.text.lower().split() if len(t) > 2)
+                out.append(Fact(described.text, start + len(out), i, terms, described.kind,
+                                code=True))  # fmt: skip
+        for i, event in enumerate(events):
+            action = render_tool_call(event.text, event.metadata) if event.event_type == (
+                "tool_call") else None  # fmt: skip
+            written = written_fact(event, action) if action and action.kind == "edit" else None
+            if written is not None:
+                terms = frozenset(t for t in written.text.lower().split() if len(t) > 2)
+                out.append(Fact(written.text, start + len(out), i, terms, "read", code=True))
         return out
 
     def _select(
@@ -218,18 +231,18 @@ class ExtractiveSummarizer:
         count = self.counter.count
         text = title
         used = count(text)
-        seen = {title.lower()}
+        seen = {_plain(title)}
         for sentence in sentences:
             if used >= self.abstract_tokens:
                 break
             sentence = sentence.strip()
-            if not sentence or sentence.lower() in seen:
+            if not sentence or _plain(sentence) in seen:
                 continue
             joined = f"{text}{'' if text.endswith(('.', '!', '?', '…')) else '.'} {sentence}"
             n = count(joined)
             if n <= self.abstract_max:
                 text, used = joined, n
-                seen.add(sentence.lower())
+                seen.add(_plain(sentence))
         if used < self.abstract_tokens * 0.6 and keywords:
             tail = [k for k in keywords if k.lower() not in text.lower()]
             if tail:
@@ -359,6 +372,11 @@ def _topic_text(fact: Fact) -> str:
         text = _TOOL_WORDS.sub(" ", text)
         return text.replace("`", " ")
     return fact.text
+
+
+def _plain(text: str) -> str:
+    """A sentence for comparing: lowercased, without the punctuation that ends it."""
+    return text.lower().rstrip(" .!?…:;")
 
 
 def _unique(values: Iterable[str]) -> list[str]:

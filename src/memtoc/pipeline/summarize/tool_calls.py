@@ -109,6 +109,12 @@ def _arguments(text: str, metadata: Mapping[str, object]) -> tuple[str, dict[str
     return name, args, body
 
 
+def call_content(text: str, metadata: Mapping[str, object]) -> str:
+    """The content a write or edit call carries (``content``, ``new_string``), else ''."""
+    _name, args, _body = _arguments(text, metadata)
+    return _str(args, "content", "new_string", "file_text")
+
+
 def _markdown_arguments(lname: str, body: str) -> dict[str, object]:
     """Arguments written as SpecStory Markdown (backticked values after the tool's name)."""
     args: dict[str, object] = {}

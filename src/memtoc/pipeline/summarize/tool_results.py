@@ -25,7 +25,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from memtoc.model import Event
-from memtoc.pipeline.summarize.tool_calls import ToolAction, render_tool_call
+from memtoc.pipeline.summarize.tool_calls import ToolAction, call_content, render_tool_call
 from memtoc.text.keyphrases import is_code_token
 
 TAIL_CHARS = 6_000
@@ -150,6 +150,33 @@ def describe_result(result: Event, action: ToolAction | None) -> list[ResultFact
     return out
 
 
+def written_fact(call: Event, action: ToolAction) -> ResultFact | None:
+    """What a write call put in a file, when its arguments carry the content ("Wrote `x` (312
+    lines): defines A, B"), else None."""
+    content = call_content(call.text, call.metadata)
+    if not content:
+        return None
+    lines = [ln for ln in content.splitlines() if ln.strip()]
+    names = _defined(content)
+    shown = f": defines {_listed(names)}" if names else (f": {_gist(lines)}" if lines else "")
+    return ResultFact("read", f"{action.text} ({len(lines)} lines){shown}")
+
+
+def _defined(text: str) -> list[str]:
+    return list(
+        dict.fromkeys(
+            n
+            for m in _DEFINES.finditer(text[:50_000])
+            if is_code_token(n := m.group(1)) or (n[:1].isupper() and len(n) >= 4)
+        )
+    )
+
+
+def _listed(names: Sequence[str]) -> str:
+    more = f" and {len(names) - OUTPUT_NAMES} more" if len(names) > OUTPUT_NAMES else ""
+    return ", ".join(names[:OUTPUT_NAMES]) + more
+
+
 def output_fact(result: Event, action: ToolAction | None) -> ResultFact:
     """A description of ``result`` when a segment holds nothing else: the file read (line count,
     names defined), else the command and its first meaningful line, else the output's size."""
@@ -158,18 +185,10 @@ def output_fact(result: Event, action: ToolAction | None) -> ResultFact:
     role = result_role(result, action)
     target = action.subject if action is not None and action.subject else ""
     if role == "read":
-        names = list(
-            dict.fromkeys(
-                n
-                for m in _DEFINES.finditer(text[:50_000])
-                if is_code_token(n := m.group(1)) or (n[:1].isupper() and len(n) >= 4)
-            )
-        )
+        names = _defined(text)
         what = f"`{target}`" if target else "a file"
         if names:
-            shown = ", ".join(names[:OUTPUT_NAMES])
-            more = f" and {len(names) - OUTPUT_NAMES} more" if len(names) > OUTPUT_NAMES else ""
-            return ResultFact("read", f"Read {what} ({len(lines)} lines): defines {shown}{more}")
+            return ResultFact("read", f"Read {what} ({len(lines)} lines): defines {_listed(names)}")
         gist = _gist(lines)
         return ResultFact(
             "read", f"Read {what} ({len(lines)} lines)" + (f": {gist}" if gist else "")
