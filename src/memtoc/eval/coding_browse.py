@@ -7,7 +7,8 @@ what was read, within the budget):
 - ``browse``: starts at the root. Opening a node reads its title, L0 abstract, bullets (with their
   grip ids) and its children's titles (one line each, with the child's id, which carries its
   date); expanding a grip reads its events (``navigate.expand``: the grip's range and one
-  neighbour either side, each event whole). The agent keeps a frontier of what it could do next —
+  neighbour either side, each event whole; only under a day or a segment, where a bullet is
+  specific enough to dig under). The agent keeps a frontier of what it could do next —
   open a child it has seen listed, expand the grip of a bullet it has read — and always does the
   most promising thing: a child scores by its title's similarity to the question blended with its
   parent's (``CHILD_WEIGHT``), a grip by its bullet's. A time expression in the question
@@ -51,6 +52,8 @@ CHILD_WEIGHT = 0.7
 """A listed child's score: this share from its own title, the rest from its parent's text."""
 TIME_BONUS = 0.5
 """Added to a child overlapping the question's resolved time window."""
+EXPAND_LEVELS = frozenset({"segment", "day"})
+"""Levels whose bullets' grips the agent expands (a month's bullet is too broad to dig under)."""
 SEARCH_HITS = 5
 EXPAND_NEIGHBOURS = 1
 """Events either side of a grip's range read with it."""
@@ -192,10 +195,11 @@ class BrowseMethod:
             if not add(_render(node, children)):
                 return
             own = self.sim(node_text(node))
-            for bullet in node.bullets:
-                for gid in bullet.grip_ids[:1]:
-                    if gid not in seen_grips:
-                        push("expand", gid, self.sim(bullet.text))
+            if node.level in EXPAND_LEVELS:  # higher up, descending says more per token
+                for bullet in node.bullets:
+                    for gid in bullet.grip_ids[:1]:
+                        if gid not in seen_grips:
+                            push("expand", gid, self.sim(bullet.text))
             list_children(own, children)
 
         def expand_grip(grip_id: str) -> None:

@@ -232,7 +232,7 @@ def digest_children(
                 if any(_jaccard(terms, p[2]) > 1 - redundancy / 2 for p in picked):
                     continue
                 said = _line(threads[t].topic, line, words, child_lines, coarse=coarse)
-                if said is None:
+                if said is None or any(said == p[1] for p in picked):
                     continue
                 picked.append((t, said, terms))
                 break
@@ -247,7 +247,7 @@ def digest_children(
     rank_of = {t: n for n, t in enumerate(order)}
     picked.sort(key=lambda p: rank_of[p[0]])
     bullets = [p[1] for p in picked]
-    title = _title(threads, order, children, names, keywords)
+    title = _title(threads, order, children, names, keywords, level)
     return PeriodDigest(title, bullets, keywords, bullets, [c.title for c in children])
 
 
@@ -290,6 +290,7 @@ def _title(
     children: Sequence[Summary],
     names: Sequence[str],
     keywords: Sequence[str],
+    level: str | None = None,
 ) -> str:
     child_titles = {c.title for c in children}
     if names:  # a conversation: its speakers and main keyphrases
@@ -312,6 +313,11 @@ def _title(
             suffix = f" and {others} more"
             title = shorten(title, MAX_TITLE - len(suffix)) + suffix
         title = shorten(title)
-    if title in child_titles:
-        title = shorten(f"{title} ({len(children)} part{'s' if len(children) > 1 else ''})")
+    if title in child_titles:  # one child saying it all: say what the period holds
+        noun = _CHILD_NOUN.get(level or "", "part")
+        suffix = f" ({len(children)} {noun}{'s' if len(children) > 1 else ''})"
+        title = shorten(title, MAX_TITLE - len(suffix)) + suffix
     return title
+
+
+_CHILD_NOUN = {"day": "segment", "week": "day", "month": "day", "year": "month"}
