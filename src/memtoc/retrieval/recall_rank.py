@@ -33,7 +33,10 @@ says so):
    ``+ w_speaker``; every turn's score is multiplied by its substance prior, ``((min(n, full) + 1)
    / (full + 1)) ** power`` for ``n`` content words, so chit-chat does not crowd the budget.
 9. **Bookmarks**: those matching the query (every term by BM25, or cosine ≥ ``bookmark_cosine``)
-   are *pinned*: recall packs them first, expanded to their source events.
+   are *pinned*: recall packs them first, expanded to their source events. A pin goes ahead of
+   all evidence with its whole events, so it must be a strong match: 0.75 (0.6 before the
+   detector found the moments of coding sessions, where a topical corpus puts many bookmarks
+   above 0.6 for any question about it — docs/benchmarks.md, "Bookmarks").
 """
 
 from __future__ import annotations
@@ -103,7 +106,7 @@ class RankConfig:
     substance_words: int = 7
     substance_power: float = 0.5
     bookmarks: int = 3
-    bookmark_cosine: float = 0.6
+    bookmark_cosine: float = 0.75
 
 
 class Deadline:
