@@ -144,12 +144,12 @@ def test_a_restated_decision_merges_into_one_bookmark(tmp_path: Path) -> None:
         session("a", T0, "Let's use Postgres advisory locks for the job queue instead of Redis."),
         project="p",
     )
-    memory.ingest_records(  # ten days later, restated in other words
-        session("b", T0 + 10 * DAY, "Decision: the job queue uses Postgres advisory locks, not Redis."),
+    memory.ingest_records(  # four days later, restated in other words
+        session("b", T0 + 4 * DAY, "Decision: the job queue uses Postgres advisory locks, not Redis."),
         project="p",
     )  # fmt: skip
     memory.ingest_records(  # a different decision with words in common stays apart
-        session("c", T0 + 12 * DAY, "Let's use Redis for the session cache instead of memcached."),
+        session("c", T0 + 5 * DAY, "Let's use Redis for the session cache instead of memcached."),
         project="p",
     )
     memory.process()

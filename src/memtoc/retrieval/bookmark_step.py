@@ -27,8 +27,9 @@ source event — and ``last_relevant_ms`` becomes the latest of the two bookmark
 moment that was restated or used recently does not decay. (Keeping the older ``created_ms``
 instead would make ``created_ms`` mean two different things.) A candidate older than a stored
 rival is dropped. Overlap is looked up among the bookmarks created within ``MERGE_SPAN_MS``
-(7 days) of the candidate's events; restatements also among the bookmarks of its type created
-within ``RESTATE_SPAN_MS`` (180 days) of it.
+(7 days) of the candidate's events — restatements too (a restatement weeks apart stays a bookmark
+of its own unless its content is identical: looking further would mean reading every bookmark of
+the type per candidate, which does not scale with the store).
 
 Bookmarks are mirrored into the ``docs`` search table (kind ``bookmark``) so teleport's BM25
 finds them.
@@ -52,8 +53,6 @@ from memtoc.text.tokens import TokenCounter
 MERGE_SPAN_MS = 7 * 86_400_000
 RESTATED = 0.6
 """Key-term Jaccard at which two bookmarks of one type are the same moment restated."""
-RESTATE_SPAN_MS = 180 * 86_400_000
-"""How far apart a restatement of the same moment is looked for (same type)."""
 REFRESH_WINDOW = 400
 _MESSAGES = {"user_message", "assistant_message"}
 
@@ -374,17 +373,6 @@ class BookmarkStep:
             written += 1
         return written, deleted
 
-    def _similar(self, cand: Bookmark) -> list[Bookmark]:
-        """Stored bookmarks of ``cand``'s type created within ``RESTATE_SPAN_MS`` of it: where a
-        restatement weeks apart is found (compared by ``_same_content``; a re-scan of the older
-        session must find the newer one too)."""
-        return self.store.find_bookmarks(
-            cand.project,
-            since_ms=cand.created_ms - RESTATE_SPAN_MS,
-            until_ms=cand.created_ms + RESTATE_SPAN_MS,
-            type=cand.type,
-        )
-
     def _rivals(self, cand: Bookmark) -> list[Bookmark]:
         """Stored bookmarks that are the same moment as ``cand`` (including ``cand``'s own id)."""
         near = self.store.find_bookmarks(
@@ -394,7 +382,7 @@ class BookmarkStep:
         )
         same = self.store.find_bookmarks(cand.project, type=cand.type, content=cand.content)
         seen: dict[str, Bookmark] = {}
-        for b in [*near, *same, *self._similar(cand)]:
+        for b in [*near, *same]:
             if b.bookmark_id == cand.bookmark_id or _overlaps(b, cand) or _same_content(b, cand):
                 seen.setdefault(b.bookmark_id, b)
         return list(seen.values())
