@@ -64,6 +64,7 @@ import hashlib
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from itertools import groupby
 from typing import Protocol
 
@@ -71,6 +72,8 @@ from memtoc.model import Bookmark, Event
 from memtoc.retrieval import bookmark_cues as cues
 
 MAX_WORDS = 50
+READ_CHARS = 6_000
+"""How much of a message the detector reads."""
 TYPE_WEIGHT: dict[str, float] = {
     "resolution": 1.0,
     "conclusion": 0.9,
@@ -178,17 +181,20 @@ def clip_words(text: str, limit: int = MAX_WORDS) -> tuple[str, bool]:
     return " ".join(words[:limit]).rstrip(",;:") + "…", True
 
 
-def sentences(text: str) -> list[str]:
+@lru_cache(maxsize=2048)
+def sentences(text: str) -> tuple[str, ...]:
     """Sentences (and lines) of a message, cleaned, without code blocks; a tag question ("…, no?",
-    "…, yeah?") is a statement looking for agreement, not a question."""
-    text = _FENCE.sub("\n", text)
+    "…, yeah?") is a statement looking for agreement, not a question. Only the first
+    ``READ_CHARS`` characters are read (what a moment says is said early; a pasted log is not
+    read whole), and results are cached: a pass reads its context events again."""
+    text = _FENCE.sub("\n", text[:READ_CHARS])
     text = _TAG_QUESTION.sub(".", text)
     out = []
     for part in _SENT_SPLIT.split(text):
         s = clean(part)
         if s:
             out.append(s)
-    return out
+    return tuple(out)
 
 
 def _join(parts: Sequence[str], limit: int = MAX_WORDS) -> str:
@@ -245,8 +251,9 @@ def _is_message(e: Event, role: str | None = None) -> bool:
     return e.event_type in _MESSAGES and (role is None or e.role == role)
 
 
+@lru_cache(maxsize=2048)
 def _head_words(text: str, n: int = 80) -> str:
-    return " ".join(clean(text).split()[:n])
+    return " ".join(clean(text[: n * 40]).split()[:n])
 
 
 def _best(text: str, cues: Sequence[tuple[re.Pattern[str], float]]) -> tuple[float, str] | None:
@@ -322,7 +329,7 @@ class _Session:
         the user's own claim; plus the fix or success that followed."""
         sources = [e]
         parts: list[str] = []
-        if reply is not None and cues.CONCESSION.search(clean(reply.text)):
+        if reply is not None and cues.CONCESSION.search(_head_words(reply.text, 40)):
             parts = _understanding(reply.text)[:2]
             if parts and len(parts[0].split()) >= 8:
                 parts = parts[:1]
@@ -499,7 +506,7 @@ def _challenges(text: str) -> bool:
 
 
 def _concedes(reply: Event | None) -> bool:
-    return reply is not None and bool(cues.CONCESSION.search(clean(reply.text)))
+    return reply is not None and bool(cues.CONCESSION.search(_head_words(reply.text, 40)))
 
 
 def _is_request(sentence: str) -> bool:
@@ -539,7 +546,7 @@ def _picks(reply: str, offered: str) -> bool:
 
 def _acks(text: str) -> bool:
     first = (sentences(text) or [""])[0]
-    return bool(_ACK.search(first)) and len(clean(text).split()) <= 30
+    return bool(_ACK.search(first)) and len(_head_words(text, 31).split()) <= 30
 
 
 def _verdict(lead: Sequence[str]) -> bool:
