@@ -43,6 +43,7 @@ from search_support import require_model
 STORE_BACKENDS = ("sqlite", "postgres")
 T0 = 1_700_000_000_000  # 2023-11-14
 NOW = 1_706_000_000_000
+EXTRACTIVE = ExtractiveSummarizer.name  # the extractive backend and version nodes record
 
 
 def memory_over(store: Any, model: Path | None, **kw: Any) -> Memory:
@@ -116,23 +117,23 @@ def test_a_new_embedder_has_no_vectors_until_processed_and_the_cli_says_so(
     other = swapped(tmp_path, "minilm-static-256-b")  # another name: no vector of it yet
     monkeypatch.setenv("MEMTOC_EMBED_MODEL", str(other))
     db = str(sqlite_store.path)
-    runner = CliRunner()
+    runner = CliRunner()  # the store's projects, not the working directory's (none here)
     status = runner.invoke(app, ["--db", db, "status"])
     assert status.exit_code == 0, status.output
     assert "missing" in status.stdout and "static:minilm-static-256" in status.stdout
-    out = runner.invoke(app, ["--db", db, "search", "postgres vacuum", "--json"])
+    out = runner.invoke(app, ["--db", db, "search", "postgres vacuum", "--all-projects", "--json"])
     data = json.loads(out.stdout)
     assert data["mode"] == "bm25" and data["degraded"].startswith("vectors missing")
     assert "static:minilm-static-256-b" in data["degraded"]
-    human = runner.invoke(app, ["--db", db, "search", "postgres vacuum"])
+    human = runner.invoke(app, ["--db", db, "search", "postgres vacuum", "--all-projects"])
     assert "degraded: vectors missing" in re.sub(r"\s+", " ", human.stdout)
-    out = runner.invoke(app, ["--db", db, "recall", "postgres vacuum", "--json"])
+    out = runner.invoke(app, ["--db", db, "recall", "postgres vacuum", "--all-projects", "--json"])
     assert "vectors missing" in json.loads(out.stdout)["degraded"]
     assert runner.invoke(app, ["--db", db, "verify"]).exit_code == 1  # no vectors of the model
     assert runner.invoke(app, ["--db", db, "process"]).exit_code == 0  # back-fills the new name
     out = runner.invoke(app, ["--db", db, "status", "--json"])
     assert json.loads(out.stdout)["vectors"]["state"] == "current"
-    out = runner.invoke(app, ["--db", db, "search", "postgres vacuum", "--json"])
+    out = runner.invoke(app, ["--db", db, "search", "postgres vacuum", "--all-projects", "--json"])
     assert (json.loads(out.stdout)["mode"], json.loads(out.stdout)["degraded"]) == ("hybrid", None)
 
 
@@ -268,7 +269,7 @@ def test_a_failing_llm_summariser_shows_in_status_and_results_until_rebuilt(
         assert n.version > versions.get((n.project, n.node_id), 0)
         if (n.project, n.node_id) in versions:
             old = memory.store.get_node(n.project, n.node_id, version=1)
-            assert old.degraded and old.summarizer == "extractive/1"
+            assert old.degraded and old.summarizer == EXTRACTIVE
     assert memory.status()["summaries"]["degraded"] == 0
     found = memory.search(rebuilt[0].title.removeprefix("LLM: "), kinds=("node",))
     assert found.items and found.summaries is None
@@ -286,7 +287,7 @@ def test_switching_the_summariser_re_summarises_history_as_new_versions(
     assert status["other_backend"] == status["nodes"] > 0 and status["degraded"] == 0
     found = memory.search("postgres migration vacuum", kinds=("node",))
     assert found.summaries is not None and found.summaries["other_backend"]
-    assert "summaries stale" in str(found.degraded) and "extractive/1" in str(found.degraded)
+    assert "summaries stale" in str(found.degraded) and EXTRACTIVE in str(found.degraded)
     recalled = memory.recall("postgres migration vacuum", budget=400)
     shown = [i for i in recalled.items if i.built_by is not None]  # summaries shown (L0/L1)
     assert (recalled.summaries is not None) == bool(shown)
@@ -306,7 +307,7 @@ def test_switching_the_summariser_re_summarises_history_as_new_versions(
     assert all(n.summarizer == summarizer.name for n in after)
     assert all(n.version >= 2 for n in after)
     assert all(
-        memory.store.get_node(n.project, n.node_id, version=1).summarizer == "extractive/1"
+        memory.store.get_node(n.project, n.node_id, version=1).summarizer == EXTRACTIVE
         for n in after
     )
     assert memory.status()["summaries"]["other_backend"] == 0
