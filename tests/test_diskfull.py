@@ -52,10 +52,14 @@ def _remount(where: Path, *options: str) -> None:
 
 @pytest.fixture
 def small_fs(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Path]:
-    """A tmpfs of ``request.param`` (default 3 MB) mounted for the test, unmounted after it."""
+    """A tmpfs of ``request.param`` (default 6 MB) mounted for the test, unmounted after it.
+
+    6 MB sits between the store after the first 2,000-event batch (3.2 MB with its WAL) and the
+    whole 12,000-event transcript (11.5 MB): some batches commit, the rest cannot, with about a
+    factor of two to spare either way as the schema or the batch size changes."""
     where = tmp_path / f"fs-{uuid.uuid4().hex[:6]}"
     where.mkdir()
-    why = _mount(where, getattr(request, "param", "3m"))
+    why = _mount(where, getattr(request, "param", "6m"))
     if why:
         pytest.skip(why)
     try:
@@ -80,7 +84,7 @@ def _memory(db: Path) -> Memory:
 
 def test_ingest_on_a_full_disk_fails_cleanly_and_resumes(small_fs: Path, tmp_path: Path) -> None:
     transcript = tmp_path / "big.jsonl"
-    _transcript(transcript, 12_000)  # ~6 MB of text: twice the filesystem
+    _transcript(transcript, 12_000)  # ~6.8 MB of text, ~11.5 MB stored: twice the filesystem
     db = small_fs / "memtoc.db"
     acknowledged: list[str] = []
     memory = _memory(db)
