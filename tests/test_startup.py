@@ -108,3 +108,9 @@ def test_every_command_is_in_the_lazy_map() -> None:
         name = command.name or command.callback.__name__.replace("_", "-")
         module = command.callback.__module__.rsplit(".", 1)[1]
         assert module in COMMANDS[name], (name, module)
+    for group in app.registered_groups:  # a group's sub-commands load with its modules
+        assert group.name and group.typer_instance is not None
+        for sub in group.typer_instance.registered_commands:
+            assert sub.callback is not None
+            module = sub.callback.__module__.rsplit(".", 1)[1]
+            assert module in COMMANDS[group.name], (group.name, sub.name, module)

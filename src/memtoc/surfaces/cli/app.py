@@ -32,7 +32,7 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     "bookmarks": ("bookmark_cmds",),
     "context": ("context_cmds",),
     "demo": ("demo",),
-    "eval": ("eval_cmds", "quality_cmds", "bookmark_eval_cmds"),
+    "eval": ("eval_cmds", "quality_cmds", "bookmark_eval_cmds", "redaction_eval_cmds"),
     "forget": ("forget_cmds",),
     "forget-log": ("forget_cmds",),
     "hooks": ("hook_cmds",),
