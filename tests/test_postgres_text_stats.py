@@ -145,10 +145,21 @@ def test_connections_return_to_the_pool_without_advisory_locks(pg_url: str) -> N
 
             store.append_events([_event(1, "first")])
             assert advisory_locks() == 0
-            with pytest.raises(StoreError):  # fails inside the INSERT, under the append lock
-                late = Event("e3", "s", "alpha", "a", 2**70, "user_message", "user", "too late")
-                store.append_events([_event(2, "second"), late])
+            # A real error inside the INSERT, under the append lock: a trigger the database runs
+            # (the store's own checks refuse bad rows before the INSERT, so none can reach it).
+            probe.execute(
+                "CREATE FUNCTION refuse_marked() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+                "IF NEW.text = 'refused' THEN RAISE EXCEPTION 'refused by the test'; END IF; "
+                "RETURN NEW; END $$"
+            )
+            probe.execute(
+                "CREATE TRIGGER refuse BEFORE INSERT ON events FOR EACH ROW "
+                "EXECUTE FUNCTION refuse_marked()"
+            )
+            with pytest.raises(StoreError, match="refused by the test"):
+                store.append_events([_event(2, "second"), _event(3, "refused")])
             assert advisory_locks() == 0
+            assert store.count_events() == 1  # the failed batch left nothing behind
             assert store.append_events([_event(4, "after")]).inserted == 1  # not blocked
             assert advisory_locks() == 0
     finally:
