@@ -1,5 +1,6 @@
 """Using a bookmark refreshes ``last_relevant_at`` — through search, recall and the session-start
-context, on every surface (Memory, CLI on a read-only store, MCP, HTTP) — and listing does not."""
+context, on every surface (Memory, CLI on a read-only store, MCP, HTTP, the SessionStart hook) and
+on both stores (SQLite, PostgreSQL) — and listing does not."""
 
 from __future__ import annotations
 
@@ -16,10 +17,12 @@ from mcp import Client
 from typer.testing import CliRunner
 
 from memtoc.clock import ManualClock, SystemClock
+from memtoc.config import load_settings
 from memtoc.memory import TOUCH_EVERY_MS, Memory
 from memtoc.model import Bookmark
 from memtoc.store.sqlite import SqliteStore
 from memtoc.surfaces.cli import app
+from memtoc.surfaces.hooks.runner import HookInput, session_start
 from memtoc.surfaces.http.app import create_app
 from memtoc.surfaces.mcp_server import build_server
 from memtoc.text.tokens import HeuristicCounter
@@ -38,9 +41,15 @@ TURNS = [
 runner = CliRunner()
 
 
-def build(path: Path, clock: ManualClock) -> Memory:
-    """A store holding one conclusion about the zeppelin rate limiter, created at T0."""
-    store = SqliteStore(path, clock=clock)
+def build(path: Path | str, clock: ManualClock) -> Memory:
+    """A store holding one conclusion about the zeppelin rate limiter, created at T0 (SQLite at
+    a path, PostgreSQL at a URL)."""
+    if isinstance(path, str):
+        from memtoc.store.postgres import PostgresStore
+
+        store: Any = PostgresStore(path, clock=clock, pool_size=2)
+    else:
+        store = SqliteStore(path, clock=clock)
     memory = Memory(store, clock=clock, tz=ZoneInfo("UTC"), counter=HeuristicCounter())
     types = {"session_end": "session_end"}
     records = [
@@ -74,23 +83,38 @@ def memory(tmp_path: Path) -> Memory:
 
 
 def test_search_recall_and_context_refresh_last_relevant(memory: Memory) -> None:
+    check_search_recall_and_context(memory)
+
+
+def test_search_recall_and_context_refresh_last_relevant_on_postgres(pg_url: str) -> None:
+    """Recall is SQLite-only until issue 18 brings it to PostgreSQL (``Memory.sqlite_store``)."""
+    memory = build(pg_url, ManualClock(T0 + 30 * DAY))
+    try:
+        check_search_recall_and_context(memory, recall=False)
+    finally:
+        memory.close()
+
+
+def check_search_recall_and_context(memory: Memory, *, recall: bool = True) -> None:
     assert isinstance(memory.clock, ManualClock)
     now = memory.clock.now_ms()
     found = memory.search(QUERY, project="p", kinds=["bookmark"])
     assert [i.kind for i in found.items] == ["bookmark"]
     assert memory.store.list_bookmarks("p")[0].last_relevant_ms == now
-    memory.clock.advance(TOUCH_EVERY_MS)
-    recalled = memory.recall(QUERY, project="p", budget=300)
-    assert any(i.kind == "bookmark" for i in recalled.items)
-    assert memory.store.list_bookmarks("p")[0].last_relevant_ms == now + TOUCH_EVERY_MS
+    if recall:
+        memory.clock.advance(TOUCH_EVERY_MS)
+        recalled = memory.recall(QUERY, project="p", budget=300)
+        assert any(i.kind == "bookmark" for i in recalled.items)
+        assert memory.store.list_bookmarks("p")[0].last_relevant_ms == memory.clock.now_ms()
     memory.clock.advance(TOUCH_EVERY_MS)
     view = memory.context("p", budget=400)
     assert any(i.section == "bookmark" for i in view.items)
-    assert memory.store.list_bookmarks("p")[0].last_relevant_ms == now + 2 * TOUCH_EVERY_MS
+    used = memory.clock.now_ms()
+    assert memory.store.list_bookmarks("p")[0].last_relevant_ms == used
     # Listing bookmarks is browsing, not use: the top ones would otherwise never decay.
     memory.clock.advance(TOUCH_EVERY_MS)
     memory.bookmarks("p")
-    assert memory.store.list_bookmarks("p")[0].last_relevant_ms == now + 2 * TOUCH_EVERY_MS
+    assert memory.store.list_bookmarks("p")[0].last_relevant_ms == used
 
 
 @pytest.mark.parametrize(
@@ -134,7 +158,7 @@ def test_mcp_tools_refresh_last_relevant(memory: Memory) -> None:
     assert seen == [start + k * TOUCH_EVERY_MS for k in (1, 2, 3)]
 
 
-def test_http_search_and_recall_refresh_last_relevant(memory: Memory) -> None:
+def test_http_search_recall_and_context_refresh_last_relevant(memory: Memory) -> None:
     assert isinstance(memory.clock, ManualClock)
     client = TestClient(
         create_app(lambda: memory, token=None, web=False), base_url="http://127.0.0.1"
@@ -146,6 +170,22 @@ def test_http_search_and_recall_refresh_last_relevant(memory: Memory) -> None:
     body: dict[str, Any] = {"query": QUERY, "project": "p", "budget": 300}
     assert client.post("/v1/recall", json=body).status_code == 200
     assert memory.store.list_bookmarks("p")[0].last_relevant_ms == memory.clock.now_ms()
+    memory.clock.advance(TOUCH_EVERY_MS)
+    reply = client.get("/v1/context", params={"project": "p", "budget": 400})
+    assert reply.status_code == 200 and "zeppelin" in reply.text
+    assert memory.store.list_bookmarks("p")[0].last_relevant_ms == memory.clock.now_ms()
+
+
+def test_the_session_start_hook_refreshes_last_relevant(tmp_path: Path) -> None:
+    """The SessionStart hook (read-only store, the project setting) injects the bookmark: used."""
+    home = tmp_path / "home"
+    home.mkdir()
+    build(home / "memtoc.db", ManualClock(T0 + 30 * DAY)).close()
+    before = SystemClock().now_ms()
+    settings = load_settings({"home": str(home), "project": "p"}, environ={})
+    out = session_start(settings, HookInput(event="SessionStart", cwd=str(tmp_path)))
+    assert "zeppelin" in json.loads(out)["hookSpecificOutput"]["additionalContext"]
+    assert the_mark(home / "memtoc.db").last_relevant_ms >= before
 
 
 def test_a_store_that_cannot_take_the_write_keeps_the_use_for_later(tmp_path: Path) -> None:
