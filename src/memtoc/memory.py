@@ -453,9 +453,13 @@ class Memory:
     ) -> str:
         """The project a write (``remember``) goes to, by the rule reads use: ``project`` or the
         ``project`` setting (created when new), else the working directory's project (registered
-        on first use), else the store's only project, else ``default``."""
+        on first use), else the store's only project, else ``default``. A name given is redacted
+        first, as the importer redacts the event's project: the registry never holds a secret the
+        event does not, and the event lands in the project registered."""
         explicit = project or (self.settings.project if self.settings else None)
         if explicit:
+            if self.redactor is not None:
+                explicit, _ = self.redactor.redact(explicit)
             return self.registry.for_write(explicit)
         if working_dir is not None:
             found, _ = self.registry.for_directory(working_dir)
