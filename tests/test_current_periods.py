@@ -91,6 +91,38 @@ def test_first_process_of_a_new_year_shows_the_year_and_reaches_today(tmp_path: 
     assert any("zeppelin" in item.text for item in drilled.items)
 
 
+def test_first_process_of_a_new_year_on_postgres(pg_url: str) -> None:
+    """The same acceptance on the team store: the current year at once, today's segment below."""
+    from memtoc.store.postgres import PostgresStore
+
+    clock = ManualClock(ms(2025, 1, 1, 0, 40))
+    store = PostgresStore(pg_url, clock=clock, pool_size=2)
+    memory = Memory(store, clock=clock, tz=UTC_ZONE)
+    try:
+        records = [
+            *session("dec", ms(2024, 12, 30, 15), ["Ported the ingest queue to asyncio", "Done."]),
+            *session(
+                "today", ms(2025, 1, 1, 0, 5), ["The zeppelin uploader drops chunks", "Fixed."]
+            ),
+        ]
+        memory.ingest_records(records, project="p")
+        assert "run `memtoc process`" in memory.toc_hint("p")
+        memory.process()
+        assert [n.node_id for n in memory.toc("p")] == ["toc:year:2024", "toc:year:2025"]
+        assert memory.node("toc:year:2025").provisional
+        day = walk_down(
+            memory,
+            "toc:year:2025",
+            ["toc:month:2025-01", "toc:week:2025-W01", "toc:day:2025-01-01"],
+        )
+        (segment,) = memory.node(day.node_id).children
+        assert "zeppelin" in memory.node(segment.node_id).render().lower()
+        week = memory.node("toc:week:2025-W01").node
+        assert list(week.parents) == ["toc:month:2024-12", "toc:month:2025-01"]
+    finally:
+        memory.close()
+
+
 def test_a_straddling_week_lies_in_both_months_and_each_month_summarises_its_own_days(
     tmp_path: Path,
 ) -> None:
