@@ -205,6 +205,22 @@ def test_bookmarks_round_trip(store: SqliteStore) -> None:
     assert store.list_bookmarks("other") == []
 
 
+def test_nul_is_kept_in_event_text_and_stored_alike_in_derived_text(store: SqliteStore) -> None:
+    """One NUL contract on both backends: an event's text round-trips exactly (nothing accepted is
+    lost); derived text (grip excerpt, bookmark, failure message) holds U+FFFD in its place."""
+    e = replace(ev(1), text="bin\x00ary\x00", metadata={"k": "v\x00"})
+    store.append_events([e])
+    assert store.get_event(e.event_id) == e
+    grip = Grip("grip:1", "p", "ex\x00cerpt", e.event_id, e.event_id, 1, "segment", "toc:x", "s1")
+    assert store.put_grips([grip]) == 1
+    assert store.get_grip("grip:1").excerpt == "ex\ufffdcerpt"
+    store.put_bookmark(Bookmark("bm1", "p", "the \x00 escape", (e.event_id,), 0.8, "fact", 5, 5))
+    assert [b.content for b in store.list_bookmarks("p")] == ["the \ufffd escape"]
+    entry = store.claim_outbox("w1", 1)[0]
+    store.fail_outbox(entry.entry_id, "could not read bin\x00ary")
+    assert store.failed_outbox()[0].error == "could not read bin\ufffdary"
+
+
 def test_a_rollup_mark_re_set_after_it_was_read_outlives_the_readers_clear(
     store: SqliteStore,
 ) -> None:

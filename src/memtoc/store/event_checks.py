@@ -11,6 +11,11 @@ stored: SQLite's ``append_events`` and PostgreSQL's check every row in Python
 After an append that stored fewer rows than it was given, ``classify`` reads the stored rows of
 the batch's ids: a row whose content matches is a duplicate, one that differs is a conflict
 (with the fields that differ), one that is not stored at all was refused (with the reason).
+
+NUL, on every backend: an event's text keeps it exactly (PostgreSQL ``text`` cannot hold NUL, so
+that store keeps the exact text beside a storable copy); identifiers holding one are refused
+(``row_problem``); derived text — grip excerpts, bookmark contents, search docs, failure messages
+— is stored through ``storable_text`` (NUL becomes U+FFFD), so both backends hold the same.
 """
 
 from __future__ import annotations
@@ -57,6 +62,12 @@ def split_valid(rows: Sequence[Sequence[Any]]) -> tuple[list[int], list[tuple[in
         else:
             refused.append((i, problem))
     return keep, refused
+
+
+def storable_text(text: str) -> str:
+    """Derived text as every store keeps it: NUL (which PostgreSQL ``text`` cannot hold) becomes
+    U+FFFD. Derived text is rebuilt from the events, which keep theirs exactly."""
+    return text.replace("\x00", "\ufffd") if "\x00" in text else text
 
 
 def row_problem(

@@ -28,6 +28,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 from memtoc.clock import Clock, SystemClock
 from memtoc.errors import StoreError
 from memtoc.model import JsonValue
+from memtoc.store.event_checks import storable_text
 from memtoc.store.postgres_migrations import migrate
 
 APPEND_LOCK = 0x6D656D746F630002
@@ -56,9 +57,8 @@ def dumps(value: JsonValue) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
 
 
-def pg_text(text: str) -> str:
-    """Derived text made storable: PostgreSQL ``text`` cannot hold NUL, which becomes U+FFFD."""
-    return text.replace("\x00", "\ufffd") if "\x00" in text else text
+pg_text = storable_text
+"""Derived text made storable (NUL becomes U+FFFD), as on every backend (``event_checks``)."""
 
 
 SESSION_LOCKERS: weakref.WeakSet[PgConn] = weakref.WeakSet()

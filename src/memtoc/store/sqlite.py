@@ -11,6 +11,7 @@ per transaction keeps ``full`` fast.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sqlite3
@@ -44,6 +45,7 @@ from memtoc.store.event_checks import (
     classify,
     out_of_range_count,
     split_valid,
+    storable_text,
 )
 from memtoc.store.migrations import migrate
 from memtoc.store.sqlite_checkpoint import BackgroundCheckpointer
@@ -673,7 +675,7 @@ class SqliteStore:
         with self.transaction():
             self._exec(
                 "UPDATE outbox SET status = 'failed', error = ? WHERE entry_id = ?",
-                (error[:4000], entry_id),
+                (storable_text(error[:4000]), entry_id),
             )
 
     def retry_failed_outbox(self) -> int:
@@ -864,7 +866,7 @@ class SqliteStore:
                     (
                         g.grip_id,
                         g.project,
-                        g.excerpt,
+                        storable_text(g.excerpt),
                         g.event_id_start,
                         g.event_id_end,
                         g.ts_ms,
@@ -900,7 +902,7 @@ class SqliteStore:
                 (
                     bookmark.bookmark_id,
                     bookmark.project,
-                    bookmark.content,
+                    storable_text(bookmark.content),
                     _dumps(list(bookmark.event_ids)),
                     bookmark.importance,
                     bookmark.type,
@@ -1187,7 +1189,7 @@ class SqliteStore:
         with self.transaction():
             self._exec(
                 "UPDATE segments SET built = 0, error = ? WHERE project = ? AND node_id = ?",
-                (error[:4000], project, node_id),
+                (storable_text(error[:4000]), project, node_id),
             )
 
     def failed_segments(self, limit: int = 20) -> list[SegmentRecord]:
@@ -1297,6 +1299,8 @@ class SqliteStore:
             return
         with self.transaction():
             for doc in docs:
+                if "\x00" in doc.text:
+                    doc = dataclasses.replace(doc, text=storable_text(doc.text))
                 row = self._exec(
                     "SELECT doc_seq, text, ts_ms FROM docs WHERE kind = ? AND project = ? "
                     "AND doc_id = ?",

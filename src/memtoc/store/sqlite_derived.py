@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from memtoc.store.event_checks import storable_text
 from memtoc.store.sqlite_audit import STALE_DOCS, SqliteAudit, chunks
 from memtoc.text.fts_text import original_text, search_text
 
@@ -136,7 +137,7 @@ class SqliteDerived(SqliteAudit):
             if docs:
                 store._exec("INSERT INTO docs_fts(docs_fts) VALUES ('delete-all')")
                 for doc_seq, text in store._exec("SELECT doc_seq, text FROM docs ORDER BY doc_seq"):
-                    indexed = search_text(original_text(text))
+                    indexed = storable_text(search_text(original_text(text)))
                     if indexed != text:
                         store._exec(
                             "UPDATE docs SET text = ? WHERE doc_seq = ?", (indexed, doc_seq)
