@@ -84,8 +84,9 @@ def test_errors_are_clear(tmp_path: Path) -> None:
     assert code == 1 and "missing.jsonl: no such file or directory" in out
     code, out = run("--db", str(tmp_path / "m.db"), "ingest", "--format", "yaml", str(tmp_path))
     assert code == 1 and "--format must be one of" in out
-    code, out = run("--db", str(tmp_path / "m.db"), "events", "--since", "last tuesday")
-    assert code == 2 and "ISO 8601" in out
+    assert run("--db", str(tmp_path / "m.db"), "init")[0] == 0
+    code, out = run("--db", str(tmp_path / "m.db"), "events", "--since", "the other day")
+    assert code == 2 and "ISO 8601" in out and "--since" in out
 
 
 def test_compact(tmp_path: Path) -> None:

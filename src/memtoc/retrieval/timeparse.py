@@ -92,6 +92,13 @@ determiner or a possessive ("after **the** migration", "after **Melanie's** birt
 login" is not an anchor. When several expressions occur, the leftmost wins (the longest among those
 starting there).
 
+``parse_bound(value, …)`` is the one reader of a ``since``/``until``/``at`` argument on every surface
+(CLI options, MCP tool arguments, HTTP parameters): an ISO 8601 date or instant (no zone = UTC; a
+date alone is its whole UTC day), epoch milliseconds, an age (``30m``, ``12h``, ``7d``, ``2w``) or
+any expression above (``yesterday``, ``last week``) — a period gives its start for ``since``/``at``
+and its end for ``until``. Anything else, or an instant outside years 1-9999, is a ``QueryError``
+naming the argument.
+
 Parsing is on recall's path for every question and for up to a hundred candidate events each
 (``recall_time``): a rule's regular expression runs only when one of its key words occurs in the
 text (``timeparse_rules.key_words``), so a text without time words costs a few microseconds.
@@ -102,9 +109,10 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
-from datetime import tzinfo
+from datetime import UTC, datetime, timedelta, tzinfo
 from typing import Any, Literal
 
+from memtoc.errors import QueryError
 from memtoc.pipeline.periods import Calendar
 from memtoc.retrieval.timeparse_rules import (
     LEFT_CLOCK,
@@ -130,7 +138,17 @@ from memtoc.retrieval.timeparse_rules import (
     part_key,
 )
 
-__all__ = ["PARTS", "Range", "Relation", "SearchFn", "TimeExpr", "parse_time", "resolve_anchor"]
+__all__ = [
+    "PARTS",
+    "Edge",
+    "Range",
+    "Relation",
+    "SearchFn",
+    "TimeExpr",
+    "parse_bound",
+    "parse_time",
+    "resolve_anchor",
+]
 
 Relation = Literal["before", "after"]
 
@@ -454,3 +472,56 @@ def resolve_anchor(
         if ts is not None and (not_after_ms is None or ts <= not_after_ms):
             return ts
     return None
+
+
+# -- time arguments -------------------------------------------------------------------------------
+Edge = Literal["start", "end"]
+MAX_ABS_MS = 253_402_300_799_999
+"""9999-12-31T23:59:59.999Z: the latest instant a time argument may name (and minus it)."""
+# ASCII digits only ("²".isdigit() is true but int() refuses it), and few enough that the instant
+# stays inside SQLite's 64-bit integers.
+_AGE = re.compile(r"[0-9]{1,9}")
+_EPOCH_MS = re.compile(r"[0-9]{1,15}")
+_DIGITS = re.compile(r"[0-9]+")
+_UNITS = {"m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 604_800_000}
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_DAY_MS = 86_400_000
+
+
+def parse_bound(value: str, *, reference_ms: int, tz: tzinfo, edge: Edge, name: str) -> int:
+    """A ``since``/``until``/``at`` argument as epoch ms (module docstring): a period (a date, a
+    phrase) gives its ``start`` or its ``end``; ``name`` (``--since``, ``until``) is named in the
+    ``QueryError`` raised for anything else."""
+    ms = _bound(value, reference_ms, tz, edge, name)
+    if not -MAX_ABS_MS <= ms <= MAX_ABS_MS:
+        raise QueryError(f"{name}={value!r}: out of range (years 1-9999)")
+    return ms
+
+
+def _bound(value: str, reference_ms: int, tz: tzinfo, edge: Edge, name: str) -> int:
+    text = value.strip()
+    if text and text[-1] in _UNITS and _AGE.fullmatch(text[:-1]):
+        return reference_ms - int(text[:-1]) * _UNITS[text[-1]]
+    if _EPOCH_MS.fullmatch(text):
+        return int(text)
+    if _DIGITS.fullmatch(text):
+        raise QueryError(f"{name}={value!r}: epoch ms out of range (at most 15 digits)")
+    try:
+        dt = datetime.fromisoformat(text.replace("Z", "+00:00") if text.endswith("Z") else text)
+    except ValueError:
+        dt = None
+    if dt is not None:
+        if dt.tzinfo is None:
+            dt = dt.replace(tzinfo=UTC)
+        try:
+            ms = int((dt - _EPOCH) / timedelta(milliseconds=1))
+        except OverflowError:
+            raise QueryError(f"{name}={value!r}: out of range (years 1-9999)") from None
+        return ms + _DAY_MS if len(text) == 10 and edge == "end" else ms
+    expr = parse_time(text, reference_ms, tz)
+    if expr is None or expr.range is None:
+        raise QueryError(
+            f"{name}={value!r}: expected an ISO 8601 date or time (2024-01-18, "
+            "2024-01-18T10:00Z), epoch ms, an age (12h, 7d) or a phrase (yesterday, last week)"
+        )
+    return expr.range[0] if edge == "start" else expr.range[1]

@@ -42,8 +42,8 @@ from memtoc.memory import Memory
 from memtoc.model import JsonValue, TocNode, iso_ms
 from memtoc.projects import Scope
 from memtoc.retrieval.context import DEFAULT_BUDGET
+from memtoc.retrieval.timeparse import Edge, parse_bound
 from memtoc.surfaces import mcp_text as mt
-from memtoc.surfaces.mcp_time import parse_when
 from memtoc.surfaces.processing import Processing
 
 P = ParamSpec("P")
@@ -187,6 +187,14 @@ def build_server(
     ) -> Scope:
         return memory.scope(project, all_projects=all_projects, working_dir=where(ctx, roots))
 
+    def when(value: str | None, edge: Edge, name: str) -> int | None:
+        """A time argument at the memory's clock and zone (``timeparse.parse_bound``); absent
+        or empty: None."""
+        if not value:
+            return None
+        now = memory.clock.now_ms()
+        return parse_bound(value, reference_ms=now, tz=memory.tz, edge=edge, name=name)
+
     def out(body: str, data: dict[str, Any] | None, budget: int | None = None) -> CallToolResult:
         return mt.deliver(counter, body, data, structured=structured, budget=budget)
 
@@ -295,11 +303,11 @@ def build_server(
         """Nodes of one level (days by default) over a time range, in time order, each with its
         id, title and abstract — a cheap overview of a period (~40-120 tokens per node). Open one
         with memory_toc(node_id)."""
-        now = memory.clock.now_ms()
-        since_ms = parse_when(since, now_ms=now, tz=memory.tz, edge="start", name="since")
-        until_ms = (
-            parse_when(until, now_ms=now, tz=memory.tz, edge="end", name="until") if until else now
-        )
+        since_ms = when(since, "start", "since")
+        until_ms = when(until, "end", "until")
+        assert since_ms is not None
+        if until_ms is None:
+            until_ms = memory.clock.now_ms()
         scope = scope_of(project, ctx, roots)
         if scope.empty or scope.project is None:
             return nothing("timeline", scope, {"nodes": []})
@@ -337,16 +345,9 @@ def build_server(
         what you are looking for; browse with memory_toc when you do not. A time expression in
         the query ("last week", "in March", "before the migration") favours that period; the
         result says how it was read. At L0 ~40-100 tokens per item."""
-        now = memory.clock.now_ms()
-        at_ms = parse_when(at, now_ms=now, tz=memory.tz, edge="start", name="at") if at else None
-        since_ms = (
-            parse_when(since, now_ms=now, tz=memory.tz, edge="start", name="since")
-            if since
-            else None
-        )
-        until_ms = (
-            parse_when(until, now_ms=now, tz=memory.tz, edge="end", name="until") if until else None
-        )
+        at_ms = when(at, "start", "at")
+        since_ms = when(since, "start", "since")
+        until_ms = when(until, "end", "until")
         scope = scope_of(project, ctx, roots, all_projects)
         if scope.empty:
             return nothing("search", scope, {"query": query, "items": []})
@@ -484,15 +485,8 @@ def build_server(
             raise ToolError("memory_forget: give event_ids, or since and until (not both)")
         if event_ids is None and (since is None or until is None):
             raise ToolError("memory_forget: a range needs both since and until")
-        now = memory.clock.now_ms()
-        since_ms = (
-            parse_when(since, now_ms=now, tz=memory.tz, edge="start", name="since")
-            if since
-            else None
-        )
-        until_ms = (
-            parse_when(until, now_ms=now, tz=memory.tz, edge="end", name="until") if until else None
-        )
+        since_ms = when(since, "start", "since")
+        until_ms = when(until, "end", "until")
         scoped: str | None = None
         if event_ids is None:  # a range: one project, by the rule
             scope = scope_of(project, ctx, roots)

@@ -14,12 +14,11 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from memtoc.clock import SystemClock
 from memtoc.forgetting import ForgetReport
 from memtoc.memory import Memory
 from memtoc.model import iso_ms
 from memtoc.surfaces.cli.app import JsonOpt, app, console, emit_json, fail, open_memory
-from memtoc.surfaces.cli.timeparse import parse_instant
+from memtoc.surfaces.cli.time_option import SinceOpt, UntilOpt, time_option
 
 _SHOWN = 20
 """Matching events listed before the confirmation (the rest are counted)."""
@@ -36,10 +35,8 @@ def forget(
     session: Annotated[
         str | None, typer.Option("--session", help="Every event of a session.")
     ] = None,
-    since: Annotated[
-        str | None, typer.Option("--since", help="From (ISO 8601, epoch ms or an age like 7d).")
-    ] = None,
-    until: Annotated[str | None, typer.Option("--until", help="Until (exclusive).")] = None,
+    since: SinceOpt = None,
+    until: UntilOpt = None,
     query: Annotated[
         str | None,
         typer.Option(
@@ -69,10 +66,9 @@ def forget(
         raise fail("--json needs --yes (or --dry-run): a forget is confirmed before it runs")
     if limit < 1:
         raise fail(f"--limit must be at least 1 (got {limit})")
-    now = SystemClock().now_ms()
-    since_ms = parse_instant(since, now_ms=now, option="--since")
-    until_ms = parse_instant(until, now_ms=now, option="--until")
     with open_memory(ctx) as memory:
+        since_ms = time_option(memory, since, option="--since", edge="start")
+        until_ms = time_option(memory, until, option="--until", edge="end")
         plan = memory.forget(
             event_ids=event,
             session_id=session,

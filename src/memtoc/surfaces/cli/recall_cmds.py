@@ -10,7 +10,6 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from memtoc.clock import SystemClock
 from memtoc.retrieval.recall import DEFAULT_BUDGET, RecallResult
 from memtoc.surfaces.cli.app import (
     AllProjectsOpt,
@@ -23,7 +22,7 @@ from memtoc.surfaces.cli.app import (
     open_memory,
     project_scope,
 )
-from memtoc.surfaces.cli.timeparse import parse_instant
+from memtoc.surfaces.cli.time_option import AtOpt, time_option
 
 
 def _render(result: RecallResult) -> None:
@@ -69,10 +68,7 @@ def recall(
     budget: Annotated[
         int, typer.Option("--budget", "-b", help="Most tokens the context may hold.")
     ] = DEFAULT_BUDGET,
-    at: Annotated[
-        str | None,
-        typer.Option("--at", help="Reference time for 'last week', 'yesterday' … (default: now)."),
-    ] = None,
+    at: AtOpt = None,
     project: ProjectsOpt = None,
     all_projects: AllProjectsOpt = False,
     time_limit: Annotated[
@@ -89,8 +85,8 @@ def recall(
     """
     if (query is None) == (queries is None):
         raise fail("give a QUERY or --queries FILE (not both)")
-    at_ms = parse_instant(at, now_ms=SystemClock().now_ms(), option="--at")
     with open_memory(ctx, read_only=True) as memory:
+        at_ms = time_option(memory, at, option="--at", edge="start")
         scope = project_scope(memory, project, all_projects)
 
         def run(text: str) -> RecallResult:

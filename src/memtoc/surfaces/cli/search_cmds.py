@@ -13,7 +13,6 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from memtoc.clock import SystemClock
 from memtoc.derived.rebuild import PARTS
 from memtoc.retrieval.drill import DEFAULT_BEAM, DrillResult
 from memtoc.retrieval.hybrid import SearchResult
@@ -29,7 +28,7 @@ from memtoc.surfaces.cli.app import (
     open_memory,
     project_scope,
 )
-from memtoc.surfaces.cli.timeparse import parse_instant
+from memtoc.surfaces.cli.time_option import AtOpt, SinceOpt, UntilOpt, time_option
 
 
 def _render_time(time_range: dict[str, object] | None) -> None:
@@ -108,10 +107,8 @@ def search(
         list[str] | None,
         typer.Option("--kind", help="node, grip, bookmark or event (repeatable; default: all)."),
     ] = None,
-    since: Annotated[
-        str | None, typer.Option("--since", help="From (ISO 8601, epoch ms, or an age like 7d).")
-    ] = None,
-    until: Annotated[str | None, typer.Option("--until", help="Until (exclusive).")] = None,
+    since: SinceOpt = None,
+    until: UntilOpt = None,
     limit: Annotated[int, typer.Option("--limit", "-n", help="How many items.")] = 10,
     depth: Annotated[
         str, typer.Option("--depth", help="L0 (abstract/excerpt), L1 (overview), L2 (events).")
@@ -125,10 +122,7 @@ def search(
     mode: Annotated[
         str, typer.Option("--mode", help="auto (hybrid when an embedder loads), bm25, vector.")
     ] = "auto",
-    at: Annotated[
-        str | None,
-        typer.Option("--at", help="Reference time for 'last week', 'yesterday' … (default: now)."),
-    ] = None,
+    at: AtOpt = None,
     time_mode: Annotated[
         str,
         typer.Option("--time", help="A time expression in the query: boost, filter or off."),
@@ -156,11 +150,10 @@ def search(
         level or kind or session or role or mode != "auto" or time_mode != DEFAULT_TIME_MODE
     ):
         raise fail("--drill takes no --level, --kind, --session, --role, --mode or --time")
-    now = SystemClock().now_ms()
-    since_ms = parse_instant(since, now_ms=now, option="--since")
-    until_ms = parse_instant(until, now_ms=now, option="--until")
-    at_ms = parse_instant(at, now_ms=now, option="--at")
     with open_memory(ctx, read_only=True) as memory:
+        since_ms = time_option(memory, since, option="--since", edge="start")
+        until_ms = time_option(memory, until, option="--until", edge="end")
+        at_ms = time_option(memory, at, option="--at", edge="start")
         scope = project_scope(memory, project, all_projects)
 
         def run(text: str) -> SearchResult | DrillResult:

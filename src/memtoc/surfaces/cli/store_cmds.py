@@ -17,7 +17,6 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from memtoc.clock import SystemClock
 from memtoc.ingest.importer import discover
 from memtoc.model import IngestReport, iso_ms
 from memtoc.store import maintenance
@@ -30,7 +29,7 @@ from memtoc.surfaces.cli.app import (
     open_memory,
     state,
 )
-from memtoc.surfaces.cli.timeparse import parse_instant
+from memtoc.surfaces.cli.time_option import SinceOpt, UntilOpt, time_option
 from memtoc.surfaces.http.auth import ensure_token, token_path
 
 FORMATS = ["auto", "jsonl", "claude-code", "codex", "gemini", "openai-chat", "specstory"]
@@ -140,18 +139,15 @@ def events(
     ctx: typer.Context,
     project: Annotated[str | None, typer.Option("--project", "-p")] = None,
     session: Annotated[str | None, typer.Option("--session")] = None,
-    since: Annotated[
-        str | None, typer.Option("--since", help="ISO date/time, epoch ms, or age (7d, 12h).")
-    ] = None,
-    until: Annotated[str | None, typer.Option("--until", help="Exclusive upper bound.")] = None,
+    since: SinceOpt = None,
+    until: UntilOpt = None,
     limit: Annotated[int, typer.Option("--limit", "-n", min=1)] = 50,
     json_out: JsonOpt = False,
 ) -> None:
     """List stored events in time order."""
-    now = SystemClock().now_ms()
-    since_ms = parse_instant(since, now_ms=now, option="--since")
-    until_ms = parse_instant(until, now_ms=now, option="--until")
     with open_memory(ctx, read_only=True) as memory:
+        since_ms = time_option(memory, since, option="--since", edge="start")
+        until_ms = time_option(memory, until, option="--until", edge="end")
         found = memory.events(
             project=project,
             session_id=session,

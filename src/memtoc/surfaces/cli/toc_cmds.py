@@ -10,7 +10,6 @@ from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.tree import Tree
 
-from memtoc.clock import SystemClock
 from memtoc.model import TocNode, iso_ms
 from memtoc.pipeline.worker import ProcessReport
 from memtoc.retrieval.navigate import ExpandView, NodeView
@@ -23,7 +22,7 @@ from memtoc.surfaces.cli.app import (
     open_memory,
     project_scope,
 )
-from memtoc.surfaces.cli.timeparse import parse_instant
+from memtoc.surfaces.cli.time_option import SinceOpt, UntilOpt, time_option
 
 
 @app.command()
@@ -195,18 +194,18 @@ def print_expand(view: ExpandView) -> None:
 @app.command()
 def timeline(
     ctx: typer.Context,
-    since: Annotated[str, typer.Option("--since", help="ISO date/time, epoch ms, or age (30d).")],
-    until: Annotated[str | None, typer.Option("--until", help="Default: now.")] = None,
+    since: SinceOpt = None,
+    until: UntilOpt = None,
     level: Annotated[str, typer.Option("--level")] = "day",
     project: ProjectOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Nodes of one level (day by default) over a time range."""
-    now = SystemClock().now_ms()
-    since_ms = parse_instant(since, now_ms=now, option="--since")
-    until_ms = parse_instant(until, now_ms=now, option="--until") or now
-    assert since_ms is not None
     with open_memory(ctx, read_only=True) as memory:
+        since_ms = time_option(memory, since, option="--since", edge="start") or 0
+        until_ms = time_option(memory, until, option="--until", edge="end")
+        if until_ms is None:
+            until_ms = memory.clock.now_ms()
         scope = project_scope(memory, project)
         nodes = (
             memory.timeline(since_ms, until_ms, level=level, project=scope.project)

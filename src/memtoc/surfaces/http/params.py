@@ -1,36 +1,25 @@
 """Parameter helpers of the HTTP routes: time arguments and the default project.
 
-Times take the forms the MCP tools accept (``memtoc.surfaces.mcp_time``): ISO 8601, epoch ms,
-an age (``7d``) or a phrase (``last week``). Anything unparseable, or an instant outside what the
-store can hold, is a ``QueryError`` (400) naming the parameter — never a 500.
+Times are read as on every surface (``memtoc.retrieval.timeparse.parse_bound``): ISO 8601, epoch
+ms, an age (``7d``) or a phrase (``last week``). Anything unparseable, or an instant outside what
+the store can hold, is a ``QueryError`` (400) naming the parameter — never a 500.
 """
 
 from __future__ import annotations
 
-from typing import Literal
-
 from memtoc.errors import QueryError
 from memtoc.memory import Memory
 from memtoc.projects import Scope
-from memtoc.surfaces.mcp_time import parse_when
-
-MAX_ABS_MS = 253_402_300_799_999
-"""9999-12-31T23:59:59.999Z: the latest instant a time parameter may name (and minus it)."""
+from memtoc.retrieval.timeparse import Edge, parse_bound
 
 
-def time_param(
-    memory: Memory, value: str | None, *, name: str, edge: Literal["start", "end"]
-) -> int | None:
+def time_param(memory: Memory, value: str | None, *, name: str, edge: Edge) -> int | None:
     """``value`` as epoch ms at ``memory``'s clock and time zone (None stays None)."""
     if value is None:
         return None
-    try:
-        ms = parse_when(value, now_ms=memory.clock.now_ms(), tz=memory.tz, edge=edge, name=name)
-    except (ValueError, OverflowError) as exc:
-        raise QueryError(f"{name}={value!r}: not a time ({exc})") from exc
-    if not -MAX_ABS_MS <= ms <= MAX_ABS_MS:
-        raise QueryError(f"{name}={value!r}: out of range (years 1-9999)")
-    return ms
+    return parse_bound(
+        value, reference_ms=memory.clock.now_ms(), tz=memory.tz, edge=edge, name=name
+    )
 
 
 def scope(memory: Memory, project: str | None, all_projects: bool = False) -> Scope:

@@ -1,0 +1,148 @@
+"""One owner per contract the surfaces show (issue 18 part 4): the CLI, the HTTP API and the MCP
+tools read times with one parser and report them in one shape, over a real store filled through
+the real CLI."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from fastapi.testclient import TestClient
+from mcp import Client
+from typer.testing import CliRunner
+
+from memtoc.config import Settings, load_settings
+from memtoc.memory import Memory
+from memtoc.model import iso_ms
+from memtoc.retrieval.timeparse import parse_time
+from memtoc.surfaces.cli import app as cli
+from memtoc.surfaces.http.app import create_app
+from memtoc.surfaces.mcp_server import build_server
+
+DAY_MS = 86_400_000
+TOKEN = "contracts-token-0123456789"
+PHRASES = ("last week", "yesterday", "the last 10 days", "3 days ago", "this month")
+
+
+def cli_run(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(cli, list(args))
+    return result.exit_code, result.output
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A store with one event every 6 hours over the last 40 days, ingested by ``memtoc ingest``
+    (times relative to the real clock: the CLI reads "last week" at the system's now)."""
+    base = tmp_path_factory.mktemp("contracts")
+    now = int(time.time() * 1000)
+    rows = [
+        {
+            "session_id": f"s{i // 4}",
+            "timestamp": now - i * DAY_MS // 4 - 60_000,
+            "role": "user" if i % 2 == 0 else "assistant",
+            "text": f"event {i}: the cache invalidation work on the orders service",
+            "project": "webapp",
+        }
+        for i in range(160)
+    ]
+    transcript = base / "t.jsonl"
+    transcript.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("MEMTOC_TIMEZONE", "Europe/Paris")
+        mp.setenv("MEMTOC_EMBEDDER", "none")
+        code, out = cli_run("--home", str(base / "home"), "ingest", str(transcript), "--json")
+        assert code == 0, out
+        code, out = cli_run("--home", str(base / "home"), "process")
+        assert code == 0, out
+        yield base / "home"
+
+
+def settings(home: Path) -> Settings:
+    return load_settings({"home": str(home), "timezone": "Europe/Paris", "embedder": "none"})
+
+
+def expected(memory: Memory, phrase: str) -> tuple[int, int]:
+    found = parse_time(phrase, memory.clock.now_ms(), memory.tz)
+    assert found is not None and found.range is not None, phrase
+    return found.range
+
+
+@pytest.mark.parametrize("phrase", PHRASES)
+def test_cli_since_and_until_take_the_phrases_mcp_and_http_take(
+    home: Path, phrase: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``memtoc events --since "last week" --until "last week"`` lists exactly that week's events:
+    ``since`` takes the period's start, ``until`` its end, in the store's time zone."""
+    monkeypatch.setenv("MEMTOC_TIMEZONE", "Europe/Paris")
+    code, out = cli_run(
+        "--home", str(home), "events", "-p", "webapp", "--since", phrase, "--until", phrase,
+        "--limit", "1000", "--json",
+    )  # fmt: skip
+    assert code == 0, out
+    with Memory.open(settings(home), read_only=True) as memory:
+        lo, hi = expected(memory, phrase)
+        inside = memory.events(project="webapp", since_ms=lo, until_ms=hi, limit=1000)
+    got = [e["event_id"] for e in json.loads(out)["events"]]
+    assert got and got == [e.event_id for e in inside]
+
+
+def test_search_since_last_week_on_every_surface(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``search --since "last week"`` works in the CLI, as in HTTP and MCP, with the same window."""
+    monkeypatch.setenv("MEMTOC_TIMEZONE", "Europe/Paris")
+    monkeypatch.setenv("MEMTOC_EMBEDDER", "none")
+    args = ("search", "cache invalidation", "-p", "webapp", "-n", "50", "--depth", "L2")
+    code, out = cli_run("--home", str(home), *args, "--since", "last week", "--json")
+    assert code == 0, out
+    with Memory.open(settings(home), read_only=True) as memory:
+        lo, _ = expected(memory, "last week")
+    cli_items = json.loads(out)["items"]
+
+    http_app = create_app(lambda: Memory.open(settings(home)), token=TOKEN, pool_size=1)
+    with TestClient(http_app, base_url="http://127.0.0.1:8765") as client:
+        response = client.get(
+            "/v1/search",
+            params={
+                "q": "cache invalidation",
+                "project": "webapp",
+                "since": "last week",
+                "limit": 50,
+                "depth": "L2",
+            },
+            headers={"Authorization": f"Bearer {TOKEN}"},
+        )
+    assert response.status_code == 200, response.text
+    http_items = response.json()["items"]
+
+    async def mcp() -> Any:
+        with Memory.open(settings(home)) as memory:
+            async with Client(build_server(memory, structured=True)) as client:
+                return await client.call_tool(
+                    "memory_search",
+                    {
+                        "query": "cache invalidation",
+                        "project": "webapp",
+                        "since": "last week",
+                        "limit": 50,
+                        "depth": "L2",
+                    },
+                )
+
+    mcp_items = anyio.run(mcp).structured_content["items"]
+    for items in (cli_items, http_items, mcp_items):
+        assert items
+        for item in items:
+            assert iso_ms(lo) <= item["end_time"], item  # everything overlaps [lo, now)
+            if item["kind"] == "event":
+                assert iso_ms(lo) <= item["start_time"], item
+    assert (
+        {i["id"] for i in cli_items}
+        == {i["id"] for i in http_items}
+        == {i["id"] for i in mcp_items}
+    )
