@@ -16,6 +16,7 @@ from memtoc.clock import ManualClock
 from memtoc.memory import Memory
 from memtoc.retrieval.embedding_index import SemanticIndex
 from memtoc.retrieval.teleport import SearchFilters, bm25_search, filter_keys
+from memtoc.store.capabilities import TextScope
 from memtoc.store.postgres import PostgresStore
 from memtoc.store.sqlite import SqliteStore
 from memtoc.store.sqlite_vectors import VectorKey
@@ -135,7 +136,10 @@ def test_any_text_is_a_valid_query_on_postgres(pg_url: str, text: str) -> None:
     try:
         hits = bm25_search(store, text, SearchFilters(), limit=5)
         assert all(0.0 <= h.score <= 1.0 for h in hits)
-        assert store.rank_text(text + " & | ! ( ) : * '", kinds=("node", "event")) is not None
+        assert (
+            store.rank_text(text + " & | ! ( ) : * '", kinds=("node", "event"), scope=TextScope())
+            is not None
+        )
     finally:
         store.close()
 

@@ -16,6 +16,7 @@ import pytest
 from memtoc.errors import StoreError
 from memtoc.model import Event
 from memtoc.store import postgres_search, postgres_text_stats
+from memtoc.store.capabilities import TextScope
 from memtoc.store.postgres import PostgresStore
 from memtoc.store.postgres_text_stats import ESTIMATE_ABOVE, index_stats, terms
 
@@ -82,9 +83,12 @@ def test_counts_stop_at_the_cap_and_say_more(
     monkeypatch.setattr(postgres_text_stats, "DF_CAP", 1_000)
     got = {lex: df for lex, _, df in terms(store, "deploy rollback", ("event_search",))}
     assert got == {"deploy": 1_001, "rollback": 60}
-    plans = store.rank_text("deploy window", kinds=("event",), candidates=5)
+    plans = store.rank_text("deploy window", kinds=("event",), scope=TextScope(), candidates=5)
     monkeypatch.setattr(postgres_text_stats, "DF_CAP", 50_000)
-    assert store.rank_text("deploy window", kinds=("event",), candidates=5)[0][2] == plans[0][2]
+    assert (
+        store.rank_text("deploy window", kinds=("event",), scope=TextScope(), candidates=5)[0][2]
+        == plans[0][2]
+    )
 
 
 def test_big_indexes_are_measured_by_sample(
@@ -113,20 +117,24 @@ def test_search_is_two_statements_and_both_plans_rank_alike(
 
         monkeypatch.setattr(store, name, counted)
     queries = ["deploy window", "rollback canary window ticket4321", "zanzibar deploy", "window"]
-    store.rank_text("warm the statistics", kinds=ALL)
+    store.rank_text("warm the statistics", kinds=ALL, scope=TextScope())
     found = []
     for query in queries:
         calls.clear()
-        rows = store.rank_text(query, kinds=ALL, candidates=20)
+        rows = store.rank_text(query, kinds=ALL, scope=TextScope(), candidates=20)
         assert len(calls) == 2, calls  # lexemes + frequencies, then every pass of both indexes
         assert rows and all(0.0 <= r[4] <= 1.0 for r in rows)
         found.append(rows)
     # "deploy window" matches 5,400 rows: only the newest SCAN_CAP are ranked, by either plan
     monkeypatch.setattr(postgres_search, "BITMAP_ROWS", -1)  # always walk the newest rows
-    assert [store.rank_text(q, kinds=ALL, candidates=20) for q in queries] == found
+    assert [
+        store.rank_text(q, kinds=ALL, scope=TextScope(), candidates=20) for q in queries
+    ] == found
     monkeypatch.setattr(postgres_search, "BITMAP_ROWS", 10**9)  # always take the GIN bitmap
-    assert [store.rank_text(q, kinds=ALL, candidates=20) for q in queries] == found
-    rare = store.rank_text("zanzibar deploy", kinds=("event",))
+    assert [
+        store.rank_text(q, kinds=ALL, scope=TextScope(), candidates=20) for q in queries
+    ] == found
+    rare = store.rank_text("zanzibar deploy", kinds=("event",), scope=TextScope())
     assert rare[0][2] == "e004321" and rare[0][4] == 1.0
 
 

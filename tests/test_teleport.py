@@ -205,7 +205,7 @@ def test_two_term_pass_finds_an_old_row_beyond_the_scan_cap(
     from zoneinfo import ZoneInfo
 
     from memtoc.clock import ManualClock
-    from memtoc.retrieval import teleport
+    from memtoc.store import sqlite_search as teleport  # the FTS5 ranking lives in the store
     from memtoc.store.sqlite import SqliteStore
 
     clock = ManualClock(BASE + 10 * DAY)
@@ -245,7 +245,7 @@ def test_two_term_pass_finds_an_old_row_beyond_the_scan_cap(
 
 
 def test_pairs_join_different_words_only() -> None:
-    from memtoc.retrieval.teleport import _pairs
+    from memtoc.store.sqlite_search import _pairs
     from memtoc.text.fts_text import build_match
 
     match = build_match("refresh_token sockets socket limit")

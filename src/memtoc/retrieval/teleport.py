@@ -29,44 +29,43 @@ left out), ``role`` (events only: other kinds are left out).
 
 Stores
 ------
-``bm25_search`` and ``filter_keys`` take either store (``SearchStore``). The SQLite store is
-searched by the FTS5 code here; a PostgreSQL store ranks its own ``tsvector`` indexes
-(``store/postgres_search.py``: same filters, same AND-first passes and 0..1 normalisation), so
-every caller above (hybrid, time, drill, recall) works on both.
+Ranking is a store capability (``TextRanking``, ``store/capabilities.py``): the SQLite store ranks
+its FTS5 indexes (``store/sqlite_search.py``: ``bm25()`` over quoted, code-aware expressions,
+AND-first, then pairs, then OR), the PostgreSQL store its ``tsvector`` indexes
+(``store/postgres_search.py``: the same filters, passes and 0..1 normalisation). This module holds
+what both share: the filters' validation, the merge of both indexes, and the ``Hit`` type.
 """
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeAlias
 
 from memtoc.errors import QueryError
 from memtoc.model import LEVELS, ROLES
-from memtoc.store.sqlite import SqliteStore
-from memtoc.text.fts_text import MatchQuery, build_match, quote
-from memtoc.text.keyphrases import normalize_term
+from memtoc.store.capabilities import (
+    DEFAULT_SCAN_CAP,
+    DOC_KINDS,
+    OR_ONLY_FACTOR,
+    SearchStore,
+    TextRanking,
+    TextScope,
+)
+from memtoc.text.fts_text import build_match
 
-if TYPE_CHECKING:
-    from memtoc.store.postgres import PostgresStore
-
-SearchStore: TypeAlias = "SqliteStore | PostgresStore"
-"""A store teleport can search (the PostgreSQL driver is imported only with a PostgreSQL store)."""
+__all__ = [
+    "DEFAULT_SCAN_CAP",
+    "DOC_KINDS",
+    "KINDS",
+    "OR_ONLY_FACTOR",
+    "Hit",
+    "SearchFilters",
+    "SearchStore",
+    "bm25_search",
+    "filter_keys",
+]
 
 KINDS: tuple[str, ...] = ("node", "grip", "bookmark", "event")
-DOC_KINDS: tuple[str, ...] = ("node", "grip", "bookmark")
-DEFAULT_SCAN_CAP = 5_000
-"""Most rows one unfiltered FTS expression is ranked over (see ``_ranked``): keeps BM25 in
-milliseconds however large the store; only queries made of very common terms are affected (they
-rank their newest matches)."""
-OR_ONLY_FACTOR = 0.5
-"""Score factor of rows that match some, not all, of the query's terms."""
-PAIR_ENOUGH_DIVISOR = 3
-"""After the two-term pass, the bounded OR pass is skipped once a third of the candidates wanted
-(``limit`` rows at the default ``3 * limit`` candidates) hold every term or two of them."""
-MAX_PAIR_TERMS = 12
-"""The two-term pass is built for at most this many terms (66 pairs)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,249 +128,13 @@ class Hit:
         return (self.kind, self.project, self.item_id)
 
 
-def _in(column: str, values: Sequence[Any], params: list[Any]) -> str:
-    if not values:
-        return ""
-    params.extend(values)
-    return f" AND {column} IN ({','.join('?' * len(values))})"
-
-
-def _event_where(f: SearchFilters, params: list[Any]) -> str:
-    """``AND …`` conditions on events (alias ``e``) for every event filter."""
-    where = ""
-    if f.projects is not None:
-        where += _in("e.project", f.projects, params)
-    for cond, value in (
-        ("e.ts_ms >= ?", f.since_ms),
-        ("e.ts_ms < ?", f.until_ms),
-        ("e.session_id = ?", f.session_id),
-        ("e.role = ?", f.role),
-    ):
-        if value is not None:
-            where += f" AND {cond}"
-            params.append(value)
-    return where
-
-
-def _event_index(f: SearchFilters) -> _Index:
-    params: list[Any] = []
-    where = _event_where(f, params)
-    columns = "'event', e.project, e.event_id, e.ts_ms"
-    return _Index("events_fts", columns, "events e ON e.seq = f.rowid", where, params)
-
-
-_NODE_SPAN = (
-    "(SELECT n.{col} FROM toc_nodes n WHERE n.project = d.project AND n.node_id = d.doc_id)"
-)
-
-
-def _doc_where(f: SearchFilters, kinds: Sequence[str], params: list[Any]) -> str:
-    """``AND …`` conditions on docs (alias ``d``) for every filter that applies to them."""
-    where = _in("d.kind", kinds, params)
-    if f.projects is not None:
-        where += _in("d.project", f.projects, params)
-    if f.levels is not None:
-        level = "substr(d.doc_id, 5, instr(substr(d.doc_id, 5), ':') - 1)"
-        where += f" AND (d.kind != 'node' OR {level} IN ({','.join('?' * len(f.levels))}))"
-        params.extend(f.levels)
-    if f.since_ms is not None:
-        end = _NODE_SPAN.format(col="end_ms")
-        where += f" AND (CASE WHEN d.kind = 'node' THEN {end} > ? ELSE d.ts_ms >= ? END)"
-        params.extend([f.since_ms, f.since_ms])
-    if f.until_ms is not None:
-        start = _NODE_SPAN.format(col="start_ms")
-        where += f" AND (CASE WHEN d.kind = 'node' THEN {start} ELSE d.ts_ms END) < ?"
-        params.append(f.until_ms)
-    if f.session_id is not None:
-        where += (
-            " AND (CASE d.kind WHEN 'grip' THEN EXISTS (SELECT 1 FROM grips g WHERE "
-            "g.grip_id = d.doc_id AND g.session_id = ?) WHEN 'node' THEN EXISTS (SELECT 1 FROM "
-            "segments sg WHERE sg.project = d.project AND sg.node_id = d.doc_id AND "
-            "sg.session_id = ?) ELSE 0 END)"
-        )
-        params.extend([f.session_id, f.session_id])
-    return where
-
-
-def _doc_index(f: SearchFilters, kinds: Sequence[str]) -> _Index:
-    params: list[Any] = []
-    where = _doc_where(f, kinds, params)
-    columns = "d.kind, d.project, d.doc_id, d.ts_ms"
-    return _Index("docs_fts", columns, "docs d ON d.doc_seq = f.rowid", where, params)
-
-
-@dataclass(frozen=True, slots=True)
-class _Index:
-    """One FTS index, how its rows join the table they index, and the filter conditions."""
-
-    fts: str
-    columns: str
-    join: str
-    where: str
-    params: list[Any]
-
-    def probe(self, store: SqliteStore, expression: str, offset: int) -> int | None:
-        """The rowid of the ``offset``-th newest match (``None``: fewer matches). Walks rowids
-        only — no ranking — so it costs about ``offset`` postings."""
-        rows = store._query(
-            f"SELECT rowid FROM {self.fts} WHERE {self.fts} MATCH ? "
-            "ORDER BY rowid DESC LIMIT 1 OFFSET ?",
-            (expression, offset),
-        )
-        return int(rows[0][0]) if rows else None
-
-    def ranked(
-        self, store: SqliteStore, expression: str, limit: int, floor: int | None, inner: int | None
-    ) -> list[tuple[Any, ...]]:
-        """Matches best first by BM25 that pass the filters: FTS5 ranks (its ``rank`` order, at
-        most ``inner`` rows, rowids ≥ ``floor``), then the join applies the filters."""
-        sub = f"SELECT rowid, rank FROM {self.fts} WHERE {self.fts} MATCH ?"
-        params: list[Any] = [expression]
-        if floor is not None:
-            sub += " AND rowid >= ?"
-            params.append(floor)
-        sub += " ORDER BY rank"
-        if inner is not None:
-            sub += " LIMIT ?"
-            params.append(inner)
-        sql = (
-            f"SELECT {self.columns}, -f.rank FROM ({sub}) f JOIN {self.join} "
-            f"WHERE 1{self.where} ORDER BY f.rank LIMIT ?"
-        )
-        return store._query(sql, [*params, *self.params, limit])
-
-
-class _CommonTerms:
-    """Which terms match more than ``scan_cap`` rows of an index, remembered per store until its
-    data changes (``PRAGMA data_version`` for other connections' commits, ``total_changes`` for
-    this connection's): the OR pass asks it for every term of every query, and at a million
-    events each probe of a common term walks ``scan_cap`` postings."""
-
-    MAX_ENTRIES = 50_000
-
-    def __init__(self) -> None:
-        self.version: tuple[int, int] = (-1, -1)
-        self.known: dict[tuple[str, str, int], bool] = {}
-
-    def common(self, store: SqliteStore, index: _Index, term: str, scan_cap: int) -> bool:
-        version = (int(store._query("PRAGMA data_version")[0][0]), store.connection.total_changes)
-        if version != self.version or len(self.known) > self.MAX_ENTRIES:
-            self.version, self.known = version, {}
-        key = (index.fts, term, scan_cap)
-        found = self.known.get(key)
-        if found is None:
-            found = self.known[key] = index.probe(store, quote(term), scan_cap) is not None
-        return found
-
-
-_COMMON: weakref.WeakKeyDictionary[SqliteStore, _CommonTerms] = weakref.WeakKeyDictionary()
-
-
-def _common_terms(store: SqliteStore) -> _CommonTerms:
-    cache = _COMMON.get(store)
-    if cache is None:
-        cache = _COMMON[store] = _CommonTerms()
-    return cache
-
-
-def _ranked(
-    store: SqliteStore, index: _Index, match: MatchQuery, candidates: int, scan_cap: int
-) -> list[tuple[Any, ...]]:
-    """AND-first: rows with every term (factor 1), then rows with any term (factor 0.5).
-
-    Ranking cost is bounded: the OR pass leaves out terms matching more than ``scan_cap`` rows
-    (unless every term does), and an expression still matching more than ``scan_cap`` rows is
-    ranked over its ``scan_cap`` newest matches only — unless filters then leave fewer than
-    ``candidates`` rows, when every match is ranked (exact, slower: common terms + a selective
-    filter).
-
-    When the OR expression matches more than ``scan_cap`` rows (so its pass would rank only the
-    newest of them), rows holding two of its terms, of different query words, are ranked first
-    (``_pairs``: far fewer rows, from the whole index); the bounded OR pass runs only if the rows
-    so far are fewer than a third of ``candidates`` (``PAIR_ENOUGH_DIVISOR``: a search's ``limit``
-    by default, at least one row) —
-    with that many rows holding two terms or more, rows holding one are left out (a minimum
-    should-match of two). FTS5 scores such a row ``m - 1`` times its OR score (``m``: the terms it
-    holds, each counted once per matching pair): a row holding two keeps its OR score, one holding
-    more gets a coordination boost, and every row of the pass still carries the OR factor.
-    """
-    rows: list[tuple[Any, ...]] = []
-    seen: set[str] = set()
-
-    def take(factor: float, expression: str, floor: int | None) -> bool:
-        """Rank ``expression`` (over matches from rowid ``floor``); True once the cap is full."""
-        # the join applies the filters to the best `inner` matches: without filters, the best
-        # `candidates`; with filters, all matches when they are at most scan_cap (no floor), else
-        # 8x over, re-ranked in full below if the filters leave too few
-        inner = candidates if not index.where else None if floor is None else 8 * candidates
-        found = index.ranked(store, expression, candidates, floor, inner)
-        if len(found) < candidates and index.where and floor is not None:
-            # the filters ate the bounded top: rank every match, so a selective filter (an old
-            # session, a time window) still finds what it holds
-            found = index.ranked(store, expression, candidates, None, None)
-        for row in found:
-            if row[2] not in seen:
-                seen.add(row[2])
-                rows.append((*row, factor))
-        return len(rows) >= candidates
-
-    if take(1.0, match.all_terms, index.probe(store, match.all_terms, scan_cap)):
-        return rows[:candidates]
-    if match.any_terms == match.all_terms:
-        return rows
-    cache = _common_terms(store)
-    rare = [t for t in match.terms if not cache.common(store, index, t, scan_cap)]
-    terms = rare or list(match.terms)
-    expression = " OR ".join(quote(t) for t in terms)
-    floor = index.probe(store, expression, scan_cap)
-    pairs = _pairs(terms, match) if floor is not None and len(terms) <= MAX_PAIR_TERMS else None
-    if pairs:
-        take(OR_ONLY_FACTOR, pairs, index.probe(store, pairs, scan_cap))
-        if len(rows) >= max(1, candidates // PAIR_ENOUGH_DIVISOR):
-            return rows[:candidates]
-    take(OR_ONLY_FACTOR, expression, floor)
-    return rows[:candidates]
-
-
-def _pairs(terms: Sequence[str], match: MatchQuery) -> str | None:
-    """An FTS5 expression matching rows that hold two of ``terms`` from different query tokens,
-    or ``None`` when no two terms can pair. A code token's own forms (``refresh_token``,
-    ``refreshtoken``, ``refresh``, ``token``) do not pair, nor do two forms of one word
-    (``socket``, ``sockets``: the index stems both alike, so their pair would match every row
-    holding either)."""
-    tokens = {t: {i for i, g in enumerate(match.groups) if t in g.forms} for t in terms}
-    pairs = [
-        f"({quote(a)} AND {quote(b)})"
-        for i, a in enumerate(terms)
-        for b in terms[i + 1 :]
-        if len(tokens[a] | tokens[b]) > 1 and normalize_term(a) != normalize_term(b)
-    ]
-    return " OR ".join(pairs) or None
-
-
-def _normalise(rows: list[tuple[Any, ...]]) -> list[Hit]:
-    best = max((r[4] for r in rows), default=0.0)
-    hits = []
-    for kind, project, item_id, ts_ms, raw, factor in rows:
-        rel = raw / best if best > 0 else 1.0
-        hits.append(Hit(kind, project, item_id, ts_ms, min(1.0, factor * rel), raw, factor == 1.0))
-    return hits
-
-
-def _scope(f: SearchFilters) -> dict[str, Any]:
-    """The filters as the PostgreSQL store's search takes them (kinds apart)."""
-    return {
-        "projects": f.projects,
-        "levels": f.levels,
-        "since_ms": f.since_ms,
-        "until_ms": f.until_ms,
-        "session_id": f.session_id,
-        "role": f.role,
-    }
+def _scope(f: SearchFilters) -> TextScope:
+    """The filters as the store's text ranking takes them (kinds apart)."""
+    return TextScope(f.projects, f.levels, f.since_ms, f.until_ms, f.session_id, f.role)
 
 
 def bm25_search(
-    store: SearchStore,
+    store: TextRanking,
     query: str,
     filters: SearchFilters | None = None,
     *,
@@ -387,53 +150,20 @@ def bm25_search(
     if limit <= 0:
         return []
     f = filters or SearchFilters()
-    match = build_match(query)
-    if match is None:
+    if build_match(query) is None:
         return []
     cap = candidates if candidates is not None else max(3 * limit, 30)
-    kinds = f.effective_kinds()
-    if not isinstance(store, SqliteStore):
-        rows = store.rank_text(query, kinds=kinds, **_scope(f), candidates=cap)
-        pg_hits = [Hit(*row) for row in rows]
-        pg_hits.sort(key=lambda h: (-h.score, -h.raw, h.kind, h.item_id))
-        return pg_hits[:limit]
-    doc_kinds = [k for k in kinds if k in DOC_KINDS]
-    hits: list[Hit] = []
-    if doc_kinds:
-        index = _doc_index(f, doc_kinds if len(doc_kinds) < len(DOC_KINDS) else [])
-        hits += _normalise(_ranked(store, index, match, cap, scan_cap))
-    if "event" in kinds:
-        hits += _normalise(_ranked(store, _event_index(f), match, cap, scan_cap))
+    rows = store.rank_text(
+        query, kinds=f.effective_kinds(), scope=_scope(f), candidates=cap, scan_cap=scan_cap
+    )
+    hits = [Hit(*row) for row in rows]
     hits.sort(key=lambda h: (-h.score, -h.raw, h.kind, h.item_id))
     return hits[:limit]
 
 
 def filter_keys(
-    store: SearchStore, keys: Sequence[tuple[str, str, str]], filters: SearchFilters
+    store: TextRanking, keys: Sequence[tuple[str, str, str]], filters: SearchFilters
 ) -> set[tuple[str, str, str]]:
     """The keys (kind, project, item id) among ``keys`` that pass ``filters`` — the same rules as
     ``bm25_search``, for hits found another way (vector search)."""
-    if not isinstance(store, SqliteStore):
-        return store.keep_keys(keys, kinds=filters.effective_kinds(), **_scope(filters))
-    kinds = set(filters.effective_kinds())
-    out: set[tuple[str, str, str]] = set()
-    events = [k[2] for k in keys if k[0] == "event" and "event" in kinds]
-    for i in range(0, len(events), 500):
-        chunk = events[i : i + 500]
-        params: list[Any] = list(chunk)
-        where = _event_where(filters, params)
-        marks = ",".join("?" * len(chunk))
-        rows = store._query(
-            f"SELECT e.project, e.event_id FROM events e WHERE e.event_id IN ({marks}){where}",
-            params,
-        )
-        out.update(("event", r[0], r[1]) for r in rows)
-    for kind, project, item_id in keys:
-        if kind == "event" or kind not in kinds:
-            continue
-        params = [project, item_id]
-        where = _doc_where(filters, [kind], params)
-        sql = f"SELECT 1 FROM docs d WHERE d.project = ? AND d.doc_id = ?{where}"
-        if store._query(sql, params):
-            out.add((kind, project, item_id))
-    return out
+    return store.keep_keys(keys, kinds=filters.effective_kinds(), scope=_scope(filters))

@@ -42,10 +42,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from memtoc.store import postgres_text_stats as text_stats
+from memtoc.store.capabilities import (
+    DEFAULT_SCAN_CAP,
+    DOC_KINDS,
+    OR_ONLY_FACTOR,
+    Key,
+    ScoredRow,
+    TextScope,
+)
 from memtoc.store.postgres_base import PgBase
 from memtoc.store.postgres_text_stats import index_stats, terms
 
-OR_ONLY_FACTOR = 0.5
 SCAN_CAP = 5_000
 """Most matching rows one pass scores (the newest), as SQLite's ``DEFAULT_SCAN_CAP``: keeps
 queries made of very common words fast however large the store."""
@@ -70,11 +77,6 @@ _BM25 = (
 """BM25 of one candidate row ``x`` over the query's weighted lexemes (term frequency = the
 lexeme's positions in the row's tsvector, length = its distinct lexemes). Parameters: IDFs,
 lexemes, average length, lexemes."""
-DOC_KINDS = ("node", "grip", "bookmark")
-
-ScoredRow = tuple[str, str, str, int, float, float, bool]
-"""``(kind, project, item_id, ts_ms, score 0..1, raw rank)``."""
-Key = tuple[str, str, str]
 
 
 def tsquery_text(lexemes: Sequence[str], op: str) -> str:
@@ -101,13 +103,9 @@ class PgSearch(PgBase):
         query: str,
         *,
         kinds: Sequence[str],
-        projects: Sequence[str] | None = None,
-        levels: Sequence[str] | None = None,
-        since_ms: int | None = None,
-        until_ms: int | None = None,
-        session_id: str | None = None,
-        role: str | None = None,
+        scope: TextScope,
         candidates: int = 30,
+        scan_cap: int = DEFAULT_SCAN_CAP,
     ) -> list[ScoredRow]:
         """Up to ``candidates`` rows per index matching ``query`` under the filters, scored 0..1
         (see the module doc), best first per index."""
@@ -118,7 +116,7 @@ class PgSearch(PgBase):
         terms = self._terms(query, docs=bool(doc_kinds), events=events)
         if not terms:
             return []
-        scope = _Scope(projects, levels, since_ms, until_ms, session_id, role)
+
         lexemes = [t[0] for t in terms]
         ctes: list[str] = []
         params: list[Any] = []
@@ -165,17 +163,12 @@ class PgSearch(PgBase):
         keys: Sequence[Key],
         *,
         kinds: Sequence[str],
-        projects: Sequence[str] | None = None,
-        levels: Sequence[str] | None = None,
-        since_ms: int | None = None,
-        until_ms: int | None = None,
-        session_id: str | None = None,
-        role: str | None = None,
+        scope: TextScope,
     ) -> set[Key]:
         """The keys among ``keys`` (found another way: vectors) that pass the same filters (one
         statement per index)."""
         out: set[Key] = set()
-        scope = _Scope(projects, levels, since_ms, until_ms, session_id, role)
+
         events = [k[2] for k in keys if k[0] == "event" and "event" in kinds]
         if events:
             where, params = _event_where(scope, join=True)
@@ -258,7 +251,7 @@ def _merge(rows: list[tuple[Any, ...]], passes: list[int], cap: int) -> list[Sco
     ]  # fmt: skip
 
 
-def _event_where(s: _Scope, *, join: bool = False) -> tuple[str, list[Any]]:
+def _event_where(s: TextScope, *, join: bool = False) -> tuple[str, list[Any]]:
     """SQL conditions (aliases ``x``: event_search, ``e``: events) for the event filters; the
     project is read from ``event_search`` unless ``join`` (events only)."""
     where = "TRUE"
@@ -277,7 +270,7 @@ def _event_where(s: _Scope, *, join: bool = False) -> tuple[str, list[Any]]:
     return where, params
 
 
-def _doc_where(kinds: Sequence[str], s: _Scope) -> tuple[str, list[Any]]:
+def _doc_where(kinds: Sequence[str], s: TextScope) -> tuple[str, list[Any]]:
     """SQL conditions (alias ``d``: docs) for the doc filters."""
     where = "d.kind = ANY(%s)"
     params: list[Any] = [list(kinds)]
@@ -321,32 +314,3 @@ class _Weights:
     def bm25_params(self) -> list[Any]:
         """The parameters of ``_BM25``, in order."""
         return [self.idf, self.lexemes, self.avgdl, self.lexemes]
-
-
-class _Scope:
-    """The filters of one search, as plain values."""
-
-    __slots__ = ("levels", "projects", "role", "session_id", "since_ms", "until_ms")
-
-    def __init__(
-        self,
-        projects: Sequence[str] | None,
-        levels: Sequence[str] | None,
-        since_ms: int | None,
-        until_ms: int | None,
-        session_id: str | None,
-        role: str | None,
-    ) -> None:
-        self.projects = projects
-        self.levels = levels
-        self.since_ms = since_ms
-        self.until_ms = until_ms
-        self.session_id = session_id
-        self.role = role
-
-    @property
-    def event_fields(self) -> bool:
-        """Whether a filter reads an ``events`` column (time, session, role)."""
-        return any(
-            v is not None for v in (self.since_ms, self.until_ms, self.session_id, self.role)
-        )

@@ -1,0 +1,233 @@
+"""Store capabilities above the core ``Store`` contract (``store/base.py``), as narrow protocols.
+
+Retrieval, the pipeline and the services are typed against these, never against a concrete
+store, and every statement of SQL stays inside ``store/``. Both backends implement every protocol
+here unless it says otherwise; what only one backend has is a separate protocol the caller checks
+for (``isinstance`` on the protocol, never on a concrete store class):
+
+- ``TextRanking``: BM25 over the text indexes (SQLite FTS5: ``store/sqlite_search.py``;
+  PostgreSQL ``tsvector``: ``store/postgres_search.py``) and the same filters for keys found
+  another way (vectors).
+- ``SearchStore``: what recall, drill, search and the time search read (the pipeline's store plus
+  ``TextRanking``).
+- ``ForgetStore``: the store half of forgetting (``memtoc.forgetting``): select, unfile,
+  tombstone, purge derived copies, audit, and erase what the backend keeps of deleted rows
+  (``scrub``: SQLite rewrites pages and truncates the WAL; PostgreSQL runs ``VACUUM``).
+- ``ForgetLogged``: a store kept beside a file forget log (SQLite: a restored copy of the file is
+  brought in step with it). A PostgreSQL server is backed up and restored by its operator
+  (``pg_dump``), so it has none.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+from memtoc.model import JsonValue
+from memtoc.store.base import PipelineStore
+
+ScoredRow = tuple[str, str, str, int, float, float, bool]
+"""A ranked row: ``kind, project, item_id, ts_ms, score (0..1), raw score, every_term``."""
+Key = tuple[str, str, str]
+"""An item's key: ``kind, project, item_id``."""
+DOC_KINDS: tuple[str, ...] = ("node", "grip", "bookmark")
+"""The kinds of item held in the ``docs`` table (events are the other index)."""
+DEFAULT_SCAN_CAP = 5_000
+"""Most rows one unfiltered FTS5 expression is ranked over (``store/sqlite_search.py``): keeps
+BM25 in milliseconds however large the store; only queries made of very common terms are affected
+(they rank their newest matches)."""
+OR_ONLY_FACTOR = 0.5
+"""Score factor of rows that match some, not all, of the query's terms (both backends)."""
+
+
+@dataclass(frozen=True, slots=True)
+class TextScope:
+    """The filters text ranking applies (``None``: no restriction); the caller validated them."""
+
+    projects: tuple[str, ...] | None = None
+    levels: tuple[str, ...] | None = None
+    since_ms: int | None = None
+    until_ms: int | None = None
+    session_id: str | None = None
+    role: str | None = None
+
+    @property
+    def event_fields(self) -> bool:
+        """Whether a filter reads an ``events`` column (time, session, role)."""
+        return any(
+            v is not None for v in (self.since_ms, self.until_ms, self.session_id, self.role)
+        )
+
+
+@runtime_checkable
+class TextRanking(Protocol):
+    """BM25 ranking over nodes, grips, bookmarks (the ``docs``) and events."""
+
+    def rank_text(
+        self,
+        query: str,
+        *,
+        kinds: Sequence[str],
+        scope: TextScope,
+        candidates: int = 30,
+        scan_cap: int = DEFAULT_SCAN_CAP,
+    ) -> list[ScoredRow]:
+        """Up to ``candidates`` rows per index (docs, events) matching ``query`` under ``scope``,
+        scores normalised to 0..1 per index, best first per index. ``scan_cap`` bounds how many
+        matches one expression is ranked over (FTS5); the PostgreSQL store bounds its passes by
+        its own ``SCAN_CAP`` (the same value) and the lexemes' document frequencies."""
+        ...
+
+    def keep_keys(self, keys: Sequence[Key], *, kinds: Sequence[str], scope: TextScope) -> set[Key]:
+        """The keys among ``keys`` (found another way: vectors) that pass the same filters."""
+        ...
+
+
+class SearchStore(PipelineStore, TextRanking, Protocol):
+    """What retrieval reads: the pipeline's store and text ranking."""
+
+
+@dataclass(frozen=True, slots=True)
+class EventRef:
+    """An event named by a forget selector: identity and place, never its text."""
+
+    seq: int
+    event_id: str
+    project: str
+    session_id: str
+    ts_ms: int
+    forgotten: bool
+    """Already a tombstone (forgotten earlier)."""
+
+
+@dataclass(frozen=True, slots=True)
+class AuditEntry:
+    """One ``forget`` recorded in ``forget_audit``: what was selected and what it did."""
+
+    audit_id: int
+    forgotten_ms: int
+    selector: dict[str, JsonValue]
+    event_ids: tuple[str, ...]
+    counts: dict[str, JsonValue]
+
+    def to_dict(self) -> dict[str, JsonValue]:
+        return {
+            "audit_id": self.audit_id,
+            "forgotten_ms": self.forgotten_ms,
+            "selector": dict(self.selector),
+            "event_ids": list(self.event_ids),
+            "counts": dict(self.counts),
+        }
+
+
+@dataclass(slots=True)
+class ScrubReport:
+    """What erasing deleted rows' bytes did (``ForgetStore.scrub``)."""
+
+    tables: int = 0
+    """Tables rewritten (SQLite) or vacuumed (PostgreSQL)."""
+    wal_truncated: bool | None = None
+    """SQLite: False while a reader on an older snapshot keeps the WAL (the scrub stays pending);
+    None where there is no such log to truncate by the store (PostgreSQL: see its ``scrub``)."""
+    seconds: float = 0.0
+
+
+class ForgetStore(PipelineStore, Protocol):
+    """The store half of ``memtoc.forgetting``; every write joins the caller's transaction."""
+
+    def select_events(
+        self,
+        *,
+        event_ids: Sequence[str] | None = None,
+        project: str | None = None,
+        session_id: str | None = None,
+        since_ms: int | None = None,
+        until_ms: int | None = None,
+        contains: Sequence[str] | None = None,
+    ) -> list[EventRef]:
+        """Events matching every given filter (``since`` inclusive, ``until`` exclusive), in time
+        order, tombstones flagged. ``event_ids`` None: any id. ``contains``: live events whose
+        text or metadata holds each word (ASCII letters in any case; every match, no cap)."""
+        ...
+
+    def segments_of(self, seqs: Sequence[int]) -> dict[int, tuple[str, str]]:
+        """``seq → (project, segment node id)`` for the given events filed in a segment."""
+        ...
+
+    def bookmarks_citing(self, event_ids: Sequence[str]) -> list[str]:
+        """Ids of bookmarks whose source events include any of ``event_ids``."""
+        ...
+
+    def forget_guard(self) -> AbstractContextManager[None]:
+        """Around a whole forget: freed content overwritten where the engine can (SQLite's
+        ``secure_delete``); a no-op where deleted rows are erased by ``scrub`` instead."""
+        ...
+
+    def unfile_events(self, seqs: Sequence[int]) -> int:
+        """Take events out of their segments and the event text index; how many were filed."""
+        ...
+
+    def tombstone_events(self, seqs: Sequence[int], now_ms: int) -> int:
+        """Purge live events' text and metadata, mark them forgotten; how many."""
+        ...
+
+    def insert_tombstones(self, events: Sequence[tuple[str, int, str, str]], now_ms: int) -> int:
+        """Record ``(event_id, ts_ms, project, session_id)`` never held as tombstones."""
+        ...
+
+    def logged_tombstones(self) -> list[tuple[str, int, str, str, int]]:
+        """Every tombstone: ``(event_id, ts_ms, project, session_id, forgotten_ms)``."""
+        ...
+
+    def purge_event_vectors(self, events: Sequence[EventRef]) -> int: ...
+
+    def purge_tombstone_vectors(self) -> int:
+        """Delete event vectors of any tombstone; how many."""
+        ...
+
+    def purge_stale_doc_vectors(self) -> tuple[int, set[str]]:
+        """Delete vectors of docs gone or changed; how many and the embedders touched."""
+        ...
+
+    def vector_embedders(self) -> set[str]: ...
+
+    def purge_node_versions(self, project: str, node_ids: Sequence[str]) -> int:
+        """Delete every version of the nodes but the latest (all of a retired node's)."""
+        ...
+
+    def retired_nodes_overlapping(
+        self, project: str, since_ms: int, until_ms: int
+    ) -> list[str]: ...
+
+    def write_audit(
+        self,
+        now_ms: int,
+        selector: dict[str, JsonValue],
+        event_ids: Sequence[str],
+        counts: dict[str, JsonValue],
+    ) -> int:
+        """Record a forget (ids and counts, never content); its audit id."""
+        ...
+
+    def update_audit_counts(self, audit_id: int, counts: dict[str, JsonValue]) -> None: ...
+
+    def list_audit(self, limit: int = 50) -> list[AuditEntry]: ...
+
+    def scrub(self, now_ms: int) -> ScrubReport:
+        """Erase what the engine keeps of deleted and updated rows (module docstring)."""
+        ...
+
+    def get_meta(self, key: str) -> str | None: ...
+
+    def set_meta(self, key: str, value: str) -> None: ...
+
+
+@runtime_checkable
+class ForgetLogged(Protocol):
+    """A store file with a forget log beside it (``memtoc.forget_log``)."""
+
+    path: Path
+    read_only: bool
