@@ -146,3 +146,34 @@ def test_search_since_last_week_on_every_surface(
         == {i["id"] for i in http_items}
         == {i["id"] for i in mcp_items}
     )
+
+
+def test_one_time_range_shape_in_search_drill_recall_and_their_texts(home: Path) -> None:
+    """A query's time expression is reported in one JSON shape by search, drill and recall, and
+    the MCP texts show the window (search's used to print 'None…None')."""
+    query = "cache invalidation last week"
+    with Memory.open(settings(home)) as memory:
+        lo, hi = expected(memory, "last week")
+        ranges = {
+            "search": memory.search(query, project="webapp").time_range,
+            "drill": memory.drill(query, projects=("webapp",)).time_range,
+            "recall": memory.recall(query, project="webapp").time_range,
+        }
+
+        async def texts() -> list[str]:
+            async with Client(build_server(memory)) as client:
+                args = {"query": query, "project": "webapp"}
+                found = [
+                    await client.call_tool(t, args) for t in ("memory_search", "memory_recall")
+                ]
+                return [r.content[0].text for r in found]
+
+        mcp_texts = anyio.run(texts)
+    keys = {name: set(tr or ()) for name, tr in ranges.items()}
+    assert keys["search"] == keys["drill"] == keys["recall"] and keys["search"], keys
+    for tr in ranges.values():
+        assert tr is not None and tr["expression"] == "last week"
+        assert (tr["start_ms"], tr["end_ms"]) == (lo, hi)
+        assert (tr["start_time"], tr["end_time"]) == (iso_ms(lo), iso_ms(hi))
+    for text in mcp_texts:
+        assert f"time: last week → {iso_ms(lo)}…{iso_ms(hi)}" in text, text[:300]

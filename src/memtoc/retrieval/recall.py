@@ -32,6 +32,7 @@ from memtoc.retrieval.recall_pack import Packer, Unit, context_text
 from memtoc.retrieval.recall_rank import Deadline, RankConfig, Ranker, Ranking
 from memtoc.retrieval.teleport import SearchFilters
 from memtoc.retrieval.tiers import SearchItem, TierRenderer, find_bookmark
+from memtoc.retrieval.time_search import ResolvedTime
 from memtoc.retrieval.timeparse import parse_time
 from memtoc.store.sqlite import SqliteStore
 from memtoc.text.fts_text import build_match
@@ -123,13 +124,8 @@ def _time(
         return query, None, None
     rest = expr.rest if build_match(expr.rest) is not None else query
     lo, hi = expr.range
-    info: dict[str, JsonValue] = {
-        "expression": expr.matched,
-        "since": iso_ms(lo),
-        "until": iso_ms(hi),
-        "applied": "boost",
-    }
-    return rest, (lo, hi), info
+    resolved = ResolvedTime(expr.matched, rest, lo, hi, at_ms, applied="boost")
+    return rest, (lo, hi), resolved.to_dict()  # the one time-range shape (search's too)
 
 
 def rank_only(

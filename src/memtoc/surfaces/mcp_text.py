@@ -132,12 +132,18 @@ def expand_text(view: ExpandView) -> str:
     return "\n".join(lines)
 
 
+def time_line(tr: Mapping[str, object]) -> str:
+    """A query's time expression as read (the one time-range shape, ``ResolvedTime.to_dict``)."""
+    if tr.get("start_time") is None:
+        return f"time: {tr.get('expression')} (unresolved: searched as written)"
+    return f"time: {tr.get('expression')} → {tr.get('start_time')}…{tr.get('end_time')}"
+
+
 def search_text(result: SearchResult) -> str:
     n = len(result.items)
     lines = [f"{n} result{'s' if n != 1 else ''} ({result.mode}, {result.depth}), best first"]
     if result.time_range:
-        tr = result.time_range
-        lines.append(f"time: {tr.get('expression')} → {tr.get('start')}…{tr.get('end')}")
+        lines.append(time_line(result.time_range))
     if result.degraded:
         lines.append(f"degraded: {short_reason(result.degraded)}")
     for i, item in enumerate(result.items, start=1):
@@ -159,8 +165,7 @@ def recall_text(result: RecallResult, project: str | None) -> str:
         head += f" · {result.method}"
     lines = [head]
     if result.time_range:
-        tr = result.time_range
-        lines.append(f"time: {tr.get('expression')} → {tr.get('since')}…{tr.get('until')}")
+        lines.append(time_line(result.time_range))
     context = result.context()
     if context:
         lines.append(context)

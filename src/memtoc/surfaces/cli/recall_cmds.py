@@ -40,7 +40,7 @@ def _render(result: RecallResult) -> None:
     if result.time_range is not None:
         tr = result.time_range
         console.print(
-            f"time: {escape(str(tr['expression']))!r} → {tr['since']} … {tr['until']} "
+            f"time: {escape(str(tr['expression']))!r} → {tr['start_time']} … {tr['end_time']} "
             f"({tr['applied']})",
             highlight=False,
         )
