@@ -58,6 +58,25 @@ LOGIN = {
 }
 """What Claude Code writes when an API call fails for want of a login (its documented shape; no
 real transcript in the fixtures has one)."""
+EXIT = {
+    "parentUuid": "5b0c1d2e-3f40-4a51-8b62-7c83d94ea0b1",
+    "isSidechain": False,
+    "userType": "external",
+    "cwd": "/Users/dain/workspace/danieldemmel.me-next",
+    "sessionId": SESSION,
+    "version": "2.1.3",
+    "gitBranch": "main",
+    "type": "user",
+    "message": {
+        "role": "user",
+        "content": "<command-name>/exit</command-name>\n            <command-message>exit"
+        "</command-message>\n            <command-args></command-args>",
+    },
+    "uuid": "8b5a6508-dc77-49c6-a13d-239d5a7c69b2",
+    "timestamp": "2025-09-29T21:10:00.000Z",
+}
+"""The ``/exit`` a session typically ends with, an hour later (a segment of its own): the shape of
+a real one (``-experiments-worktrees`` in the shared transcripts), placed in this session."""
 
 
 def _noisy(text: str) -> list[str]:
@@ -70,6 +89,7 @@ def built(tmp_path: Path) -> Memory:
     shutil.copytree(BLOG, folder)
     with (folder / f"{SESSION}.jsonl").open("a", encoding="utf-8") as fh:
         fh.write(json.dumps(LOGIN) + "\n")
+        fh.write(json.dumps(EXIT) + "\n")
     shutil.copytree(REAL / "-Users-dain-workspace-claude-code-log-sample",
                     tmp_path / "projects" / "-Users-dain-workspace-claude-code-log-sample")  # fmt: skip
     mem = Memory.open(load_settings({"home": str(tmp_path / "home")}))
@@ -103,10 +123,14 @@ def test_bookkeeping_never_reaches_titles_bullets_bookmarks_or_context(built: Me
             assert not _noisy(mark.content), mark
         view = mem.context(project)
         assert view.text and not _noisy(view.text), view.text
+        # nor a node that holds bookkeeping alone (a day of warm-ups, the /exit segment)
+        assert not [n for n in ("Agent bookkeeping", "warm-up", "Local command") if n in view.text]
     # where we left off is the user's real request, not the /model wrapper, its ANSI output, the
     # warm-up prompt of a later sub-agent or the login notice that came last
     view = mem.context(blog)
     assert "margin-bottom to the details element" in view.text, view.text
+    latest = next(line for line in view.text.splitlines() if line.startswith("- Latest session"))
+    assert "margin-bottom" in latest, latest  # the work's segment, not the /exit after it
     mem.close()
 
 
@@ -117,6 +141,7 @@ def test_nothing_is_lost_each_class_is_kept_and_marked(built: Memory) -> None:
             "local commands. DO NOT respond to these messages or otherwise consider them in "
             "your response unless the user explicitly asks you to.") in kept  # fmt: skip
     assert ("command", "/clear") in kept and ("command", "/model") in kept
+    assert ("command", "/exit") in kept
     assert ("command_output", "Kept model as opusplan") in kept  # ANSI stripped, text kept
     assert ("warmup", "Warmup") in kept
     assert ("notice", "Not logged in · Please run /login") in kept

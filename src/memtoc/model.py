@@ -111,6 +111,12 @@ def _civil_from_days(days: int) -> tuple[int, int, int]:
 BOOKKEEPING = "bookkeeping"
 """The metadata key naming an event's bookkeeping class (summaries, bookmarks, context skip it)."""
 
+BOOKKEEPING_TITLES = ("Local command ", "Conversation compacted", "Interrupted by the user",
+                      "Agent bookkeeping: ")  # fmt: skip
+"""How a node of an agent's bookkeeping alone is titled (it has no keywords): a segment by
+``pipeline.summarize.extractive.bookkeeping_summary``, whatever the summariser, and a period
+over such segments alone by the extractive roll-up."""
+
 
 @dataclass(frozen=True, slots=True)
 class Event:

@@ -13,7 +13,8 @@
 - the **top bookmarks** (by importance), when bookmarks exist.
 
 An agent's bookkeeping (``Event.bookkeeping``: warm-up prompts, command wrappers, notices) and
-sub-agents' sessions never supply these. Items are offered by priority (the latest session, then
+sub-agents' sessions never supply these, nor do the nodes that hold bookkeeping alone (a day of
+sub-agent warm-ups, a segment of ``/exit``: ``is_bookkeeping``). Items are offered by priority (the latest session, then
 an earlier session, the newest day, the top bookmark, the next earlier session, the next day, …)
 and added while they fit; a day whose L0 does not fit is replaced by its title alone. The
 rendered text is counted again at the end and trimmed item by item, so ``tokens <= budget``
@@ -31,7 +32,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from memtoc.errors import QueryError
-from memtoc.model import Bookmark, JsonValue, TocNode
+from memtoc.model import BOOKKEEPING_TITLES, Bookmark, JsonValue, TocNode
 from memtoc.retrieval.context_thread import (
     SESSION_SEGMENTS,
     ContextItem,
@@ -72,6 +73,12 @@ class ContextView:
             "items": [i.to_dict() for i in self.items],
             "text": self.text,
         }
+
+
+def is_bookkeeping(node: TocNode) -> bool:
+    """Whether ``node`` holds an agent's bookkeeping alone (how such nodes are titled, without
+    keywords): it says nothing about the work, so the context never offers it."""
+    return not node.keywords and node.title.startswith(BOOKKEEPING_TITLES)
 
 
 def recent_items(days: Sequence[TocNode], segments: Sequence[TocNode]) -> list[ContextItem]:
@@ -173,8 +180,10 @@ def build_context(
     """
     if budget < 0:
         raise QueryError(f"budget must be ≥ 0 (got {budget})")
-    segments = store.latest_nodes(project, "segment", max(RECENT_SEGMENTS, SESSION_SEGMENTS))
-    days = store.latest_nodes(project, "day", RECENT_DAYS)
+    segments = [s for s in store.latest_nodes(project, "segment",
+                                              max(RECENT_SEGMENTS, SESSION_SEGMENTS))
+                if not is_bookkeeping(s)]  # fmt: skip
+    days = [d for d in store.latest_nodes(project, "day", RECENT_DAYS) if not is_bookkeeping(d)]
     sessions = recent_sessions(store, project, segments)
     latest = next(
         (s for s in segments if sessions and s.session_id == sessions[0].session_id), None

@@ -21,7 +21,6 @@ from dataclasses import dataclass
 
 from memtoc.errors import QueryError
 from memtoc.model import LEVELS, Event, Grip, JsonValue, TocNode, iso_ms
-from memtoc.pipeline.toc import weeks_of_days
 from memtoc.store.base import Store
 from memtoc.text.tokens import TokenCounter
 
@@ -139,6 +138,8 @@ def children(store: Store, node: TocNode) -> list[TocNode]:
         days = store.list_nodes(
             node.project, level="day", since_ms=node.start_ms, until_ms=node.end_ms
         )
+        from memtoc.pipeline.toc import weeks_of_days  # the pipeline: only for a month's view
+
         return weeks_of_days(store, node.project, node.start_ms, node.end_ms, days)
     if node.level == "segment":
         return []

@@ -25,7 +25,7 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 
-from memtoc.model import Event, Summary
+from memtoc.model import BOOKKEEPING_TITLES, Event, Summary
 from memtoc.pipeline.summarize.extractive_facts import (
     TOOL_KINDS,
     Fact,
@@ -321,10 +321,6 @@ def bookkeeping_summary(events: Sequence[Event], backend: str) -> Summary:
     abstract = f"{title}. {bullets[0]}."
     return Summary(title, tuple(bullets), (), abstract, "\n".join([title, "", *bullets]),
                    backend=backend)  # fmt: skip
-
-
-BOOKKEEPING_TITLES = ("Local command ", "Conversation compacted", "Interrupted by the user",
-                      "Agent bookkeeping: ")  # fmt: skip
 
 
 def is_bookkeeping(summary: Summary) -> bool:
