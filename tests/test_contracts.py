@@ -177,3 +177,36 @@ def test_one_time_range_shape_in_search_drill_recall_and_their_texts(home: Path)
         assert (tr["start_time"], tr["end_time"]) == (iso_ms(lo), iso_ms(hi))
     for text in mcp_texts:
         assert f"time: last week → {iso_ms(lo)}…{iso_ms(hi)}" in text, text[:300]
+
+
+def test_one_timeline_view_on_every_surface(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``memtoc timeline --json``, ``/v1/timeline`` and ``memory_timeline`` return the same view
+    (``TimelineView.to_dict``) for the same arguments, phrases included."""
+    monkeypatch.setenv("MEMTOC_TIMEZONE", "Europe/Paris")
+    args = {"since": "last week", "until": "last week", "level": "day", "project": "webapp"}
+    code, out = cli_run(
+        "--home", str(home), "timeline", *(x for k, v in args.items() for x in (f"--{k}", v)),
+        "--json",
+    )  # fmt: skip
+    assert code == 0, out
+    from_cli = json.loads(out)
+    http_app = create_app(lambda: Memory.open(settings(home)), token=TOKEN, pool_size=1)
+    with TestClient(http_app, base_url="http://127.0.0.1:8765") as client:
+        response = client.get(
+            "/v1/timeline", params=args, headers={"Authorization": f"Bearer {TOKEN}"}
+        )
+    assert response.status_code == 200, response.text
+
+    async def mcp() -> Any:
+        with Memory.open(settings(home)) as memory:
+            async with Client(build_server(memory, structured=True)) as client:
+                return await client.call_tool("memory_timeline", args)
+
+    from_mcp = dict(anyio.run(mcp).structured_content)
+    from_mcp.pop("tokens")  # what the delivered text costs (every MCP result says it)
+    assert from_cli == response.json() == from_mcp
+    with Memory.open(settings(home)) as memory:
+        lo, hi = expected(memory, "last week")
+    assert (from_cli["since"], from_cli["until"]) == (iso_ms(lo), iso_ms(hi))
+    assert [n["node_id"][:8] for n in from_cli["nodes"]] == ["toc:day:"] * 7
+    assert {"keywords", "event_count", "session_id", "abstract"} <= set(from_cli["nodes"][0])

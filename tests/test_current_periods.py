@@ -139,7 +139,7 @@ def test_a_straddling_week_lies_in_both_months_and_each_month_summarises_its_own
     assert "harpsichord" not in own_text(aug.node) and "gravel" in own_text(aug.node)
     assert "gravel" not in own_text(sep.node) and "harpsichord" in own_text(sep.node)
     # Timeline (overlap) and drill (windows) agree: the week overlaps both months.
-    weeks = memory.timeline(ms(2022, 8, 1, 0), ms(2022, 9, 1, 0), level="week", project="p")
+    weeks = memory.timeline(ms(2022, 8, 1, 0), ms(2022, 9, 1, 0), level="week", project="p").nodes
     assert [w.node_id for w in weeks] == ["toc:week:2022-W35"]
     # A week with days in one month only is a child of that month only.
     memory.ingest_records(session("c", ms(2022, 9, 20, 9), ["Bought oat milk", "Ok."]), project="p")

@@ -35,7 +35,7 @@ from memtoc.projects import ProjectRegistry, Scope
 from memtoc.retrieval import navigate
 from memtoc.retrieval.bookmarks import effective_importance
 from memtoc.retrieval.context import DEFAULT_BUDGET, TOP_BOOKMARKS, ContextView, build_context
-from memtoc.retrieval.navigate import ExpandView, NodeView
+from memtoc.retrieval.navigate import ExpandView, NodeView, TimelineView
 from memtoc.retrieval.provenance import summary_provenance
 from memtoc.services import ROLLUP_LEVELS, store_timezone
 from memtoc.store import sqlite_scrub
@@ -571,10 +571,17 @@ class Memory:
         )
 
     def timeline(
-        self, since_ms: int, until_ms: int, *, level: str = "day", project: str | None = None
-    ) -> list[TocNode]:
-        """Nodes of one level overlapping a time range, in time order."""
-        return navigate.timeline(self.store, self._project(project), since_ms, until_ms, level)
+        self,
+        since_ms: int | None = None,
+        until_ms: int | None = None,
+        *,
+        level: str = "day",
+        project: str | None = None,
+    ) -> TimelineView:
+        """Nodes of one level overlapping ``[since_ms, until_ms)`` (default: the beginning, now),
+        in time order — the one timeline every surface returns."""
+        until = self.clock.now_ms() if until_ms is None else until_ms
+        return navigate.timeline_view(self.store, self._project(project), since_ms, until, level)
 
     # -- session-start context and status (surfaces: MCP, hooks) ------------------------------------
     def context(self, project: str | None = None, *, budget: int = DEFAULT_BUDGET) -> ContextView:

@@ -12,7 +12,9 @@ the tokens of what it renders (``tokens`` in ``to_dict()``) so an agent can budg
   period that has not ended yet.
 - ``expand``: a grip's events — its range plus up to ``before``/``after`` events of the *same
   session* within ``window_ms`` of the range — i.e. the evidence behind a bullet.
-- ``timeline``: the nodes of one level overlapping a time range.
+- ``timeline``: the nodes of one level overlapping a time range; ``timeline_view`` wraps them in
+  the one ``TimelineView`` every surface returns (CLI ``timeline --json``, ``/v1/timeline``,
+  ``memory_timeline``): the project, level, range and each node's listing entry.
 """
 
 from __future__ import annotations
@@ -222,6 +224,67 @@ def timeline(
     """Nodes of ``level`` overlapping ``[since_ms, until_ms)``, in time order."""
     if level not in LEVELS:
         raise QueryError(f"unknown level {level!r} ({', '.join(LEVELS)})")
-    if until_ms <= since_ms:
+    if until_ms < since_ms:
+        raise QueryError(f"until ({iso_ms(until_ms)}) is before since ({iso_ms(since_ms)})")
+    if until_ms == since_ms:
         raise QueryError(f"empty time range: {iso_ms(since_ms)} .. {iso_ms(until_ms)}")
     return store.list_nodes(project, level=level, since_ms=since_ms, until_ms=until_ms)
+
+
+def timeline_entry(node: TocNode) -> dict[str, JsonValue]:
+    """A node as a timeline lists it: id, level, title, L0, keywords, span, size, session, parent
+    (the full node, bullets and overview, is ``node_view``'s)."""
+    return {
+        "node_id": node.node_id,
+        "project": node.project,
+        "level": node.level,
+        "title": node.title,
+        "abstract": node.abstract,
+        "keywords": list(node.keywords),
+        "start_time": iso_ms(node.start_ms),
+        "end_time": iso_ms(node.end_ms),
+        "event_count": node.event_count,
+        "session_id": node.session_id,
+        "parent_id": node.parent_id,
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class TimelineView:
+    """The nodes of one level over ``[since_ms, until_ms)`` in a project, in time order."""
+
+    project: str
+    level: str
+    since_ms: int
+    until_ms: int
+    nodes: tuple[TocNode, ...]
+
+    def render(self) -> str:
+        """One line per node: ``- [id] title: abstract (N events)``."""
+        lines = [
+            f"- [{n.node_id}] {_oneline(n.title)}: {_oneline(n.abstract)} ({n.event_count} events)"
+            for n in self.nodes
+        ]
+        return "\n".join(lines) if lines else f"no {self.level} nodes in that range"
+
+    def to_dict(self) -> dict[str, JsonValue]:
+        return {
+            "project": self.project,
+            "level": self.level,
+            "since": iso_ms(self.since_ms),
+            "until": iso_ms(self.until_ms),
+            "nodes": [timeline_entry(n) for n in self.nodes],
+        }
+
+
+def _oneline(text: str) -> str:
+    return " ".join(text.split())
+
+
+def timeline_view(
+    store: Store, project: str, since_ms: int | None, until_ms: int, level: str = "day"
+) -> TimelineView:
+    """``timeline`` as a ``TimelineView``; ``since_ms`` None: from the beginning."""
+    start = 0 if since_ms is None else since_ms
+    nodes = timeline(store, project, start, until_ms, level)
+    return TimelineView(project, level, start, until_ms, tuple(nodes))

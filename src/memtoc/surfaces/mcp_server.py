@@ -39,7 +39,7 @@ from pydantic import Field
 
 from memtoc.errors import MemtocError
 from memtoc.memory import Memory
-from memtoc.model import JsonValue, TocNode, iso_ms
+from memtoc.model import iso_ms
 from memtoc.projects import Scope
 from memtoc.retrieval.context import DEFAULT_BUDGET
 from memtoc.retrieval.timeparse import Edge, parse_bound
@@ -140,19 +140,6 @@ def tool_errors(fn: Callable[P, R]) -> Callable[P, R]:
             raise ToolError(str(exc)) from exc
 
     return wrapper
-
-
-def node_brief(node: TocNode) -> dict[str, JsonValue]:
-    """A node as listed in a timeline: id, level, title, L0 and span."""
-    return {
-        "node_id": node.node_id,
-        "level": node.level,
-        "title": node.title,
-        "abstract": node.abstract,
-        "start_time": iso_ms(node.start_ms),
-        "end_time": iso_ms(node.end_ms),
-        "event_count": node.event_count,
-    }
 
 
 def build_server(
@@ -293,9 +280,12 @@ def build_server(
         ctx: Context,
         roots: Roots,
         since: Annotated[
-            str,
-            Field(description="Start: 2024-01-18, 2024-01-18T10:00Z, epoch ms, 7d, yesterday…"),
-        ],
+            str | None,
+            Field(
+                description="Start: 2024-01-18, 2024-01-18T10:00Z, epoch ms, 7d, yesterday, last "
+                "week… (default: the beginning)."
+            ),
+        ] = None,
         until: Annotated[str | None, Field(description="End (same forms); default: now.")] = None,
         level: Annotated[Level, Field(description="Which nodes to list.")] = "day",
         project: Project = None,
@@ -305,15 +295,11 @@ def build_server(
         with memory_toc(node_id)."""
         since_ms = when(since, "start", "since")
         until_ms = when(until, "end", "until")
-        assert since_ms is not None
-        if until_ms is None:
-            until_ms = memory.clock.now_ms()
         scope = scope_of(project, ctx, roots)
         if scope.empty or scope.project is None:
             return nothing("timeline", scope, {"nodes": []})
-        nodes = memory.timeline(since_ms, until_ms, level=level, project=scope.project)
-        data = {"project": scope.project, "nodes": [node_brief(n) for n in nodes]}
-        return out(mt.timeline_text(nodes, level), data)
+        view = memory.timeline(since_ms, until_ms, level=level, project=scope.project)
+        return out(view.render(), view.to_dict())
 
     @app.tool(name="memory_search", annotations=READ)
     @tool_errors

@@ -18,7 +18,7 @@ from typing import Any
 
 from mcp.types import CallToolResult, ContentBlock, TextContent
 
-from memtoc.model import Bookmark, JsonValue, TocNode, iso_ms
+from memtoc.model import Bookmark, JsonValue, iso_ms
 from memtoc.retrieval.hybrid import SearchResult
 from memtoc.retrieval.navigate import ExpandView, NodeView
 from memtoc.retrieval.recall import RecallResult
@@ -112,14 +112,6 @@ def roots_text(name: str, views: Iterable[NodeView]) -> str:
     if not parts:
         return f"project {name}: no table of contents yet (events not processed)"
     return f"project {name}: years, oldest first\n\n" + "\n\n".join(parts)
-
-
-def timeline_text(nodes: Iterable[TocNode], level: str) -> str:
-    lines = [
-        f"- [{n.node_id}] {_oneline(n.title)}: {_oneline(n.abstract)} ({n.event_count} events)"
-        for n in nodes
-    ]
-    return "\n".join(lines) if lines else f"no {level} nodes in that range"
 
 
 def expand_text(view: ExpandView) -> str:

@@ -10,7 +10,7 @@ from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.tree import Tree
 
-from memtoc.model import TocNode, iso_ms
+from memtoc.model import iso_ms
 from memtoc.pipeline.worker import ProcessReport
 from memtoc.retrieval.navigate import ExpandView, NodeView
 from memtoc.surfaces.cli.app import (
@@ -196,39 +196,26 @@ def timeline(
     ctx: typer.Context,
     since: SinceOpt = None,
     until: UntilOpt = None,
-    level: Annotated[str, typer.Option("--level")] = "day",
+    level: Annotated[
+        str, typer.Option("--level", help="year, month, week, day or segment.")
+    ] = "day",
     project: ProjectOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """Nodes of one level (day by default) over a time range."""
+    """Nodes of one level (day by default) over a time range (default: everything up to now)."""
     with open_memory(ctx, read_only=True) as memory:
-        since_ms = time_option(memory, since, option="--since", edge="start") or 0
+        since_ms = time_option(memory, since, option="--since", edge="start")
         until_ms = time_option(memory, until, option="--until", edge="end")
-        if until_ms is None:
-            until_ms = memory.clock.now_ms()
         scope = project_scope(memory, project)
-        nodes = (
-            memory.timeline(since_ms, until_ms, level=level, project=scope.project)
-            if scope.project is not None
-            else []
-        )
-        tokens = sum(memory.counter.count(f"{n.title}\n{n.abstract}") for n in nodes)
+        if scope.project is None:
+            if json_out:
+                emit_json({"project": None, "level": level, "nodes": []})
+            return
+        view = memory.timeline(since_ms, until_ms, level=level, project=scope.project)
     if json_out:
-        emit_json({"nodes": [_brief(n) for n in nodes], "tokens": tokens})
+        emit_json(view.to_dict())
         return
     table = Table("start", "node", "title", "events")
-    for n in nodes:
+    for n in view.nodes:
         table.add_row(iso_ms(n.start_ms)[:10], n.node_id, escape(n.title), str(n.event_count))
     console.print(table)
-
-
-def _brief(node: TocNode) -> dict[str, object]:
-    return {
-        "node_id": node.node_id,
-        "level": node.level,
-        "title": node.title,
-        "abstract": node.abstract,
-        "start_time": iso_ms(node.start_ms),
-        "end_time": iso_ms(node.end_ms),
-        "event_count": node.event_count,
-    }

@@ -6,7 +6,6 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path, Query, Request
 
-from memtoc.errors import QueryError
 from memtoc.surfaces.http.deps import MemoryDep, api_state
 from memtoc.surfaces.http.models import ERRORS, JsonObject, Level, NodeTier
 from memtoc.surfaces.http.params import one_project, time_param
@@ -87,9 +86,4 @@ def timeline(
     name = one_project(memory, project)
     since_ms = time_param(memory, since, name="since", edge="start")
     until_ms = time_param(memory, until, name="until", edge="end")
-    lo = since_ms if since_ms is not None else 0
-    hi = until_ms if until_ms is not None else memory.clock.now_ms()
-    if hi < lo:
-        raise QueryError(f"until ({until}) is before since ({since})")
-    nodes = memory.timeline(lo, hi, level=level, project=name)
-    return {"project": name, "level": level, "nodes": [n.to_dict() for n in nodes]}
+    return memory.timeline(since_ms, until_ms, level=level, project=name).to_dict()
