@@ -63,6 +63,50 @@ def sqlite_store(tmp_path: Path, clock: ManualClock) -> Iterator[SqliteStore]:
     s.close()
 
 
+def open_backend(backend: str, path: Path, clock: ManualClock) -> tuple[Any, Callable[[], None]]:
+    """A fresh store of ``backend`` (``sqlite``: a file at ``path``; ``postgres``: a new database
+    on the test server) and what closes (and drops) it — for module-scoped fixtures that build a
+    corpus once per backend."""
+    if backend == "postgres":
+        from memtoc.store.postgres import PostgresStore
+
+        url, drop = create_pg_database()
+        pg = PostgresStore(url, clock=clock, pool_size=2)
+
+        def close() -> None:
+            pg.close()
+            drop()
+
+        return pg, close
+    s = SqliteStore(path, clock=clock)
+    return s, s.close
+
+
+def store_at(where: Path | str, clock: ManualClock) -> Any:
+    """A store at ``where``: a PostgreSQL URL (``location``'s ``postgres`` param) or a file."""
+    if isinstance(where, str) and where.startswith("postgresql://"):
+        from memtoc.store.postgres import PostgresStore
+
+        return PostgresStore(where, clock=clock, pool_size=2)
+    return SqliteStore(Path(where), clock=clock)
+
+
+@pytest.fixture
+def location(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Path | str]:
+    """Where a test's store lives (open it with ``store_at``): a SQLite file by default; with
+    ``@BOTH_BACKENDS`` also a fresh PostgreSQL database (dropped afterwards)."""
+    if getattr(request, "param", "sqlite") == "postgres":
+        url, drop = create_pg_database()
+        yield url
+        drop()
+        return
+    yield tmp_path / "store" / "memtoc.db"
+
+
+BOTH_BACKENDS = pytest.mark.parametrize("location", ["sqlite", "postgres"], indirect=True)
+"""Run a test taking ``location`` on a SQLite file and on a PostgreSQL database."""
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """A module that sets ``STORE_BACKENDS`` runs each test using ``store`` on every backend."""
     backends = getattr(metafunc.module, "STORE_BACKENDS", None)

@@ -13,7 +13,6 @@ import pytest
 from memtoc.clock import ManualClock
 from memtoc.memory import Memory
 from memtoc.retrieval.embedding_index import SemanticIndex
-from memtoc.store.sqlite import SqliteStore
 
 DAY = 86_400_000
 BASE = 1_705_312_800_000  # 2024-01-15T10:00:00Z
@@ -52,10 +51,15 @@ def require_model() -> Path:
     pytest.skip(f"static model not found at {STATIC_MODEL}")
 
 
-def build_memory(path: Path, semantic_kind: str | None = None, model: str | None = None) -> Memory:
-    """A Memory over a fresh store holding ``CORPUS``, processed and rolled up."""
+def build_memory(
+    path: Path | str, semantic_kind: str | None = None, model: str | None = None
+) -> Memory:
+    """A Memory over a fresh store holding ``CORPUS``, processed and rolled up (``path``: a
+    SQLite file, or a PostgreSQL URL: see ``conftest.location``)."""
+    from conftest import store_at
+
     clock = ManualClock(BASE + 10 * DAY)
-    store = SqliteStore(path, clock=clock)
+    store = store_at(path, clock)
     semantic = SemanticIndex(store, kind=semantic_kind, model=model)
     memory = Memory(store, clock=clock, tz=ZoneInfo("UTC"), semantic=semantic)
     for project in ("alpha", "beta"):

@@ -87,25 +87,23 @@ def test_search_recall_and_context_refresh_last_relevant(memory: Memory) -> None
 
 
 def test_search_recall_and_context_refresh_last_relevant_on_postgres(pg_url: str) -> None:
-    """Recall is SQLite-only until issue 18 brings it to PostgreSQL (``Memory.sqlite_store``)."""
     memory = build(pg_url, ManualClock(T0 + 30 * DAY))
     try:
-        check_search_recall_and_context(memory, recall=False)
+        check_search_recall_and_context(memory)
     finally:
         memory.close()
 
 
-def check_search_recall_and_context(memory: Memory, *, recall: bool = True) -> None:
+def check_search_recall_and_context(memory: Memory) -> None:
     assert isinstance(memory.clock, ManualClock)
     now = memory.clock.now_ms()
     found = memory.search(QUERY, project="p", kinds=["bookmark"])
     assert [i.kind for i in found.items] == ["bookmark"]
     assert memory.store.list_bookmarks("p")[0].last_relevant_ms == now
-    if recall:
-        memory.clock.advance(TOUCH_EVERY_MS)
-        recalled = memory.recall(QUERY, project="p", budget=300)
-        assert any(i.kind == "bookmark" for i in recalled.items)
-        assert memory.store.list_bookmarks("p")[0].last_relevant_ms == memory.clock.now_ms()
+    memory.clock.advance(TOUCH_EVERY_MS)
+    recalled = memory.recall(QUERY, project="p", budget=300)
+    assert any(i.kind == "bookmark" for i in recalled.items)
+    assert memory.store.list_bookmarks("p")[0].last_relevant_ms == memory.clock.now_ms()
     memory.clock.advance(TOUCH_EVERY_MS)
     view = memory.context("p", budget=400)
     assert any(i.section == "bookmark" for i in view.items)

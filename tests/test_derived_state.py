@@ -95,9 +95,8 @@ def test_an_embedder_change_makes_status_and_search_say_vectors_are_stale_until_
     assert found.mode == "bm25" and found.items  # the old vectors are not used
     assert found.degraded is not None and found.degraded.startswith("vectors stale")
     assert found.to_dict()["degraded"] == found.degraded
-    if isinstance(store, SqliteStore):
-        recalled = after.recall("postgres migration vacuum", budget=300)
-        assert recalled.method == "bm25" and "vectors stale" in str(recalled.degraded)
+    recalled = after.recall("postgres migration vacuum", budget=300)
+    assert recalled.method == "bm25" and "vectors stale" in str(recalled.degraded)
     report = after.verify()
     assert any(f.problem.startswith("stale") for f in report.findings), report.problems
 

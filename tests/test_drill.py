@@ -6,12 +6,14 @@ the fallback cascade, and the CLI."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
+from conftest import open_backend
 from memtoc.clock import ManualClock
 from memtoc.memory import Memory
 from memtoc.retrieval.drill import DrillResult, drill
@@ -84,22 +86,26 @@ def corpus() -> list[dict[str, object]]:
     return records
 
 
-@pytest.fixture(scope="module")
-def memory(tmp_path_factory: pytest.TempPathFactory) -> Memory:
+@pytest.fixture(scope="module", params=["sqlite", "postgres"])
+def memory(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Memory]:
+    """The drill corpus, filed and rolled up, on each store (navigation runs on both)."""
     path = tmp_path_factory.mktemp("drill") / "memtoc.db"
     clock = ManualClock(ms(2024, 1, 10))
-    store = SqliteStore(path, clock=clock)
+    store, close = open_backend(request.param, path, clock)
     mem = Memory(store, clock=clock, tz=UTC)
     report = mem.ingest_records(corpus(), project="p")
     assert not report.rejections
     mem.process()
     mem.rollup(force=True)
-    return mem
+    yield mem
+    close()
 
 
 def _run(memory: Memory, query: str = QUERY, **kw: object) -> DrillResult:
     args: dict[str, object] = {"projects": ["p"], "at_ms": ms(2024, 1, 10), "tz": UTC, **kw}
-    return drill(memory.sqlite_store("test"), memory.counter, query, **args)  # type: ignore[arg-type]
+    return drill(memory.store, memory.counter, query, **args)  # type: ignore[arg-type]
 
 
 def _chosen(result: DrillResult, level: str) -> list[str]:
@@ -196,7 +202,7 @@ def test_memory_drill_and_cli(memory: Memory, tmp_path: Path) -> None:
     result = memory.drill(QUERY, project="p", depth="L2", limit=2)
     assert result.depth == "L2" and len(result.items) == 2
     assert result.items[0].text == result.items[0].events[0].text
-    db = str(memory.sqlite_store("test").path)
+    db = memory.store.location
     runner = CliRunner()
     out = runner.invoke(
         app, ["--db", db, "search", QUERY, "-p", "p", "--drill", "--json", "-n", "1"]
@@ -210,20 +216,25 @@ def test_memory_drill_and_cli(memory: Memory, tmp_path: Path) -> None:
     assert "toc:month:2023-07" in out.stdout and "pinning" in out.stdout
 
 
-def test_drill_with_vectors(tmp_path: Path) -> None:
-    """With a real (static) embedder every step averages BM25 and cosine, and still finds it."""
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_drill_with_vectors(backend: str, tmp_path: Path) -> None:
+    """With a real (static) embedder every step averages BM25 and cosine, and still finds it
+    (pgvector's nearest rows on PostgreSQL, the in-memory index on SQLite)."""
     model = require_model()
     clock = ManualClock(ms(2024, 1, 10))
-    store = SqliteStore(tmp_path / "v.db", clock=clock)
-    semantic = SemanticIndex(store, kind="static", model=str(model))
-    mem = Memory(store, clock=clock, tz=UTC, semantic=semantic)
-    mem.ingest_records(corpus(), project="p")
-    mem.process()
-    mem.rollup(force=True)
-    result = mem.drill(QUERY, project="p", limit=1)
-    assert result.degraded is None
-    assert "pinning" in result.items[0].text and not result.fallback
-    assert _chosen(result, "month")[0] == "toc:month:2023-07"
-    # cosine gives summaries that share no word with the query a similarity of their own
-    months = next(s for s in result.path if s.level == "month").chosen
-    assert all(c.own > 0 for c in months)
+    store, close = open_backend(backend, tmp_path / "v.db", clock)
+    try:
+        semantic = SemanticIndex(store, kind="static", model=str(model))
+        mem = Memory(store, clock=clock, tz=UTC, semantic=semantic)
+        mem.ingest_records(corpus(), project="p")
+        mem.process()
+        mem.rollup(force=True)
+        result = mem.drill(QUERY, project="p", limit=1)
+        assert result.degraded is None
+        assert "pinning" in result.items[0].text and not result.fallback
+        assert _chosen(result, "month")[0] == "toc:month:2023-07"
+        # cosine gives summaries that share no word with the query a similarity of their own
+        months = next(s for s in result.path if s.level == "month").chosen
+        assert all(c.own > 0 for c in months)
+    finally:
+        close()

@@ -71,8 +71,7 @@ def test_timestamps_past_9999_are_rejected_and_the_batch_is_filed(
     assert processed.events == 2 and not processed.failed_entries
     assert [e.text for e in memory.events()] == ["before the poison", "after the poison"]
     assert memory.search("poison").items
-    if isinstance(memory.store, SqliteStore):  # recall is SQLite's only
-        assert memory.recall("poison", budget=500).items
+    assert memory.recall("poison", budget=500).items
 
 
 @BOTH_STORES
@@ -93,8 +92,7 @@ def test_the_edges_of_the_range_are_stored_filed_and_read(memory: Memory, tmp_pa
     assert len(years) == 2
     assert [e.ts_ms for e in memory.events()] == [MIN_TS_MS, MAX_TS_MS]
     assert len(memory.search("zebra", depth="L2").items) >= 2
-    if isinstance(memory.store, SqliteStore):  # recall is SQLite's only
-        assert memory.recall("zebra", budget=400).items
+    assert memory.recall("zebra", budget=400).items
     memory.context(budget=400)
     assert memory.verify().ok
 

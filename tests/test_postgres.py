@@ -318,5 +318,7 @@ def test_memory_opens_a_postgres_url_and_runs_the_pipeline(pg_url: str) -> None:
             memory.backup("/tmp/x")
         found = memory.search("note", mode="bm25", kinds=("event",))  # search works on PG
         assert found.items and all("note" in item.text for item in found.items)
-        with pytest.raises(StoreError, match="not available on a PostgreSQL store"):
-            memory.drill("note")  # not yet on PostgreSQL
+        drilled = memory.drill("note", project="p")  # navigation and recall work on PG
+        assert drilled.items and all("note" in item.text for item in drilled.items)
+        recalled = memory.recall("note", project="p", budget=200)
+        assert recalled.items and recalled.tokens <= 200

@@ -18,12 +18,12 @@ from hypothesis import strategies as st
 from mcp import Client
 from typer.testing import CliRunner
 
+from conftest import BOTH_BACKENDS, create_pg_database, store_at
 from memtoc.clock import ManualClock
 from memtoc.errors import QueryError
 from memtoc.memory import Memory
 from memtoc.retrieval.embedding_index import SemanticIndex
 from memtoc.retrieval.recall import RecallResult, recall
-from memtoc.store.sqlite import SqliteStore
 from memtoc.surfaces.cli import app
 from memtoc.surfaces.mcp_server import build_server
 from search_support import BASE, DAY, build_memory, require_model
@@ -55,17 +55,25 @@ WORDS = [
 ]
 
 
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Memory]:
-    """The shared search corpus (BM25 only: the embedder is ``none``)."""
-    memory = build_memory(tmp_path_factory.mktemp("recall") / "m.db", "none")
+@pytest.fixture(scope="module", params=["sqlite", "postgres"])
+def corpus(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Memory]:
+    """The shared search corpus (BM25 only: the embedder is ``none``), on each store."""
+    where: Path | str = tmp_path_factory.mktemp("recall") / "m.db"
+    drop = None
+    if request.param == "postgres":
+        where, drop = create_pg_database()
+    memory = build_memory(where, "none")
     yield memory
     memory.close()
+    if drop is not None:
+        drop()
 
 
-def _fresh(path: Path, records: list[dict[str, Any]], kind: str | None = "none") -> Memory:
+def _fresh(path: Path | str, records: list[dict[str, Any]], kind: str | None = "none") -> Memory:
     clock = ManualClock(BASE + 30 * DAY)
-    store = SqliteStore(path, clock=clock)
+    store = store_at(path, clock)
     memory = Memory(
         store, clock=clock, tz=ZoneInfo("UTC"), semantic=SemanticIndex(store, kind=kind)
     )
@@ -161,9 +169,10 @@ def test_degraded_without_an_embedder(corpus: Memory) -> None:
     assert not result.truncated
 
 
-def test_hybrid_with_the_static_model(tmp_path: Path) -> None:
+@BOTH_BACKENDS
+def test_hybrid_with_the_static_model(location: Path | str) -> None:
     model = require_model()
-    memory = build_memory(tmp_path / "m.db", "static", str(model))
+    memory = build_memory(location, "static", str(model))
     try:
         result = memory.recall("token expiry in the auth module", budget=300)
         _check(memory, result)
@@ -173,10 +182,11 @@ def test_hybrid_with_the_static_model(tmp_path: Path) -> None:
         memory.close()
 
 
-def test_tier_steps_down_instead_of_cutting(tmp_path: Path) -> None:
+@BOTH_BACKENDS
+def test_tier_steps_down_instead_of_cutting(location: Path | str) -> None:
     long = "deploy " + " ".join(f"step{n} of the docker build pipeline" for n in range(300))
     memory = _fresh(
-        tmp_path / "m.db",
+        location,
         [
             {"session_id": "s", "timestamp": BASE, "role": "assistant", "text": long},
             {"session_id": "s", "timestamp": BASE + 60_000, "role": "user", "text": "ok thanks"},
@@ -198,10 +208,11 @@ def test_tier_steps_down_instead_of_cutting(tmp_path: Path) -> None:
         memory.close()
 
 
-def test_duplicates_removed(tmp_path: Path) -> None:
+@BOTH_BACKENDS
+def test_duplicates_removed(location: Path | str) -> None:
     same = "The redis cache TTL is 300 seconds for the login tokens"
     memory = _fresh(
-        tmp_path / "m.db",
+        location,
         [
             {"session_id": "a", "timestamp": BASE, "role": "user", "text": same},
             {"session_id": "b", "timestamp": BASE + DAY, "role": "user", "text": same.upper()},
@@ -227,9 +238,8 @@ def test_time_limit_returns_best_so_far_flagged(corpus: Memory) -> None:
     def timer() -> float:
         return float(next(ticks))
 
-    store = corpus.sqlite_store("test")
     slow = recall(
-        store,
+        corpus.store,
         corpus.counter,
         "refresh token",
         budget=500,
@@ -243,7 +253,8 @@ def test_time_limit_returns_best_so_far_flagged(corpus: Memory) -> None:
     assert not relaxed.truncated
 
 
-def test_time_expression_favours_its_window(tmp_path: Path) -> None:
+@BOTH_BACKENDS
+def test_time_expression_favours_its_window(location: Path | str) -> None:
     records = [
         {
             "session_id": f"d{n}",
@@ -253,7 +264,7 @@ def test_time_expression_favours_its_window(tmp_path: Path) -> None:
         }
         for n in range(10)
     ]
-    memory = _fresh(tmp_path / "m.db", records)
+    memory = _fresh(location, records)
     try:
         at = BASE + 9 * DAY + 3_600_000  # on day 9; "yesterday" is day 8
         result = memory.recall("deploy queue worker yesterday", budget=40, at_ms=at)
@@ -326,7 +337,8 @@ def test_mcp_tool_in_process(corpus: Memory) -> None:
     assert out["bad"].is_error
 
 
-def test_blank_events_never_crash_recall_nor_take_budget(tmp_path: Path) -> None:
+@BOTH_BACKENDS
+def test_blank_events_never_crash_recall_nor_take_budget(location: Path | str) -> None:
     """Empty and whitespace-only events (a Claude Code tool result with no output is stored with
     empty text) are in the store beside the turns around them; no question at any budget crashes
     recall, and none of them is packed: they have nothing to show."""
@@ -345,7 +357,7 @@ def test_blank_events_never_crash_recall_nor_take_budget(tmp_path: Path) -> None
         ):
             records.append({"session_id": f"s{n}", "timestamp": ts, "role": role, "text": text})
             ts += 60_000
-    memory = _fresh(tmp_path / "m.db", records, kind=str(require_model()))
+    memory = _fresh(location, records, kind=str(require_model()))
     try:
         blank_ids = {e.event_id for e in memory.events() if not e.text.strip()}
         assert len(blank_ids) == 3 * len(blanks)

@@ -752,7 +752,7 @@ class Memory:
         if scope == ():
             return DrillResult(query, depth, (), ())
         return drill(
-            self.sqlite_store("drill"),
+            self.store,
             self.counter,
             query,
             projects=list(scope) if scope else None,
@@ -797,7 +797,7 @@ class Memory:
         # loading (the embedder, its vectors and vocabulary) is not charged to the time limit
         self.warm()
         result = assemble_recall(
-            self.sqlite_store("recall"),
+            self.store,
             self.counter,
             query,
             budget=budget,

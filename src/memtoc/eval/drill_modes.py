@@ -50,9 +50,7 @@ class DrillMode:
         self._memory = memory
         self._semantic = None
         if self.vectors:
-            self._semantic = SemanticIndex(
-                memory.sqlite_store("eval"), embedder=self.ctx.require_embedder()
-            )
+            self._semantic = SemanticIndex(memory.store, embedder=self.ctx.require_embedder())
             step = self._semantic.embed_step()
             assert step is not None
             step.run()
@@ -62,7 +60,7 @@ class DrillMode:
         if memory is None:
             raise QueryError(f"mode {self.name}: project {project!r} was not prepared")
         result = drill(
-            memory.sqlite_store("eval"),
+            memory.store,
             self.ctx.counter,
             query,
             projects=(project,),
@@ -108,7 +106,7 @@ class TimeTeleportMode:
         memory = self._memory
         if memory is None:
             raise QueryError(f"mode {self.name}: project {project!r} was not prepared")
-        store = memory.sqlite_store("eval")
+        store = memory.store
         found, report = time_rank(
             store,
             query,

@@ -39,9 +39,7 @@ class RecallRankMode:
         self._memory = memory
         self._semantic = None
         if self.hybrid:
-            self._semantic = SemanticIndex(
-                memory.sqlite_store("eval"), embedder=self.ctx.require_embedder()
-            )
+            self._semantic = SemanticIndex(memory.store, embedder=self.ctx.require_embedder())
             step = self._semantic.embed_step()
             assert step is not None
             step.run()
@@ -54,7 +52,7 @@ class RecallRankMode:
     def retrieve(self, query: str, project: str, ref_ms: int, k: int) -> list[RetrievedItem]:
         memory = self._mem(project)
         ranking = rank_only(
-            memory.sqlite_store("eval"),
+            memory.store,
             query,
             projects=(project,),
             at_ms=ref_ms,
@@ -76,7 +74,7 @@ class RecallMode(RecallRankMode):
     ) -> list[RetrievedItem]:
         memory = self._mem(project)
         result = recall(
-            memory.sqlite_store("eval"),
+            memory.store,
             self.ctx.counter,
             query,
             budget=budget,

@@ -52,7 +52,7 @@ from memtoc.retrieval.embedding_index import SemanticIndex
 from memtoc.retrieval.teleport import Hit, SearchFilters, bm25_search
 from memtoc.retrieval.tiers import TIERS, TierRenderer
 from memtoc.retrieval.time_search import ResolvedTime, anchor_searcher, resolve_time
-from memtoc.store.sqlite import SqliteStore
+from memtoc.store.capabilities import SearchStore
 from memtoc.text.tokens import TokenCounter
 
 __all__ = [
@@ -110,7 +110,7 @@ class _Drill:
 
     def __init__(
         self,
-        store: SqliteStore,
+        store: SearchStore,
         text: str,
         projects: tuple[str, ...],
         semantic: SemanticIndex | None,
@@ -276,7 +276,7 @@ class _Drill:
 
 
 def drill(
-    store: SqliteStore,
+    store: SearchStore,
     counter: TokenCounter,
     query: str,
     *,

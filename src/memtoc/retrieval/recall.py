@@ -34,7 +34,7 @@ from memtoc.retrieval.teleport import SearchFilters
 from memtoc.retrieval.tiers import SearchItem, TierRenderer, find_bookmark
 from memtoc.retrieval.time_search import ResolvedTime
 from memtoc.retrieval.timeparse import parse_time
-from memtoc.store.sqlite import SqliteStore
+from memtoc.store.capabilities import SearchStore
 from memtoc.text.fts_text import build_match
 from memtoc.text.keyphrases import key_terms
 from memtoc.text.tokens import TokenCounter
@@ -92,7 +92,7 @@ class RecallResult:
         }
 
 
-def _units(ranking: Ranking, store: SqliteStore) -> list[Unit]:
+def _units(ranking: Ranking, store: SearchStore) -> list[Unit]:
     """Pinned bookmarks first, then events and docs by score."""
     units: list[Unit] = []
     for project, bookmark_id, score in ranking.bookmarks:
@@ -129,7 +129,7 @@ def _time(
 
 
 def rank_only(
-    store: SqliteStore,
+    store: SearchStore,
     query: str,
     *,
     projects: tuple[str, ...] | None,
@@ -147,7 +147,7 @@ def rank_only(
 
 
 def recall(
-    store: SqliteStore,
+    store: SearchStore,
     counter: TokenCounter,
     query: str,
     *,

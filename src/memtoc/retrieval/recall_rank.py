@@ -54,7 +54,7 @@ from memtoc.retrieval.recall_subject import asks_question, named_speakers, speak
 from memtoc.retrieval.recall_time import asks_when, carries_time, mentions_window
 from memtoc.retrieval.teleport import Hit, SearchFilters, bm25_search
 from memtoc.retrieval.tiers import grip_events
-from memtoc.store.sqlite import SqliteStore
+from memtoc.store.capabilities import SearchStore
 
 SEGMENT_PREFIX = "toc:segment:"
 """Segment node ids start so (``toc:{level}:{period}``, DESIGN §2)."""
@@ -167,7 +167,7 @@ class Ranker:
 
     def __init__(
         self,
-        store: SqliteStore,
+        store: SearchStore,
         semantic: SemanticIndex | None,
         config: RankConfig,
         deadline: Deadline,
