@@ -210,3 +210,44 @@ def test_one_timeline_view_on_every_surface(home: Path, monkeypatch: pytest.Monk
     assert (from_cli["since"], from_cli["until"]) == (iso_ms(lo), iso_ms(hi))
     assert [n["node_id"][:8] for n in from_cli["nodes"]] == ["toc:day:"] * 7
     assert {"keywords", "event_count", "session_id", "abstract"} <= set(from_cli["nodes"][0])
+
+
+def test_the_project_setting_is_one_explicit_project_for_every_verb(tmp_path: Path) -> None:
+    """One default-project rule (``memtoc.projects``): the ``project`` setting counts as an
+    explicit project for reads, navigation, session-start context, remember and ingest alike
+    (before, ingest took it as a last resort below the session's folder, and toc/timeline/context
+    ignored it: 'several projects')."""
+    home = tmp_path / "home"
+    repo = tmp_path / "webapp"
+    (repo / ".git").mkdir(parents=True)
+    (repo / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+
+    def transcript(session: str) -> Path:
+        rows = [
+            {"session_id": session, "timestamp": 1_705_572_000_000 + i * 60_000, "role": "user",
+             "text": f"step {i}: the ledger export"}
+            for i in range(4)
+        ]  # fmt: skip
+        path = tmp_path / f"{session}.jsonl"
+        path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+        return path
+
+    with Memory.open(load_settings({"home": str(home), "embedder": "none"})) as memory:
+        memory.remember("The docs site moves to a new host.", project="docs")
+        memory.ingest([transcript("s1")], default_cwd=str(repo))
+        assert {p["name"] for p in memory.projects()} == {"docs", "webapp"}
+    pinned = load_settings({"home": str(home), "embedder": "none", "project": "docs"})
+    with Memory.open(pinned) as memory:
+        memory.ingest([transcript("s2")], default_cwd=str(repo))
+        memory.remember(
+            "Decision: the ledger export runs nightly.", project=memory.project_for_write()
+        )
+        memory.process()
+        memory.rollup(force=True)
+        assert memory.scope().project == "docs"
+        assert memory.project_for_write(working_dir=repo) == "docs"
+        assert memory.toc() and all(n.project == "docs" for n in memory.toc())
+        assert memory.timeline().project == "docs"
+        assert memory.context().project == "docs"
+        counts = {p["name"]: p["events"] for p in memory.projects()}
+    assert counts == {"docs": 2 + 4, "webapp": 4}

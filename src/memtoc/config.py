@@ -83,7 +83,13 @@ REGISTRY: tuple[Setting, ...] = (
     ),
     Setting("include_thinking", False, _parse_bool, "Import model thinking blocks."),
     Setting("follow_symlinks", False, _parse_bool, "Follow symlinks that leave the ingest root."),
-    Setting("project", None, str, "Default project for ingested events."),
+    Setting(
+        "project",
+        None,
+        str,
+        "The project every command uses, as --project would (reads and writes; default: the "
+        "working directory's).",
+    ),
     Setting("segment_gap_minutes", 30, int, "A gap this long starts a new segment."),
     Setting("segment_max_tokens", 4_000, int, "A segment never grows past this many tokens."),
     Setting("segment_overlap_minutes", 5, int, "Context overlap given to the summariser."),

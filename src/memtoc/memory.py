@@ -254,11 +254,10 @@ class Memory:
             )
         return IngestOptions(
             format=fmt,
-            project=project,
+            project=project or s.project,  # the setting is an explicit project, as on reads
             rescan=rescan,
             default_cwd=default_cwd,
             plain_cache=s.home / "cache" / "plain",
-            default_project=s.project or "default",
             include_thinking=s.include_thinking,
             follow_symlinks=s.follow_symlinks,
             max_event_bytes=s.max_event_bytes,
@@ -516,10 +515,11 @@ class Memory:
 
     # -- navigation -------------------------------------------------------------------------------
     def _project(self, project: str | None) -> str:
-        """One project for navigation: the given one, else the store's only one."""
+        """One project for navigation: the given one, else the one rule's (``scope``: the
+        ``project`` setting, else the store's only project)."""
         if project is not None:
             return self._id(project)
-        scope = self.registry.scope()
+        scope = self.scope()
         if scope.project is None:
             raise QueryError(scope.note or "no project")
         return scope.project
@@ -587,9 +587,10 @@ class Memory:
     def context(self, project: str | None = None, *, budget: int = DEFAULT_BUDGET) -> ContextView:
         """What an agent should know at session start in ``project``, within ``budget`` tokens.
 
-        ``project`` None: the store's only project (surfaces resolve the working directory's
-        with ``scope`` first). See ``memtoc.retrieval.context``."""
-        name = self._project(project) if project is not None else self.registry.scope().project
+        ``project`` None: the one rule without a working directory (``scope``: the ``project``
+        setting, else the store's only project; surfaces resolve the working directory's with
+        ``scope`` first). See ``memtoc.retrieval.context``."""
+        name = self._id(project) if project is not None else self.scope().project
         if name is None:
             return ContextView(None, budget, (), "", 0)
         marks = self.bookmarks(name, TOP_BOOKMARKS)
