@@ -4,18 +4,25 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 from zoneinfo import ZoneInfo
 
+import anyio
 import pytest
+from fastapi.testclient import TestClient
+from mcp import Client
 
 from memtoc.clock import ManualClock
 from memtoc.errors import NotFoundError, QueryError
 from memtoc.ids import derived_ulid
+from memtoc.memory import Memory
 from memtoc.model import Event
 from memtoc.pipeline.summarize.extractive import ExtractiveSummarizer
 from memtoc.pipeline.worker import PipelineConfig, Processor
-from memtoc.retrieval.navigate import expand, node_view, timeline, toc_roots
+from memtoc.retrieval.navigate import FOCUS_EVENT_TOKENS, expand, node_view, timeline, toc_roots
 from memtoc.store.sqlite import SqliteStore
+from memtoc.surfaces.http.app import create_app
+from memtoc.surfaces.mcp_server import build_server
 from memtoc.text.tokens import TokenCounter, default_counter
 from pipeline_support import make_events
 
@@ -119,3 +126,79 @@ def test_timeline_selects_overlapping_periods(built: SqliteStore) -> None:
         timeline(built, "p", T0, T0)
     with pytest.raises(QueryError):
         timeline(built, "p", T0, T0 + 1, level="decade")
+
+
+def test_expand_with_a_focus_shows_a_long_event_by_its_passages(
+    tmp_path: Path, counter: TokenCounter
+) -> None:
+    """A pasted plan of ~1,500 tokens behind a bullet: focused on a question, expand shows the
+    passages holding its terms ("…" for the rest), so a budgeted reader can afford it; the event
+    itself stays whole, and without a focus (or for a short event) nothing is cut."""
+    clock = ManualClock(T0 + 86_400_000)
+    store = SqliteStore(tmp_path / "f.db", durability="off", clock=clock)
+    steps = [
+        f"{n}. Update the renderer module step {n} with the widget layout." for n in range(120)
+    ]
+    steps[70] = "71. The zeppelin quota resets at midnight UTC, so the retry waits until then."
+    plan = "Implement the following plan:\n# Plan: renderer cleanup\n" + "\n".join(steps)
+    texts = [("user", plan), ("assistant", "Done: the renderer is cleaned up and tests pass.")]
+    store.append_events(
+        [
+            Event(
+                derived_ulid(T0 + i * MIN, f"f{i}"),
+                "s",
+                "p",
+                "a",
+                T0 + i * MIN,
+                f"{role}_message",
+                role,
+                text,
+            )
+            for i, (role, text) in enumerate(texts)
+        ]
+    )
+    proc = Processor(
+        store, ExtractiveSummarizer(counter), counter, PipelineConfig(), clock, ZoneInfo("UTC")
+    )
+    proc.run()
+    (seg,) = store.list_nodes("p", level="segment")
+    gid = seg.bullets[0].grip_ids[0]
+    whole = expand(store, counter, gid, before=3, after=3)
+    assert [e.text for e in whole.events] == [plan, texts[1][1]]
+    assert whole.tokens == counter.count(plan) + counter.count(texts[1][1]) > 1_200
+    view = expand(
+        store, counter, gid, before=3, after=3, focus="When does the zeppelin quota reset?"
+    )
+    assert view.events == whole.events  # the events are whole; what is shown is cut
+    shown = view.shown(0)
+    assert "zeppelin quota resets at midnight UTC" in shown and shown.startswith("…")
+    assert counter.count(shown) <= FOCUS_EVENT_TOKENS + 5 and view.cut(0)
+    assert view.shown(1) == texts[1][1] and not view.cut(1)
+    assert view.tokens == sum(counter.count(view.shown(i)) for i in range(2)) < whole.tokens / 3
+    d = view.to_dict()
+    assert d["focus"] == "When does the zeppelin quota reset?"
+    assert d["events"][0]["passages_only"] is True and d["events"][0]["text"] == shown
+    assert "passages_only" not in d["events"][1]
+    # No term of the focus in the plan: its opening stands for it.
+    other = expand(store, counter, gid, focus="kubernetes ingress certificates")
+    assert other.shown(0).startswith("Implement the following plan") and other.cut(0)
+    with pytest.raises(QueryError):
+        expand(store, counter, gid, focus="x", event_tokens=0)
+    # The same through the MCP tool and the HTTP route an agent uses.
+    memory = Memory(store, clock=clock, tz=ZoneInfo("UTC"), counter=counter)
+
+    async def call() -> Any:
+        async with Client(build_server(memory)) as client:
+            return await client.call_tool("memory_expand", {"grip_id": gid, "focus": question})
+
+    question = "When does the zeppelin quota reset?"
+    reply = anyio.run(call)
+    assert not reply.is_error
+    text = reply.content[0].text
+    assert "zeppelin quota resets at midnight UTC" in text and "left out" in text
+    assert counter.count(text) < whole.tokens / 3
+    client = TestClient(
+        create_app(lambda: memory, token=None, web=False), base_url="http://127.0.0.1"
+    )
+    got = client.get(f"/v1/grips/{gid}", params={"focus": question}).json()
+    assert got["tokens"] == view.tokens and got["events"][0]["passages_only"] is True

@@ -559,8 +559,11 @@ class Memory:
             self.store, self.counter, node_id, scoped, tier=tier, now_ms=self.clock.now_ms()
         )
 
-    def expand(self, grip_id: str, *, before: int = 3, after: int = 3) -> ExpandView:
-        """A grip's events plus ``before``/``after`` neighbours in the same session."""
+    def expand(
+        self, grip_id: str, *, before: int = 3, after: int = 3, focus: str | None = None
+    ) -> ExpandView:
+        """A grip's events plus ``before``/``after`` neighbours in the same session; with
+        ``focus`` (a question), a long event is shown by its passages about it."""
         return navigate.expand(
             self.store,
             self.counter,
@@ -568,6 +571,7 @@ class Memory:
             before=before,
             after=after,
             window_ms=self.pipeline.expand_window_minutes * 60_000,
+            focus=focus,
         )
 
     def timeline(

@@ -6,8 +6,9 @@ what was read, within the budget):
 
 - ``browse``: starts at the root. Opening a node reads its title, L0 abstract, bullets (with their
   grip ids) and its children's titles (one line each, with the child's id, which carries its
-  date); expanding a grip reads its events (``navigate.expand``: the grip's range and one
-  neighbour either side, each event whole; only under a day or a segment, where a bullet is
+  date); expanding a grip reads its events (``navigate.expand`` focused on the question: the
+  grip's range and one neighbour either side, an event over ``FOCUS_EVENT_TOKENS`` shown by its
+  passages holding the question's terms; only under a day or a segment, where a bullet is
   specific enough to dig under). The agent keeps a frontier of what it could do next —
   open a child it has seen listed, expand the grip of a bullet it has read — and always does the
   most promising thing: a child scores by its title's similarity to the question blended with its
@@ -20,8 +21,8 @@ what was read, within the budget):
   best hit is opened or expanded first, the other hits join the frontier by their similarity.
 
 Similarity is IDF-weighted key-term overlap (``key_terms``; IDF over the project's node texts),
-averaged with the cosine of the run's embedder when there is one. An event too long for what is
-left is skipped, never cut (as the baselines pack).
+averaged with the cosine of the run's embedder when there is one. What an expand shows of an event
+is read whole or skipped when it does not fit what is left, never cut further.
 """
 
 from __future__ import annotations
@@ -206,13 +207,13 @@ class BrowseMethod:
             seen_grips.add(grip_id)
             try:
                 view = expand(self.store, counter, grip_id, before=EXPAND_NEIGHBOURS,
-                              after=EXPAND_NEIGHBOURS)  # fmt: skip
+                              after=EXPAND_NEIGHBOURS, focus=q.question)  # fmt: skip
             except NotFoundError:
                 return
-            for event in view.events:
+            for i, event in enumerate(view.events):
                 if event.event_id in read_events or not event.text.strip():
                     continue
-                if add(_event_text(event), (event.event_id,)):
+                if add(_event_text(event, view.shown(i)), (event.event_id,)):
                     read_events.add(event.event_id)
 
         if self.teleport:
@@ -251,8 +252,8 @@ def _render(node: TocNode, children: Sequence[TocNode]) -> str:
     return "\n".join(line for line in lines if line)
 
 
-def _event_text(event: Event) -> str:
-    return f"[{iso_ms(event.ts_ms)} {event.role}] {event.text}"
+def _event_text(event: Event, shown: str) -> str:
+    return f"[{iso_ms(event.ts_ms)} {event.role}] {shown}"
 
 
 def browse_methods(

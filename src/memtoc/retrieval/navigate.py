@@ -11,7 +11,11 @@ the tokens of what it renders (``tokens`` in ``to_dict()``) so an agent can budg
   (marked ``new``) and the view says the summary is ``provisional``; so is the summary of a
   period that has not ended yet.
 - ``expand``: a grip's events — its range plus up to ``before``/``after`` events of the *same
-  session* within ``window_ms`` of the range — i.e. the evidence behind a bullet.
+  session* within ``window_ms`` of the range — i.e. the evidence behind a bullet. With a
+  ``focus`` (the question being answered), an event longer than ``event_tokens`` is shown by its
+  passages that hold the focus's terms ("…" marks what is left out; ``recall_passages``), so an
+  agent on a budget can read the evidence behind a bullet without paying for a whole pasted plan
+  or log; ``events`` stay whole, ``texts`` is what is shown and counted.
 - ``timeline``: the nodes of one level overlapping a time range; ``timeline_view`` wraps them in
   the one ``TimelineView`` every surface returns (CLI ``timeline --json``, ``/v1/timeline``,
   ``memory_timeline``): the project, level, range and each node's listing entry.
@@ -23,12 +27,22 @@ from dataclasses import dataclass
 
 from memtoc.errors import QueryError
 from memtoc.model import LEVELS, Event, Grip, JsonValue, TocNode, iso_ms
+from memtoc.retrieval.recall_passages import (
+    PASSAGE_TOKENS,
+    Passage,
+    passages_text,
+    rank_passages,
+    split_passages,
+)
 from memtoc.store.base import Store
+from memtoc.text.keyphrases import key_terms
 from memtoc.text.tokens import TokenCounter
 
 DEFAULT_EXPAND_WINDOW_MS = 60 * 60_000
 """Neighbours of a grip farther than this (from the range's ends) are not included."""
 _TIERS = ("L0", "L1")
+FOCUS_EVENT_TOKENS = 2 * PASSAGE_TOKENS
+"""With a focus, an event longer than this is shown by its best passages, about this many tokens."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,16 +112,34 @@ class ExpandView:
     range_end: int
     """Index in ``events`` of the grip's last event (inclusive)."""
     tokens: int
+    """Tokens of what is shown (``texts``)."""
+    texts: tuple[str, ...] = ()
+    """What is shown of each event: its text, or (``focus``) its passages joined by "…"."""
+    focus: str | None = None
+
+    def shown(self, index: int) -> str:
+        """What is shown of ``events[index]``."""
+        return self.texts[index] if self.texts else self.events[index].text
+
+    def cut(self, index: int) -> bool:
+        """Whether ``events[index]`` is shown by some of its passages only."""
+        return self.shown(index) != self.events[index].text
 
     def to_dict(self) -> dict[str, JsonValue]:
-        return {
+        events: list[JsonValue] = []
+        for i, e in enumerate(self.events):
+            row = {**e.to_dict(), "in_grip": self.range_start <= i <= self.range_end}
+            if self.cut(i):
+                row.update(text=self.shown(i), passages_only=True)
+            events.append(row)
+        data: dict[str, JsonValue] = {
             "grip": self.grip.to_dict(),
-            "events": [
-                {**e.to_dict(), "in_grip": self.range_start <= i <= self.range_end}
-                for i, e in enumerate(self.events)
-            ],
+            "events": events,
             "tokens": self.tokens,
         }
+        if self.focus is not None:
+            data["focus"] = self.focus
+        return data
 
 
 def render_node(
@@ -190,10 +222,15 @@ def expand(
     before: int = 3,
     after: int = 3,
     window_ms: int | None = DEFAULT_EXPAND_WINDOW_MS,
+    focus: str | None = None,
+    event_tokens: int = FOCUS_EVENT_TOKENS,
 ) -> ExpandView:
-    """The grip's events plus up to ``before``/``after`` neighbours in its session and window."""
+    """The grip's events plus up to ``before``/``after`` neighbours in its session and window;
+    with ``focus``, each event over ``event_tokens`` shown by its passages about the focus."""
     if before < 0 or after < 0:
         raise QueryError(f"before and after must be ≥ 0 (got {before}, {after})")
+    if event_tokens < 1:
+        raise QueryError(f"event_tokens must be ≥ 1 (got {event_tokens})")
     grip = store.get_grip(grip_id)
     start = store.get_event(grip.event_id_start)
     end = store.get_event(grip.event_id_end)
@@ -214,8 +251,31 @@ def expand(
     prev, _ = store.session_neighbors(start, before=before, after=0, window_ms=window_ms)
     _, nxt = store.session_neighbors(end, before=0, after=after, window_ms=window_ms)
     events = (*prev, *core, *nxt)
-    tokens = sum(counter.count(e.text) for e in events)
-    return ExpandView(grip, events, len(prev), len(prev) + len(core) - 1, tokens)
+    if focus is None:
+        tokens = sum(counter.count(e.text) for e in events)
+        return ExpandView(grip, events, len(prev), len(prev) + len(core) - 1, tokens)
+    terms = key_terms(focus)
+    texts = tuple(focused_text(e.text, terms, counter, event_tokens) for e in events)
+    tokens = sum(counter.count(t) for t in texts)
+    return ExpandView(grip, events, len(prev), len(prev) + len(core) - 1, tokens, texts, focus)
+
+
+def focused_text(text: str, terms: set[str], counter: TokenCounter, limit: int) -> str:
+    """``text`` when it has at most ``limit`` tokens; else its passages that hold ``terms``, best
+    first while they fit ``limit`` (at least the best one; the first passage when none holds a
+    term), in text order with "…" for the gaps."""
+    if counter.count(text) <= limit:
+        return text
+    chosen: list[Passage] = []
+    used = 0
+    for passage, _ in rank_passages(terms, split_passages(text, counter)):
+        size = counter.count(passage.text)
+        if chosen and used + size > limit:
+            continue
+        chosen.append(passage)
+        used += size
+    shown, _ = passages_text(text, chosen)
+    return shown
 
 
 def timeline(

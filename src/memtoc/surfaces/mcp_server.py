@@ -267,11 +267,18 @@ def build_server(
         ],
         before: Annotated[int, Field(ge=0, le=50, description="Events before the range.")] = 3,
         after: Annotated[int, Field(ge=0, le=50, description="Events after the range.")] = 3,
+        focus: Annotated[
+            str | None,
+            Field(
+                max_length=2_000,
+                description="Your question: a long event is then shown by its passages about it.",
+            ),
+        ] = None,
     ) -> CallToolResult:
         """The exact events behind a summary bullet: the grip's range (marked *) plus
         neighbours of the same session. Use it to check a detail or quote the source. Costs the
-        events' text (often 200-2,000 tokens; lower before/after to save)."""
-        view = memory.expand(grip_id, before=before, after=after)
+        events' text (often 200-2,000 tokens; lower before/after, or give a focus, to save)."""
+        view = memory.expand(grip_id, before=before, after=after, focus=focus)
         return out(mt.expand_text(view), view.to_dict())
 
     @app.tool(name="memory_timeline", annotations=READ)

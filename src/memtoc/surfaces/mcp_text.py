@@ -119,8 +119,10 @@ def expand_text(view: ExpandView) -> str:
     lines = [f"{g.grip_id} ({g.toc_node_id}) · session {g.session_id}", f"excerpt: {g.excerpt}"]
     for i, e in enumerate(view.events):
         mark = "*" if view.range_start <= i <= view.range_end else " "
-        lines.append(f"{mark} ({e.event_id}) {iso_ms(e.ts_ms)} {e.role}: {e.text}")
+        lines.append(f"{mark} ({e.event_id}) {iso_ms(e.ts_ms)} {e.role}: {view.shown(i)}")
     lines.append("(* = in the grip; the others are its neighbours in the session)")
+    if any(view.cut(i) for i in range(len(view.events))):
+        lines.append("(… = parts of a long event left out: not about the focus)")
     return "\n".join(lines)
 
 

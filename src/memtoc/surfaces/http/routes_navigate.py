@@ -68,8 +68,12 @@ def grip(
     grip_id: Annotated[str, Path(min_length=1, max_length=300, description="grip:…")],
     before: Annotated[int, Query(ge=0, le=50)] = 3,
     after: Annotated[int, Query(ge=0, le=50)] = 3,
+    focus: Annotated[
+        str | None,
+        Query(max_length=2_000, description="A question: long events shown by passages about it"),
+    ] = None,
 ) -> JsonObject:
-    return memory.expand(grip_id, before=before, after=after).to_dict()
+    return memory.expand(grip_id, before=before, after=after, focus=focus).to_dict()
 
 
 @router.get("/timeline", summary="Nodes of one level over a time range")
