@@ -1,7 +1,9 @@
 """The settings registry: every setting declared once, read only at entry points.
 
-Each ``Setting`` has a name, an environment variable (``MEMTOC_<NAME>``), a type, a default and a
-help text. ``load_settings`` resolves them with the precedence
+Each setting is declared once, as a field of ``Settings`` (type, default, help text, parser);
+``REGISTRY`` (one ``Setting`` per field, with its environment variable ``MEMTOC_<NAME>``) and
+``DEFAULTS`` are derived from the fields, and components take their values through typed
+``from_settings`` constructors. ``load_settings`` resolves them with the precedence
 
     explicit argument  >  environment  >  config file (``<home>/config.toml``)  >  default
 
@@ -13,7 +15,7 @@ from __future__ import annotations
 import os
 import tomllib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +51,8 @@ def _parse_csv(raw: str) -> tuple[str, ...]:
 
 @dataclass(frozen=True, slots=True)
 class Setting:
+    """One setting as the registry lists it (derived from a ``Settings`` field)."""
+
     name: str
     default: Any
     parse: Callable[[str], Any]
@@ -59,102 +63,120 @@ class Setting:
         return f"MEMTOC_{self.name.upper()}"
 
 
-REGISTRY: tuple[Setting, ...] = (
-    Setting("home", None, str, "Data directory (default: the platform's user data dir)."),
-    Setting("db", None, str, "Store location: a SQLite file path (default <home>/memtoc.db)."),
-    Setting(
-        "durability",
-        "full",
-        _parse_choice("full", "normal", "off"),
-        "full: no acknowledged write is lost on power loss; normal: safe against process crashes; "
-        "off: for throwaway stores.",
-    ),
-    Setting("timezone", None, str, "IANA time zone for TOC periods (default: the machine's)."),
-    Setting("max_event_bytes", 1_000_000, int, "Events larger than this are truncated, marked."),
-    Setting("ingest_batch", 2_000, int, "Events per ingest transaction."),
-    Setting("redact", True, _parse_bool, "Redact secrets before storage."),
-    Setting("redact_disable", (), _parse_csv, "Comma-separated secret kinds not to redact."),
-    Setting(
-        "redact_helper",
-        "auto",
-        _parse_choice("auto", "on", "off"),
-        "Run redaction's prefilter in a helper process beside the insert (large batches): "
-        "auto = when this process may use a second CPU core.",
-    ),
-    Setting("include_thinking", False, _parse_bool, "Import model thinking blocks."),
-    Setting("follow_symlinks", False, _parse_bool, "Follow symlinks that leave the ingest root."),
-    Setting(
-        "project",
-        None,
-        str,
-        "The project every command uses, as --project would (reads and writes; default: the "
-        "working directory's).",
-    ),
-    Setting("segment_gap_minutes", 30, int, "A gap this long starts a new segment."),
-    Setting("segment_max_tokens", 4_000, int, "A segment never grows past this many tokens."),
-    Setting("segment_overlap_minutes", 5, int, "Context overlap given to the summariser."),
-    Setting("segment_overlap_tokens", 500, int, "Context overlap given to the summariser."),
-    Setting(
-        "rollup_day_age_minutes", 60, int, "A day is rolled up this long after its last change."
-    ),
-    Setting("rollup_week_age_minutes", 1_440, int, "Minimum age before a week rolls up."),
-    Setting("rollup_month_age_minutes", 1_440, int, "Minimum age before a month rolls up."),
-    Setting("rollup_year_age_minutes", 10_080, int, "Minimum age before a year rolls up."),
-    Setting(
-        "summarizer",
-        "extractive",
-        _parse_choice("extractive", "openai", "anthropic"),
-        "Summariser backend.",
-    ),
-    Setting("llm_model", None, str, "Model name for the LLM summariser."),
-    Setting("llm_base_url", None, str, "Base URL of an OpenAI-compatible or Anthropic API."),
-    Setting("llm_api_key", None, str, "API key for the LLM summariser."),
-    Setting("embedder", "static", str, "Embedder: static, onnx, none, or a model path/name."),
-    Setting("embed_model", None, str, "Model path or hub name for the embedder."),
-    Setting("fusion_k", 60.0, float, "Hybrid search: the RRF constant k (rank damping)."),
-    Setting("fusion_w_bm25", 1.0, float, "Hybrid search: the RRF weight of the BM25 ranking."),
-    Setting("fusion_w_vec", 1.0, float, "Hybrid search: the RRF weight of the vector ranking."),
-)
-_BY_NAME = {s.name: s for s in REGISTRY}
-
-
-def default_home() -> Path:
-    return Path(platformdirs.user_data_dir(APP_NAME, appauthor=False))
+def _setting(default: Any, text: str, parse: Callable[[str], Any] | None = None) -> Any:
+    """A ``Settings`` field that is a setting: its default, help text and parser (from the default's
+    type when not given: bool, int, float, else str) — the one place it is declared."""
+    if parse is None:
+        kind = type(default) if default is not None else str
+        parse = _parse_bool if kind is bool else kind
+    return field(default=default, metadata={"help": text, "parse": parse})
 
 
 @dataclass(frozen=True, slots=True)
 class Settings:
-    home: Path
-    db: str
-    durability: str = "full"
-    timezone: str | None = None
-    max_event_bytes: int = 1_000_000
-    ingest_batch: int = 2_000
-    redact: bool = True
-    redact_disable: tuple[str, ...] = ()
-    redact_helper: str = "auto"
-    include_thinking: bool = False
-    follow_symlinks: bool = False
-    project: str | None = None
-    segment_gap_minutes: int = 30
-    segment_max_tokens: int = 4_000
-    segment_overlap_minutes: int = 5
-    segment_overlap_tokens: int = 500
-    rollup_day_age_minutes: int = 60
-    rollup_week_age_minutes: int = 1_440
-    rollup_month_age_minutes: int = 1_440
-    rollup_year_age_minutes: int = 10_080
-    summarizer: str = "extractive"
-    llm_model: str | None = None
-    llm_base_url: str | None = None
-    llm_api_key: str | None = field(default=None, repr=False)
-    embedder: str = "static"
-    embed_model: str | None = None
-    fusion_k: float = 60.0
-    fusion_w_bm25: float = 1.0
-    fusion_w_vec: float = 1.0
+    """Every setting, declared once: name, type, default, help and parser. ``REGISTRY``, the
+    environment variables, the config file's keys, the CLI's global options and the settings table
+    in docs/settings.md are derived from these fields; components take theirs through typed
+    ``from_settings`` constructors."""
+
+    home: Path = field(
+        metadata={"help": "Data directory (default: the platform's user data dir).", "parse": str}
+    )
+    db: str = field(
+        metadata={
+            "help": "Store location: a SQLite file path (default <home>/memtoc.db) or a "
+            "postgresql:// URL.",
+            "parse": str,
+        }
+    )
+    durability: str = _setting(
+        "full",
+        "full: no acknowledged write is lost on power loss; normal: safe against process crashes; "
+        "off: for throwaway stores.",
+        _parse_choice("full", "normal", "off"),
+    )
+    timezone: str | None = _setting(
+        None, "IANA time zone for TOC periods (default: the machine's)."
+    )
+    max_event_bytes: int = _setting(1_000_000, "Events larger than this are truncated, marked.")
+    ingest_batch: int = _setting(2_000, "Events per ingest transaction.")
+    redact: bool = _setting(True, "Redact secrets before storage.")
+    redact_disable: tuple[str, ...] = _setting(
+        (), "Comma-separated secret kinds not to redact.", _parse_csv
+    )
+    redact_helper: str = _setting(
+        "auto",
+        "Run redaction's prefilter in a helper process beside the insert (large batches): "
+        "auto = when this process may use a second CPU core.",
+        _parse_choice("auto", "on", "off"),
+    )
+    include_thinking: bool = _setting(False, "Import model thinking blocks.")
+    follow_symlinks: bool = _setting(False, "Follow symlinks that leave the ingest root.")
+    project: str | None = _setting(
+        None,
+        "The project every command uses, as --project would (reads and writes; default: the "
+        "working directory's).",
+    )
+    segment_gap_minutes: int = _setting(30, "A gap this long starts a new segment.")
+    segment_max_tokens: int = _setting(4_000, "A segment never grows past this many tokens.")
+    segment_overlap_minutes: int = _setting(5, "Context overlap given to the summariser.")
+    segment_overlap_tokens: int = _setting(500, "Context overlap given to the summariser.")
+    rollup_day_age_minutes: int = _setting(
+        60, "A day is rolled up this long after its last change."
+    )
+    rollup_week_age_minutes: int = _setting(1_440, "Minimum age before a week rolls up.")
+    rollup_month_age_minutes: int = _setting(1_440, "Minimum age before a month rolls up.")
+    rollup_year_age_minutes: int = _setting(10_080, "Minimum age before a year rolls up.")
+    summarizer: str = _setting(
+        "extractive",
+        "Summariser backend.",
+        _parse_choice("extractive", "openai", "anthropic"),
+    )
+    llm_model: str | None = _setting(None, "Model name for the LLM summariser.")
+    llm_base_url: str | None = _setting(None, "Base URL of an OpenAI-compatible or Anthropic API.")
+    llm_api_key: str | None = field(
+        default=None,
+        repr=False,
+        metadata={"help": "API key for the LLM summariser.", "parse": str},
+    )
+    embedder: str = _setting("static", "Embedder: static, onnx, none, or a model path/name.")
+    embed_model: str | None = _setting(None, "Model path or hub name for the embedder.")
+    fusion_k: float = _setting(60.0, "Hybrid search: the RRF constant k (rank damping).")
+    fusion_w_bm25: float = _setting(1.0, "Hybrid search: the RRF weight of the BM25 ranking.")
+    fusion_w_vec: float = _setting(1.0, "Hybrid search: the RRF weight of the vector ranking.")
+    recall_time_limit_ms: float = _setting(
+        1_000.0, "Recall returns the best context found so far after this many ms (marked cut)."
+    )
+    bookmarks: bool = _setting(True, "Detect bookmarks (salient moments) while processing.")
+    bookmark_every_messages: int = _setting(
+        20, "A session's bookmark pass runs after this many new messages."
+    )
+    bookmark_every_tokens: int = _setting(
+        4_000, "… or after this many new tokens, whichever comes first."
+    )
     sources: Mapping[str, str] = field(default_factory=dict, compare=False)
-    """Where each value came from (argument, env, config, default), for ``memtoc config``."""
+    """Where each value came from (argument, env, config, default)."""
+
+
+REGISTRY: tuple[Setting, ...] = tuple(
+    Setting(f.name, None if f.default is MISSING else f.default, f.metadata["parse"],
+            f.metadata["help"])
+    for f in fields(Settings)
+    if "help" in f.metadata
+)  # fmt: skip
+"""Every setting, in declaration order (derived from ``Settings``)."""
+_BY_NAME = {s.name: s for s in REGISTRY}
+DEFAULTS: Mapping[str, Any] = {s.name: s.default for s in REGISTRY}
+"""Each setting's default, for the components' own defaults (``PipelineConfig``, ``Fusion``…)."""
+
+
+def setting(name: str) -> Setting:
+    """The registry's entry for ``name`` (``KeyError`` when no such setting is declared)."""
+    return _BY_NAME[name]
+
+
+def default_home() -> Path:
+    return Path(platformdirs.user_data_dir(APP_NAME, appauthor=False))
 
 
 def _read_config_file(home: Path) -> dict[str, Any]:

@@ -798,7 +798,8 @@ class Memory:
             return RecallResult(query, budget, 0, (), at, "bm25", None, False, cite=cite)
         limit = time_limit_ms
         if limit is None:
-            limit = float(getattr(self.settings, "recall_time_limit_ms", DEFAULT_TIME_LIMIT_MS))
+            s = self.settings
+            limit = s.recall_time_limit_ms if s is not None else DEFAULT_TIME_LIMIT_MS
         # loading (the embedder, its vectors and vocabulary) is not charged to the time limit
         self.warm()
         result = assemble_recall(

@@ -26,9 +26,9 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import tzinfo
-from typing import Any
 
 from memtoc.clock import Clock
+from memtoc.config import DEFAULTS, Settings
 from memtoc.errors import StoreError
 from memtoc.model import Event, JsonValue, OutboxEntry
 from memtoc.pipeline.periods import Calendar
@@ -47,14 +47,14 @@ _MINUTE = 60_000
 class PipelineConfig:
     """The pipeline's knobs (filled from ``Settings`` at the entry points)."""
 
-    segment_gap_minutes: int = 30
-    segment_max_tokens: int = 4_000
-    segment_overlap_minutes: int = 5
-    segment_overlap_tokens: int = 500
-    rollup_day_age_minutes: int = 60
-    rollup_week_age_minutes: int = 1_440
-    rollup_month_age_minutes: int = 1_440
-    rollup_year_age_minutes: int = 10_080
+    segment_gap_minutes: int = DEFAULTS["segment_gap_minutes"]
+    segment_max_tokens: int = DEFAULTS["segment_max_tokens"]
+    segment_overlap_minutes: int = DEFAULTS["segment_overlap_minutes"]
+    segment_overlap_tokens: int = DEFAULTS["segment_overlap_tokens"]
+    rollup_day_age_minutes: int = DEFAULTS["rollup_day_age_minutes"]
+    rollup_week_age_minutes: int = DEFAULTS["rollup_week_age_minutes"]
+    rollup_month_age_minutes: int = DEFAULTS["rollup_month_age_minutes"]
+    rollup_year_age_minutes: int = DEFAULTS["rollup_year_age_minutes"]
     expand_window_minutes: int = 60
     """How far (in time) ``expand`` reaches around a grip for its before/after events."""
     claim_batch: int = 8
@@ -65,10 +65,18 @@ class PipelineConfig:
     """How long a worker waits before asking again when pending entries are held by others."""
 
     @classmethod
-    def from_settings(cls, settings: Any) -> PipelineConfig:
-        """Take every field that ``settings`` (a ``memtoc.config.Settings``) also has."""
-        names = cls.__dataclass_fields__
-        return cls(**{n: getattr(settings, n) for n in names if hasattr(settings, n)})
+    def from_settings(cls, settings: Settings) -> PipelineConfig:
+        """The settings' segment and rollup values; the other knobs keep their defaults."""
+        return cls(
+            segment_gap_minutes=settings.segment_gap_minutes,
+            segment_max_tokens=settings.segment_max_tokens,
+            segment_overlap_minutes=settings.segment_overlap_minutes,
+            segment_overlap_tokens=settings.segment_overlap_tokens,
+            rollup_day_age_minutes=settings.rollup_day_age_minutes,
+            rollup_week_age_minutes=settings.rollup_week_age_minutes,
+            rollup_month_age_minutes=settings.rollup_month_age_minutes,
+            rollup_year_age_minutes=settings.rollup_year_age_minutes,
+        )
 
     @property
     def rollup_ages(self) -> RollupAges:

@@ -41,9 +41,9 @@ import dataclasses
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from memtoc.clock import Clock
+from memtoc.config import DEFAULTS, Settings
 from memtoc.model import Bookmark, Event, JsonValue
 from memtoc.retrieval.bookmarks import BookmarkDetector, Detection, ExtractiveDetector
 from memtoc.store.base import DocRow, PipelineStore
@@ -61,24 +61,19 @@ _MESSAGES = {"user_message", "assistant_message"}
 class BookmarkConfig:
     """When the pipeline runs a bookmark pass (per project + session)."""
 
-    every_messages: int = 20
-    every_tokens: int = 4_000
+    every_messages: int = DEFAULTS["bookmark_every_messages"]
+    every_tokens: int = DEFAULTS["bookmark_every_tokens"]
     context_events: int = 12
-    enabled: bool = True
+    enabled: bool = DEFAULTS["bookmarks"]
 
     @classmethod
-    def from_settings(cls, settings: Any) -> BookmarkConfig:
-        """``bookmark_every_messages`` / ``bookmark_every_tokens`` / ``bookmarks`` when the
-        settings have them (defaults otherwise)."""
-        values: dict[str, Any] = {}
-        for name, attr in (
-            ("every_messages", "bookmark_every_messages"),
-            ("every_tokens", "bookmark_every_tokens"),
-            ("enabled", "bookmarks"),
-        ):
-            if getattr(settings, attr, None) is not None:
-                values[name] = getattr(settings, attr)
-        return cls(**values)
+    def from_settings(cls, settings: Settings) -> BookmarkConfig:
+        """The settings' ``bookmark_every_messages`` / ``bookmark_every_tokens`` / ``bookmarks``."""
+        return cls(
+            every_messages=settings.bookmark_every_messages,
+            every_tokens=settings.bookmark_every_tokens,
+            enabled=settings.bookmarks,
+        )
 
 
 @dataclass(slots=True)

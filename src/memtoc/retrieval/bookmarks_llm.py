@@ -24,6 +24,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
+from memtoc.config import Settings
 from memtoc.errors import ConfigError, SummarizerError
 from memtoc.model import Bookmark, Event
 from memtoc.pipeline.summarize.llm_clients import (
@@ -203,16 +204,13 @@ def build_chat_client(
     raise ConfigError(f"unknown LLM provider {provider!r}", setting="summarizer")
 
 
-def build_bookmark_detector(settings: object) -> BookmarkDetector:
+def build_bookmark_detector(settings: Settings) -> BookmarkDetector:
     """The detector the settings call for: the LLM one when the summariser is an LLM backend
     (same provider, model, URL and key), else the extractive one."""
-    provider = getattr(settings, "summarizer", "extractive")
+    provider = settings.summarizer
     if provider not in {"openai", "anthropic"}:
         return ExtractiveDetector()
     client = build_chat_client(
-        provider,
-        getattr(settings, "llm_model", None),
-        getattr(settings, "llm_base_url", None),
-        getattr(settings, "llm_api_key", None),
+        provider, settings.llm_model, settings.llm_base_url, settings.llm_api_key
     )
     return LLMBookmarkDetector(client)

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TypeVar
 
+from memtoc.config import DEFAULTS, Settings
 from memtoc.errors import ConfigError, QueryError
 from memtoc.model import JsonValue
 from memtoc.retrieval.embedding_index import SemanticIndex
@@ -38,9 +39,9 @@ def _num(value: float) -> str:
 class Fusion:
     """RRF parameters: ``k`` damps the head of each list, ``w_*`` weigh the methods."""
 
-    k: float = 60.0
-    w_bm25: float = 1.0
-    w_vec: float = 1.0
+    k: float = DEFAULTS["fusion_k"]
+    w_bm25: float = DEFAULTS["fusion_w_bm25"]
+    w_vec: float = DEFAULTS["fusion_w_vec"]
 
     def __post_init__(self) -> None:
         if self.k < 0 or self.w_bm25 < 0 or self.w_vec < 0 or self.w_bm25 + self.w_vec == 0:
@@ -71,13 +72,9 @@ class Fusion:
         return [(key, min(1.0, scores[key] / best)) for key in ranked]
 
 
-def fusion_from_settings(settings: Any) -> Fusion:
-    """The fusion a ``memtoc.config.Settings`` configures (``fusion_k``, ``fusion_w_*``)."""
-    return Fusion(
-        k=float(getattr(settings, "fusion_k", 60.0)),
-        w_bm25=float(getattr(settings, "fusion_w_bm25", 1.0)),
-        w_vec=float(getattr(settings, "fusion_w_vec", 1.0)),
-    )
+def fusion_from_settings(settings: Settings) -> Fusion:
+    """The fusion the settings configure (``fusion_k``, ``fusion_w_*``)."""
+    return Fusion(k=settings.fusion_k, w_bm25=settings.fusion_w_bm25, w_vec=settings.fusion_w_vec)
 
 
 # -- search: BM25, vectors, fusion, tiers ------------------------------------------------------

@@ -18,7 +18,7 @@ import typer
 from rich.console import Console
 from typer.core import TyperGroup
 
-from memtoc.config import Settings, load_settings
+from memtoc.config import Settings, load_settings, setting
 from memtoc.errors import MemtocError
 from memtoc.memory import Memory
 from memtoc.projects import Scope
@@ -165,11 +165,10 @@ def _print_version(value: bool) -> None:
 def main_options(
     ctx: typer.Context,
     db: Annotated[
-        str | None, typer.Option("--db", help="Store: a SQLite file path (env MEMTOC_DB).")
+        str | None, typer.Option("--db", help=f"{setting('db').help} (env MEMTOC_DB)")
     ] = None,
     home: Annotated[
-        str | None,
-        typer.Option("--home", help="Data directory (env MEMTOC_HOME; default: user data dir)."),
+        str | None, typer.Option("--home", help=f"{setting('home').help} (env MEMTOC_HOME)")
     ] = None,
     version: Annotated[
         bool,
