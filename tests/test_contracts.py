@@ -251,3 +251,37 @@ def test_the_project_setting_is_one_explicit_project_for_every_verb(tmp_path: Pa
         assert memory.context().project == "docs"
         counts = {p["name"]: p["events"] for p in memory.projects()}
     assert counts == {"docs": 2 + 4, "webapp": 4}
+
+
+INTERNALS = {
+    "sqlite_store", "summarizer", "pipeline", "fusion", "semantic", "processor", "registry",
+    "bookmark_step", "reconcile_forget_log",
+}  # fmt: skip
+"""Memory members that hand out a component (for tools and tests), not the result of a verb."""
+
+
+def test_the_result_types_of_memorys_verbs_are_exported_from_the_package() -> None:
+    """``from memtoc import RecallResult`` works for every type a verb of ``Memory`` returns."""
+    import ast
+    import inspect
+
+    import memtoc
+
+    tree = ast.parse(inspect.getsource(Memory))
+    (cls,) = tree.body
+    assert isinstance(cls, ast.ClassDef)
+    missing = {}
+    for fn in cls.body:
+        if not isinstance(fn, ast.FunctionDef) or fn.name.startswith("_") or fn.name in INTERNALS:
+            continue
+        assert fn.returns is not None, fn.name
+        names = {
+            n.id
+            for n in ast.walk(fn.returns)
+            if isinstance(n, ast.Name) and n.id[0].isupper() and n.id not in {"None", "JsonValue"}
+        }
+        missing.update({name: fn.name for name in names if name not in memtoc.__all__})
+    assert not missing, missing
+    for name in memtoc.__all__:
+        assert getattr(memtoc, name) is not None
+    assert memtoc.RecallResult.__name__ == "RecallResult"
