@@ -16,7 +16,7 @@ import socket
 import threading
 import time
 from collections import Counter, deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -283,7 +283,9 @@ class LeadSummarizer:
     def summarize_events(self, events: Sequence[Event], context: Sequence[Event] = ()) -> Summary:
         return self._from_texts([e.text for e in events])
 
-    def summarize_children(self, children: Sequence[Summary], level: str | None = None) -> Summary:
+    def summarize_children(
+        self, children: Sequence[Summary], level: str | None = None, *, avoid: Collection[str] = ()
+    ) -> Summary:
         return self._from_texts([c.title for c in children])
 
     def _from_texts(self, texts: list[str]) -> Summary:

@@ -10,7 +10,7 @@ node's lock it re-reads the children and, when they changed, builds again.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from zoneinfo import ZoneInfo
@@ -47,12 +47,14 @@ class GatedSummarizer:
     def summarize_events(self, events: Sequence[Event], context: Sequence[Event] = ()) -> Summary:
         return self.inner.summarize_events(events, context)
 
-    def summarize_children(self, children: Sequence[Summary], level: str | None = None) -> Summary:
+    def summarize_children(
+        self, children: Sequence[Summary], level: str | None = None, *, avoid: Collection[str] = ()
+    ) -> Summary:
         self.calls += 1
         if self.calls == 1:
             self.entered.set()
             assert self.release.wait(timeout=30)
-        return self.inner.summarize_children(children, level)
+        return self.inner.summarize_children(children, level, avoid=avoid)
 
 
 def processor(store: PipelineStore, summarizer: Summarizer | None = None) -> Processor:

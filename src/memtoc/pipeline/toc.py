@@ -213,12 +213,13 @@ class TocBuilder:
                     self.store.delete_node(project, period.node_id)
                     self.store.mark_dirty(marks)
             return BuildOutcome(period.node_id, False, retired=existed)
-        summary = self.summarizer.summarize_children(
-            [node_summary(c) for c in children], period.level
-        )
         listed = children
         if period.level == "month":  # the weeks of its days (a week may lie in two months)
             listed = weeks_of_days(self.store, project, period.start_ms, period.end_ms, children)
+        avoid = {b.text for c in listed for b in c.bullets} if listed is not children else set()
+        summary = self.summarizer.summarize_children(
+            [node_summary(c) for c in children], period.level, avoid=avoid
+        )
         node = TocNode(
             node_id=period.node_id,
             project=project,

@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 
 from memtoc.model import BOOKKEEPING_TITLES, Event, Summary
 from memtoc.pipeline.summarize.extractive_facts import (
@@ -36,11 +36,12 @@ from memtoc.pipeline.summarize.extractive_periods import PeriodDigest, digest_ch
 from memtoc.pipeline.summarize.extractive_titles import segment_title
 from memtoc.pipeline.summarize.tool_calls import TOOL_NAMES, render_tool_call, tool_name
 from memtoc.pipeline.summarize.tool_results import output_fact, results_of, written_fact
-from memtoc.text.keyphrases import extract_keyphrases
+from memtoc.text.keyphrases import extract_keyphrases, is_code_token, key_terms
 from memtoc.text.tokens import TokenCounter, truncate_to_tokens
 
 EMPTY_TITLE = "(empty)"
 SAID_KINDS = frozenset({"request", "correction", "conclusion", "prose", "question", "user",
+                        "motive", "done", "detail",
                         "intent", "plan", "ask", "commit", "tests", "error"})  # fmt: skip
 """Facts that say something beyond which tool ran on what (else outputs are described too)."""
 COVERAGE_WEIGHT = 1.0
@@ -92,11 +93,13 @@ class ExtractiveSummarizer:
                 return self._empty()
         score_facts(facts, events)
         tools = {tool_name(e.metadata).lower() for e in events if e.event_type == "tool_call"}
-        keywords = extract_keyphrases(
+        speakers = {f.speaker.lower() for f in facts if f.speaker}
+        phrases = extract_keyphrases(
             [_topic_text(f) for f in facts if f.kind != "call"],
-            self.max_keywords,
-            exclude=TOOL_NAMES | tools,
+            self.max_keywords * 3,
+            exclude=TOOL_NAMES | tools | speakers | GREETINGS,
         )
+        keywords = phrases[: self.max_keywords]
         target = max(self.min_bullets, min(self.max_bullets, 2 + len(facts) // 8))
         chosen = self._select(facts, target)
         if not any(f.kind in OUTCOME_KINDS for f in chosen):  # what came of it, when known
@@ -121,6 +124,9 @@ class ExtractiveSummarizer:
         ranked = [by_score[0].text, *(f.text for f in extra if f.score > 0)]
         ranked += [f.text for f in by_score[1:]]
         abstract = self._abstract(title, ranked, keywords)
+        recurring = Counter(t for f in facts for t in key_terms(f.text))
+        keywords = complementary_keywords(phrases, [title, abstract, *bullets], self.max_keywords,
+                                          recurring)  # fmt: skip
         return self._finish(title, bullets, keywords, abstract, [f.text for f in extra],
                             facts_block)  # fmt: skip
 
@@ -209,7 +215,9 @@ class ExtractiveSummarizer:
 
     # -- periods ----------------------------------------------------------------------------
 
-    def summarize_children(self, children: Sequence[Summary], level: str | None = None) -> Summary:
+    def summarize_children(
+        self, children: Sequence[Summary], level: str | None = None, *, avoid: Collection[str] = ()
+    ) -> Summary:
         live = [c for c in children if c.title != EMPTY_TITLE and c.title.strip()]
         # an agent's bookkeeping says nothing about the period unless it is all there is
         live = [c for c in live if not is_bookkeeping(c)] or live
@@ -217,7 +225,7 @@ class ExtractiveSummarizer:
             return self._empty()
         digest: PeriodDigest = digest_children(
             live, level=level, max_bullets=self.max_bullets, min_bullets=self.min_bullets,
-            max_keywords=self.max_keywords, redundancy=self.redundancy,
+            max_keywords=self.max_keywords, redundancy=self.redundancy, avoid=avoid,
         )  # fmt: skip
         abstract = self._abstract(digest.title, digest.lines, digest.keywords)
         return self._finish(digest.title, digest.bullets, digest.keywords, abstract,
@@ -326,6 +334,40 @@ def bookkeeping_summary(events: Sequence[Event], backend: str) -> Summary:
 def is_bookkeeping(summary: Summary) -> bool:
     """Whether ``summary`` describes a segment of bookkeeping only (``bookkeeping_summary``)."""
     return not summary.keywords and summary.title.startswith(BOOKKEEPING_TITLES)
+
+
+GREETINGS = frozenset(
+    """bye goodbye hi hey hello thanks thank wow lol haha yeah yep yup okay ok cool nice great
+    awesome congrats sure""".split()  # noqa: SIM905 - a word list reads better as text
+)
+"""Words of greeting and assent: never a keyword (every conversation has them)."""
+CENTRAL_KEYWORDS = 3
+"""Keywords kept first whatever the text says: the segment's main keyphrases (what a period's
+title is made of)."""
+
+
+def complementary_keywords(
+    phrases: Sequence[str], shown: Sequence[str], k: int, recurring: Counter[str]
+) -> list[str]:
+    """``k`` keywords from ``phrases`` (best first): the ``CENTRAL_KEYWORDS`` best, then those
+    naming something the node's ``shown`` text (title, L0, bullets) does not — a reader sees
+    keywords beside that text, so a keyword repeating it tells them nothing — then the rest of
+    the ``k`` best. A single plain word comes in for what it adds only when it recurs (in at
+    least two facts: ``recurring`` counts the facts holding each term); a phrase or an
+    identifier always may."""
+    said = key_terms("\n".join(shown))
+    head = list(phrases[:CENTRAL_KEYWORDS])
+    new: list[str] = []
+    for phrase in phrases[CENTRAL_KEYWORDS:]:
+        terms = key_terms(phrase)
+        if terms <= said:
+            continue
+        single = " " not in phrase and not is_code_token(phrase)
+        if single and all(recurring[t] < 2 for t in terms):
+            continue
+        new.append(phrase)
+    rest = [p for p in phrases[CENTRAL_KEYWORDS:k] if p not in new]
+    return (head + new + rest)[:k]
 
 
 def _first_words(text: str, n: int) -> str:

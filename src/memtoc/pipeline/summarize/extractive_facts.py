@@ -32,6 +32,9 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from memtoc.model import Event
+from memtoc.pipeline.summarize.extractive_markdown import MD_PREFIX as _MD_PREFIX
+from memtoc.pipeline.summarize.extractive_markdown import TAG as _TAG
+from memtoc.pipeline.summarize.extractive_markdown import sentences as _sentences
 from memtoc.pipeline.summarize.tool_calls import render_tool_call
 from memtoc.pipeline.summarize.tool_results import describe_result, results_of
 from memtoc.text.keyphrases import SPEAKER_LABEL, iter_words, token_terms
@@ -41,20 +44,16 @@ READ_CHARS = 20_000
 """How much of one message the summariser reads."""
 REQUEST_SENTENCES = 2
 """Sentences of a user turn that count as its request."""
+WHY_SENTENCES = 2
+"""Sentences of a plan's "Context" (problem, goal) section that say why the work is wanted."""
+LEAD_IN_WORDS = 20
+"""An agent's sentence ending in a colon and at most this long announces what follows."""
 LISTED_FILES = 3
 """Files named in a gathered edit or read fact before "and N more"."""
 
-_SENT_SPLIT = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[`*_]*[A-Z0-9])")
-_MD_PREFIX = re.compile(r"^\s*(?:#{1,6}\s+|>\s*|[-*+•]\s+|\d{1,3}[.)]\s+|\[[ xX]\]\s+)+")
 _MD_INLINE = re.compile(r"\*\*|__|~~|(?<!\w)\*(?=\S)|(?<=\S)\*(?!\w)")
 _MD_LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
-_TAG = re.compile(r"</?[A-Za-z][\w-]*(?:\s[^<>]{0,300})?/?>")
-_HEADING = re.compile(r"^\s*#{1,4}\s+(.{4,160}?)\s*#*\s*$", re.MULTILINE)
 _PLAN_PREFIX = re.compile(r"^(?:plan|fix|feature|bug|task|goal|summary)\s*[:—-]\s*", re.IGNORECASE)
-_SHELL = re.compile(
-    r"^(?:\$ )?(?:git|pytest|python3?|pip|uv|npm|npx|yarn|pnpm|bun|cargo|go|make|docker|kubectl|"
-    r"ls|cd|cat|grep|rg|sed|curl|ruff|mypy|node|bash|sh|cp|mv|rm|mkdir|psql|sqlite3|memtoc)\b"
-)
 _CUES = re.compile(
     r"\b(?:"
     r"(?P<decision>let's|lets|we'll use|we will use|decided|decide|decision|instead|the fix|"
@@ -62,6 +61,10 @@ _CUES = re.compile(
     r"turns out|switch(?:ed)? to|going with|chose|conclusion|because|caused by)"
     r"|(?P<fix>fix(?:ed|es|ing)?|works now|passes|passing|solved|all \d+ tests|succeeded|"
     r"now (?:works|passes|renders|shows))"
+    r"|(?P<finding>pre-existing|unrelated|already (?:exists?|there|handled|hidden|in place|uses?|"
+    r"has|does|covered)|(?:is|was|were|are) missing|doesn't exist|does not exist|the culprit|"
+    r"i see the (?:issue|problem|bug)|accidentally|which means|that's why|this happens|"
+    r"happens because|is required|requires)"
     r"|(?P<life>went|visited|started|joined|bought|adopted|moved|finished|signed up|won|lost|met|"
     r"married|graduated|volunteer\w*|plan(?:s|ned|ning)?|going to|gonna|next (?:week|month|year)|"
     r"last (?:week|month|year|night)|yesterday|tomorrow|weekend|recently|just got|birthday|"
@@ -79,6 +82,17 @@ _INTENT_START = re.compile(
     r"i need to|i'm going to|i am going to|i should|we need to check|time to)\b",
     re.IGNORECASE,
 )
+_FIX_INTENT = re.compile(r"^(?:now,? |ok(?:ay)?,? )?(?:let me|i'll|i will|i need to) (?:fix|correct|"
+                         r"remove|escape|change|update|rewrite|move)\b", re.IGNORECASE)  # fmt: skip
+"""An agent about to fix something: the sentence before it said what was wrong."""
+_LEAD_IN = re.compile(r":\s*$")
+_DONE = re.compile(
+    r"^(?:added|fixed|changed|removed|updated|created|replaced|moved|renamed|implemented|"
+    r"refactored|extracted|introduced|wrapped|converted|switched|enabled|disabled|deleted|merged|"
+    r"restored|simplified|rewrote|split|made)\b",
+    re.IGNORECASE,
+)
+"""An agent's report of what it did ("Added `isSkillsSubFile()` helper that …")."""
 _CORRECTION = re.compile(
     r"^(?:no\b|nope\b|not\b|actually\b|wait\b|stop\b|don't\b|do not\b|that's (?:not|wrong)|"
     r"that is (?:not|wrong)|wrong\b|instead\b|i said\b|i meant\b|rather\b|undo\b|revert\b)",
@@ -106,11 +120,14 @@ KIND_WEIGHT: dict[str, float] = {
     "commit": 1.3,
     "plan": 1.0,
     "conclusion": 0.8,
+    "motive": 0.9,
+    "done": 0.6,
     "error": 0.9,
     "tests": 0.7,
     "ask": 0.6,
     "question": 0.2,
     "user": 0.3,
+    "detail": -0.3,
     "changed": 0.3,
     "edit": 0.25,
     "command": 0.1,
@@ -142,6 +159,8 @@ class Fact:
     decision: bool = False
     fix: bool = False
     life_event: bool = False
+    finding: bool = False
+    """Says what something is or was (pre-existing, unrelated, missing, already there)."""
     chitchat: bool = False
     code: bool = False
     heading: bool = False
@@ -186,45 +205,6 @@ def _terms_of(text: str) -> tuple[frozenset[str], bool]:
     return frozenset(terms), code
 
 
-def _prose_sentences(text: str) -> list[tuple[str, bool, bool]]:
-    """(sentence, is_command, is_heading) triples: fenced code dropped except shell commands,
-    markup-only lines dropped."""
-    out: list[tuple[str, bool, bool]] = []
-    in_fence = False
-    paragraph: list[str] = []
-
-    def flush() -> None:
-        if paragraph:
-            joined = " ".join(paragraph)
-            out.extend((s, False, False) for s in _SENT_SPLIT.split(joined) if s)
-            paragraph.clear()
-
-    for raw in text.splitlines():
-        line = raw.strip()
-        if line.startswith("```"):
-            flush()
-            in_fence = not in_fence
-            continue
-        if in_fence or not line:
-            if in_fence and (line.startswith("$ ") or _SHELL.match(line)) and len(line) < 160:
-                out.append((line.removeprefix("$ "), True, False))
-            flush()
-            continue
-        if line.startswith("<") and (line.endswith(">") or not _TAG.sub("", line).strip()):
-            flush()  # markup: <details>, <command-name>…</command-name>, <tool-use …>
-            continue
-        heading = _HEADING.match(raw)
-        if heading:
-            flush()
-            out.append((heading.group(1), False, True))
-            continue
-        if _MD_PREFIX.match(raw) or line.startswith("|"):
-            flush()  # list items and table rows stand alone
-        paragraph.append(line)
-    flush()
-    return out
-
-
 def _gathered(verb: str, subjects: Sequence[str], noun: str) -> str:
     shown = [f"`{s}`" for s in subjects[:LISTED_FILES]]
     more = len(subjects) - len(shown)
@@ -259,6 +239,7 @@ def extract_facts(events: Sequence[Event], context: Sequence[Event] = ()) -> lis
             decision="decision" in cues,
             fix="fix" in cues,
             life_event="life" in cues,
+            finding="finding" in cues,
             chitchat=_CHITCHAT.match(body) is not None,
             code=code or kind in ("command", "edit"),
             heading=heading,
@@ -332,35 +313,47 @@ def _message_facts(event: Event, index: int, add: _Add) -> None:
         speaker, text = match.group(1), text[match.end() :]
     label = speaker if isinstance(speaker, str) and speaker else None
     user = event.role == "user" and label is None
-    sentences = _prose_sentences(text[:READ_CHARS])
-    said = 0
-    for k, (sentence, is_command, heading) in enumerate(sentences):
-        if is_command:
+    said = why = 0
+    previous: Fact | None = None
+    for k, part in enumerate(_sentences(text[:READ_CHARS])):
+        sentence, heading = part.text, part.heading
+        if part.command:
             add(f"Ran `{sentence}`", index, "command")
             continue
         if label is not None:  # a conversation: every speaker's words are prose
             kind = "question" if sentence.rstrip().endswith("?") else "prose"
             add(f"{label}: {sentence}", index, kind, label)
             continue
-        if user:
+        if user:  # a plan's sections: why it is wanted, what was decided, its checklist
             if said < REQUEST_SENTENCES or (heading and k < 12):
                 kind = "correction" if said == 0 and _CORRECTION.match(sentence) else "request"
+            elif part.section == "why" and why < WHY_SENTENCES:
+                kind, why = "motive", why + 1
             else:
-                kind = "user"
+                kind = "detail" if part.section == "detail" else "user"
             if kind == "request":
                 sentence = request_phrase(sentence)
             said += 1
-            add(sentence, index, kind, heading=heading)
+            fact = add(sentence, index, kind, heading=heading)
+            if fact is not None and part.section == "decision":
+                fact.decision = True
             continue
         if _INTENT_START.match(sentence):
             kind = "intent"
+            if previous is not None and previous.kind == "prose" and _FIX_INTENT.match(sentence):
+                previous.kind = "conclusion"  # what it is about to fix: the diagnosis before
         elif sentence.rstrip().endswith("?"):
             kind = "question"
+        elif _LEAD_IN.search(sentence) and len(sentence.split()) <= LEAD_IN_WORDS:
+            kind = "intent"  # "Now add the test cases to `x.test.ts`:" announces, says nothing
+        elif _DONE.match(sentence):
+            kind = "done"
         else:
             kind = "prose"
         fact = add(sentence, index, kind, heading=heading)
-        if fact is not None and kind == "prose" and (fact.decision or fact.fix):
+        if fact is not None and kind == "prose" and (fact.decision or fact.fix or fact.finding):
             fact.kind = "conclusion"
+        previous = fact
 
 
 class _Add(Protocol):  # the signature of ``extract_facts``'s ``add``
@@ -397,13 +390,25 @@ def score_facts(facts: Sequence[Fact], events: Sequence[Event]) -> None:
                 score += 0.4
             if fact.life_event:
                 score += 0.5
+            if fact.finding:
+                score += 0.3
         if fact.code and fact.kind in ("prose", "conclusion"):
             score += 0.3
         if fact.chitchat:
             score -= 0.6
         if n <= 2 and fact.kind not in TOOL_KINDS:
             score -= 0.5
+        if fact.kind not in TOOL_KINDS and _words_outside_code(fact.text) < 2:
+            score -= 1.0  # a label and a path ("File: `src/a.ts`"): names, says nothing
         fact.score = score
+
+
+_CODE_SPAN = re.compile(r"`[^`]*`|\S*[/\\.]\S*[A-Za-z]\S*")
+
+
+def _words_outside_code(text: str) -> int:
+    """How many words of ``text`` are prose: outside code spans, paths and dotted names."""
+    return sum(any(c.isalpha() for c in w) for w in _CODE_SPAN.sub(" ", text).split())
 
 
 def _lower(names: Iterable[str | None]) -> set[str]:
@@ -424,11 +429,13 @@ def bullet_salience(text: str) -> float:
     low = text.lower()
     cues = {m.lastgroup for m in _CUES.finditer(low)}
     score = 0.5 * ("decision" in cues) + 0.3 * ("fix" in cues) + 0.3 * ("life" in cues)
-    if low.startswith(("error:", "cause:", "fix:", "decision:", "root cause", "committed")):
+    if low.startswith(("cause:", "fix:", "decision:", "root cause", "committed")):
         score += 0.3
+    if low.startswith("error:"):  # a failure on the way: what came of the work says more
+        score -= 0.2
     if low.startswith("tests:"):
         score += 0.2
-    if _INTENT.match(text) or _INTENT_START.match(text):
+    if _INTENT.match(text) or _INTENT_START.match(text) or text.rstrip().endswith(":"):
         score -= 0.4
     if _TOOL_STEP.match(text):
         score -= 0.6

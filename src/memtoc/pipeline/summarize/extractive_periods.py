@@ -28,11 +28,12 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 
 from memtoc.model import Summary
 from memtoc.pipeline.summarize.extractive_facts import bullet_salience, clean_sentence
+from memtoc.pipeline.summarize.extractive_markdown import SENT_SPLIT
 from memtoc.pipeline.summarize.extractive_titles import (
     MAX_TITLE,
     _topics,
@@ -146,11 +147,28 @@ def _session_threads(children: Sequence[Summary], names: Sequence[str]) -> list[
         for m, i in enumerate(members):
             late = OUTCOME_BONUS if m >= len(members) - 2 else 0.0  # a session ends on its outcome
             delegated = SUBAGENT_MARK in (children[i].thread or "")
-            for rank, bullet in enumerate(children[i].bullets):
+            for rank, bullet in enumerate(_child_lines(children[i])):
                 value = _value(bullet, rank) + late - (SUBAGENT_PENALTY if delegated else 0.0)
                 thread.lines.append((value, bullet, frozenset(key_terms(bullet))))
         threads.append(thread)
     return threads
+
+
+def _child_lines(child: Summary) -> list[str]:
+    """What a child says, best first: its bullets, then the sentences of its L0 that are
+    neither its title nor a bullet (a segment's L0 adds its next most salient facts)."""
+    lines = list(child.bullets)
+    seen = {_plain(child.title), *(_plain(b) for b in lines)}
+    for sentence in SENT_SPLIT.split(child.abstract):
+        plain = _plain(sentence)
+        if plain and plain not in seen and not plain.startswith("about: "):
+            seen.add(plain)
+            lines.append(sentence.strip().rstrip("."))
+    return lines
+
+
+def _plain(text: str) -> str:
+    return text.strip().lower().rstrip(" .!?…:;")
 
 
 def _topic_threads(children: Sequence[Summary], names: Sequence[str]) -> list[_Thread]:
@@ -203,6 +221,7 @@ def digest_children(
     min_bullets: int,
     max_keywords: int,
     redundancy: float,
+    avoid: Collection[str] = (),
 ) -> PeriodDigest:
     """The period's title, bullets, keywords, L0 lines and covered titles (module docstring)."""
     keywords = merge_keywords(children, max_keywords)
@@ -216,9 +235,14 @@ def digest_children(
         thread.weight = thread.size + sum(max(0.0, v) for v, _, _ in thread.lines[:3])
     order = sorted(range(len(threads)), key=lambda t: (-threads[t].weight, threads[t].first))
     lines_total = sum(len(t.lines) for t in threads)
-    target = min(max(min_bullets, min(max(max_bullets, PERIOD_BULLETS), len(threads))),
-                 max(1, lines_total))  # fmt: skip
-    child_lines = {b for c in children for b in c.bullets}
+    # the bullets are spread over the threads: one each while there are many, more each
+    # while there are few (a day of one session says more of it than its first lines)
+    target = min(PERIOD_BULLETS, max(min_bullets, max_bullets, len(threads)), max(1, lines_total))
+    child_lines = {b for c in children for b in c.bullets} | set(avoid)
+    # a day of one session: its title names it, its lines need no topic before them (above a
+    # day the lines keep their topic, so a week never repeats its one day's lines verbatim)
+    single = sessions and len(threads) == 1
+    every_line = [list(t.lines) for t in threads]
     picked: list[tuple[int, str, frozenset[str]]] = []
     for round_ in range(target):
         for t in order:
@@ -229,9 +253,12 @@ def digest_children(
                 value, line, terms = pool.pop(0)
                 if round_ == 0 and value <= 0 and len(threads) > target:
                     break  # a thread with nothing but tool steps gives way to others
+                if round_ > 0 and value <= 0 and len(picked) >= min_bullets:
+                    continue  # a thread's further lines must say something
                 if any(_jaccard(terms, p[2]) > 1 - redundancy / 2 for p in picked):
                     continue
-                said = _line(threads[t].topic, line, words, child_lines, coarse=coarse)
+                said = _line(threads[t].topic, line, words, child_lines, coarse=coarse,
+                             bare=single)  # fmt: skip
                 if said is None or any(said == p[1] for p in picked):
                     continue
                 picked.append((t, said, terms))
@@ -248,24 +275,59 @@ def digest_children(
     picked.sort(key=lambda p: rank_of[p[0]])
     bullets = [p[1] for p in picked]
     title = _title(threads, order, children, names, keywords, level)
-    return PeriodDigest(title, bullets, keywords, bullets, [c.title for c in children])
+    # L0: the strongest bullet, then what the bullets do not say (the threads' next lines)
+    extra: list[tuple[float, int, str, frozenset[str]]] = []
+    for t in order:
+        for value, line, terms in every_line[t]:
+            if value <= 0 or any(_jaccard(terms, p[2]) > 1 - redundancy / 2 for p in picked):
+                continue
+            body = _body(threads[t].topic, line, words)
+            if sum(any(c.isalpha() for c in w) for w in body.split()) < 2:
+                continue  # nothing beyond the topic
+            said = body if single else f"{threads[t].topic}: {body}"
+            extra.append((value, rank_of[t], said, terms))
+    extra.sort(key=lambda x: (-x[0], x[1]))
+    told: list[frozenset[str]] = []
+    lines = bullets[:1]
+    for _, _, said, terms in extra:  # each says something the others do not
+        if all(_jaccard(terms, other) <= 1 - redundancy / 2 for other in told):
+            lines.append(said)
+            told.append(terms)
+    lines += bullets[1:]
+    return PeriodDigest(title, bullets, keywords, lines, [c.title for c in children])
 
 
 def _line(
-    topic: str, text: str, words: int, child_lines: set[str], *, coarse: bool = False
+    topic: str,
+    text: str,
+    words: int,
+    child_lines: set[str],
+    *,
+    coarse: bool = False,
+    bare: bool = False,
 ) -> str | None:
-    """A child's line as the period states it: condensed, after its thread's topic; when that
-    would repeat a child's line, "topic — text", or the topic alone for a month or a year (None
-    when even that is a child's line)."""
+    """A child's line as the period states it: condensed, after its thread's topic (``bare``:
+    alone, the period having one thread, which its title names; None when that is a child's
+    line); when that would repeat a child's line, "topic — text", or the topic alone for a
+    month or a year (None when even that is a child's line)."""
     body = clean_sentence(text, words)
-    if body.lower().startswith(topic.lower()):
-        body = body[len(topic) :].lstrip(" :—-")
+    if bare:
+        return body if body and body not in child_lines else None
+    body = _body(topic, text, words)
     line = f"{topic}: {body}" if body else topic
     if line not in child_lines:
         return line
     if body and not coarse and f"{topic} — {body}" not in child_lines:
         return f"{topic} — {body}"
     return None if topic in child_lines else topic
+
+
+def _body(topic: str, text: str, words: int) -> str:
+    """A child's line condensed to ``words``, without its thread's topic in front."""
+    body = clean_sentence(text, words)
+    if body.lower().startswith(topic.lower()):
+        body = body[len(topic) :].lstrip(" :—-")
+    return body
 
 
 def _speakers(children: Sequence[Summary]) -> list[str]:

@@ -19,7 +19,7 @@ import contextlib
 import dataclasses
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, tzinfo
 from typing import Literal
@@ -137,16 +137,20 @@ class LLMSummarizer:
         )
         return self._run(prompt, lambda: self.fallback.summarize_events(events, context))
 
-    def summarize_children(self, children: Sequence[Summary], level: str | None = None) -> Summary:
+    def summarize_children(
+        self, children: Sequence[Summary], level: str | None = None, *, avoid: Collection[str] = ()
+    ) -> Summary:
         if not children:
             return self._degrade(
                 "no children to summarise",
-                lambda: self.fallback.summarize_children(children, level),
+                lambda: self.fallback.summarize_children(children, level, avoid=avoid),
             )
         prompt = children_prompt(
             children, budget_tokens=self._max_input_tokens, counter=self._counter
         )
-        return self._run(prompt, lambda: self.fallback.summarize_children(children, level))
+        return self._run(
+            prompt, lambda: self.fallback.summarize_children(children, level, avoid=avoid)
+        )
 
     def _run(self, prompt: Prompt, fallback: Callable[[], Summary]) -> Summary:
         key = cache_key(self.name, self.client.model, prompt.system + "\n\n" + prompt.user)

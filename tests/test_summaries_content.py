@@ -1,0 +1,180 @@
+"""What a summary spends its words on: a plan read by its sections (why, steps, checklist), an
+agent's diagnoses and reports over its lead-ins, keywords that add to the text beside them, and
+periods that carry their children's distinctive content rather than their first lines."""
+
+from __future__ import annotations
+
+from memtoc.model import Event, Summary
+from memtoc.pipeline.summarize.extractive import ExtractiveSummarizer, complementary_keywords
+from memtoc.pipeline.summarize.extractive_facts import extract_facts, score_facts
+from memtoc.pipeline.summarize.extractive_markdown import section_label, sentences
+from memtoc.text.tokens import TiktokenCounter
+
+COUNTER = TiktokenCounter()
+
+PLAN = """Implement the following plan:
+
+# Upload JSON Reports in Web UI
+
+## Context
+
+Users can generate JSON reports via the CLI, but there is no way to view them in the Web UI.
+This feature lets users upload CLI-generated reports for viewing, only in non-cloud instances.
+
+## Design Decisions (confirmed with user)
+
+- Store imported reports in the evaluations table with an is_imported flag
+
+## Implementation
+
+### Backend: Add `POST /api/evaluations/import` endpoint
+
+File: `src/api/routes/evaluation.ts`
+
+## Files to modify
+
+| File | Change |
+|------|--------|
+| `src/api/index.ts` | Register the import route |
+
+## Verification
+
+Run `bun run test` and check the badge.
+
+If you need specific details from before exiting plan mode (like exact code snippets), read the full transcript at: /Users/x/.claude/projects/p/abc.jsonl
+"""
+
+
+def ev(i: int, etype: str, role: str, text: str, **meta: object) -> Event:
+    return Event(f"01HX{i:022d}", "s1", "p", "claude-code", 1_770_000_000_000 + i * 1000, etype,
+                 role, text, meta)  # fmt: skip
+
+
+def test_markdown_sections_labels_and_tables() -> None:
+    assert section_label("Context") == "why"
+    assert section_label("Design Decisions (confirmed with user)") == "decision"
+    assert section_label("Files to modify") == "detail"
+    assert section_label("Implementation Steps") == ""
+    assert section_label("Backend: Add `POST /api/evaluations/import` endpoint") is None
+    got = sentences(PLAN)
+    texts = [s.text for s in got]
+    assert "Context" not in texts and "Verification" not in texts  # labels set sections
+    assert "`src/api/index.ts`: Register the import route" in texts  # a table row in words
+    assert not any("File | Change" in t or "---" in t for t in texts)  # header, rule dropped
+    assert not any("full transcript" in t for t in texts)  # the agent's notice is nobody's
+    why = [s.text for s in got if s.section == "why"]
+    assert why and why[0].startswith("Users can generate JSON reports")
+    assert [s.section for s in got if s.text.startswith("Run `bun")] == ["detail"]
+
+
+def test_a_plan_says_why_and_its_steps_not_its_labels() -> None:
+    events = [ev(0, "user_message", "user", PLAN)]
+    facts = extract_facts(events)
+    score_facts(facts, events)
+    kinds = {f.text: f.kind for f in facts}
+    assert kinds["Upload JSON Reports in Web UI"] == "request"
+    assert any(k == "motive" and t.startswith("This feature lets users upload") for t, k in
+               kinds.items())  # fmt: skip
+    assert kinds["Run `bun run test` and check the badge."] == "detail"
+    assert next(f for f in facts if "is_imported flag" in f.text).decision
+    label_only = next(f for f in facts if f.text == "File: `src/api/routes/evaluation.ts`")
+    motive = next(f for f in facts if f.kind == "motive")
+    assert label_only.score < motive.score - 1.0  # a label and a path say nothing
+    s = ExtractiveSummarizer(COUNTER).summarize_events(events)
+    shown = " ".join((s.abstract, *s.bullets))
+    assert "This feature lets users upload" in shown or "Users can generate JSON" in shown
+    assert "File: `src/api/routes/evaluation.ts`" not in s.bullets
+    assert "Context" not in s.bullets and "full transcript" not in shown
+
+
+def test_agent_diagnoses_and_reports_over_lead_ins() -> None:
+    said = (
+        "Now add the test cases to `docs-finder.test.ts`:\n\n"
+        "The glob in the JSDoc comment prematurely closes the block comment. Let me fix it.\n\n"
+        "Added `isSkillsSubFile()` helper that keeps only SKILL.md at a skill folder's root.\n\n"
+        "The 1 failing test is pre-existing (evaluation routes test unrelated to my changes)."
+    )
+    events = [ev(0, "user_message", "user", "Filter skill sub-files from linked docs"),
+              ev(1, "assistant_message", "assistant", said)]  # fmt: skip
+    facts = extract_facts(events)
+    kinds = {f.text: f.kind for f in facts}
+    assert kinds["Now add the test cases to `docs-finder.test.ts`:"] == "intent"
+    assert kinds["The glob in the JSDoc comment prematurely closes the block comment."] == (
+        "conclusion"
+    )  # what it is about to fix: the diagnosis
+    assert (
+        kinds["Added `isSkillsSubFile()` helper that keeps only SKILL.md at a skill folder's root."]
+        == "done"
+    )
+    pre = next(f for f in facts if f.text.startswith("The 1 failing test is pre-existing"))
+    assert pre.finding and pre.kind == "conclusion"
+
+
+def test_keywords_add_to_the_text_beside_them() -> None:
+    phrases = ["art", "pottery", "painting", "camping", "kids", "forest", "always", "Oscar"]
+    recurring = {"camp": 2, "kid": 3, "forest": 1, "always": 1, "oscar": 2}
+    from collections import Counter
+
+    got = complementary_keywords(
+        phrases, ["Caroline & Melanie: art", "Melanie: We went camping with the kids."], 6,
+        Counter(recurring),
+    )  # fmt: skip
+    assert got[:3] == ["art", "pottery", "painting"]  # the central ones whatever the text says
+    # camping and kids are in the text, "forest" and "always" said once: Oscar first
+    assert got[3:] == ["Oscar", "camping", "kids"]
+    events = [ev(i, "user_message", "user", f"{who}: {text}") for i, (who, text) in enumerate([
+        ("Caroline", "I went to a pottery class and made a bowl for my mom."),
+        ("Melanie", "A pottery class sounds lovely, my kids love painting too."),
+        ("Caroline", "Bye! Talk soon, I'm going to the pottery studio tomorrow."),
+    ])]  # fmt: skip
+    s = ExtractiveSummarizer(COUNTER).summarize_events(events)
+    assert not {"Caroline", "Melanie", "Bye", "bye"} & set(s.keywords)  # the title names them
+
+
+def _seg(title: str, bullets: list[str], abstract: str, thread: str = "s1") -> Summary:
+    return Summary(title, tuple(bullets), ("k",), abstract, title, thread=thread)
+
+
+def test_a_day_of_one_session_carries_more_than_its_first_lines() -> None:
+    child = _seg(
+        "Caroline & Melanie: art, camping and pottery",
+        ["Caroline: I love that you chose pottery for your art.",
+         "Melanie: We went camping with the kids a few weeks ago."],
+        "Caroline & Melanie: art, camping and pottery. Caroline: I love that you chose pottery "
+        "for your art. Melanie: Seven years now, and I've finally found my muses: painting and "
+        "pottery. Caroline: Creating art helped me understand and accept myself.",
+    )  # fmt: skip
+    day = ExtractiveSummarizer(COUNTER).summarize_children([child], "day")
+    text = " ".join((day.abstract, *day.bullets))
+    assert "Seven years now" in text and "Creating art helped me" in text  # the L0's facts too
+    assert "We went camping with the kids" in text
+    assert not set(day.bullets) & set(child.bullets)  # never a child's line verbatim
+    assert not any(b.startswith("Art, camping and pottery:") for b in day.bullets)  # no topic
+    assert day.abstract != child.abstract
+
+
+def test_a_period_abstract_adds_what_its_bullets_do_not_say() -> None:
+    topics = ["loader", "parser", "renderer", "scheduler", "exporter", "importer", "indexer",
+              "tokenizer", "uploader"]  # fmt: skip
+    children = [
+        _seg(f"Fixed the {t}", [f"Committed 1a2b3c{i}: Fix the {t} timeout",
+                                f"The root cause was a stale {t} cache entry",
+                                f"Decided to keep {t} retries because the disk is slow"],
+             f"Fixed the {t}.", thread=f"s{i}")
+        for i, t in enumerate(topics)
+    ]  # fmt: skip
+    day = ExtractiveSummarizer(COUNTER).summarize_children(children, "day")
+    assert len(day.bullets) == 8  # one per thread, the heaviest first
+    bullets = " ".join(day.bullets)
+    beyond = [line for line in day.abstract.split(". ")[1:] if line.strip(" .") not in bullets]
+    assert beyond  # the L0 carries lines that no bullet does
+    assert not set(day.bullets) & {b for c in children for b in c.bullets}
+
+
+def test_a_month_does_not_repeat_the_weeks_it_lists() -> None:
+    days = [_seg("Fixed the loader", ["Loader fix: retries three times on a slow disk"],
+                 "Fixed the loader.", thread="")]  # fmt: skip
+    s = ExtractiveSummarizer(COUNTER)
+    free = s.summarize_children(days, "month")
+    avoided = s.summarize_children(days, "month", avoid=set(free.bullets))
+    assert free.bullets and not set(avoided.bullets) & set(free.bullets)
