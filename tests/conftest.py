@@ -166,3 +166,31 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         terminalreporter.section("memtoc")
         for line in lines:
             terminalreporter.write_line(line)
+
+
+# -- the demo store -----------------------------------------------------------------------------------
+@pytest.fixture(scope="session")
+def demo_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The store `memtoc demo` builds (same sample history, same steps), with the static model;
+    ``queries.json`` beside it holds the planted facts' questions. Built once per run (a few
+    seconds of CPU); tests only read it."""
+    import json
+
+    from memtoc.config import load_settings
+    from memtoc.eval.synth import SynthConfig, generate_with_facts, write_claude_code
+    from memtoc.memory import Memory
+
+    model = SHARED / "models" / "minilm-static-256"
+    if not model.is_dir():
+        pytest.skip(f"the static embedding model is not at {model}")
+    home = tmp_path_factory.mktemp("demo")
+    stream, facts = generate_with_facts(SynthConfig(seed=7, events=5_000))
+    files = write_claude_code(stream, home / "sample-transcripts")
+    assert files
+    (home / "queries.json").write_text(json.dumps([f.query for f in facts]))
+    settings = load_settings({"home": str(home), "embed_model": str(model)}, environ={})
+    with Memory.open(settings) as memory:
+        memory.ingest([home / "sample-transcripts"])
+        memory.process()
+        memory.rollup(force=True)
+    yield home

@@ -12,34 +12,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from mcp_support import STATIC_MODEL, server_env
 from memtoc.config import load_settings
-from memtoc.eval.synth import SynthConfig, generate_with_facts, write_claude_code
 from memtoc.memory import Memory
 
 QUERY = "why did the docker build fail in CI and how was it fixed?"
-
-
-@pytest.fixture(scope="module")
-def demo_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """The store `memtoc demo` builds (same sample history, same steps), with the static model."""
-    if not STATIC_MODEL.is_dir():
-        pytest.skip(f"the static embedding model is not at {STATIC_MODEL}")
-    home = tmp_path_factory.mktemp("demo")
-    stream, _facts = generate_with_facts(SynthConfig(seed=7, events=5_000))
-    files = write_claude_code(stream, home / "sample-transcripts")
-    assert files
-    settings = load_settings({"home": str(home), "embed_model": str(STATIC_MODEL)}, environ={})
-    with Memory.open(settings) as memory:
-        memory.ingest([home / "sample-transcripts"])
-        memory.process()
-        memory.rollup(force=True)
-    yield home
 
 
 def _recall(home: Path, *args: str) -> list[str]:

@@ -37,6 +37,7 @@ from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from mcp.types import CallToolResult, ListRootsResult, ToolAnnotations
 from pydantic import Field
 
+import memtoc
 from memtoc.errors import MemtocError
 from memtoc.memory import Memory
 from memtoc.model import iso_ms
@@ -45,6 +46,7 @@ from memtoc.retrieval.context import DEFAULT_BUDGET
 from memtoc.retrieval.timeparse import Edge, parse_bound
 from memtoc.surfaces import mcp_text as mt
 from memtoc.surfaces.processing import Processing
+from memtoc.text.tokens import truncate_to_tokens
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -70,6 +72,10 @@ are one project) unless you pass project=<name>; search and recall take all_proj
   event ids or a since+until range (never by query); run it with dry_run first.
 - memory_status: health, the processing queue, who processes new events, and this session's
   project."""
+
+MIN_BUDGET = 20
+"""The smallest budget memory_context and memory_recall take: their token line alone costs up to
+nine tokens, and the whole result must fit the budget."""
 
 READ = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True)
 WRITE = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False)
@@ -157,7 +163,9 @@ def build_server(
     the project of sessions whose client gives no roots. ``structured``: add structured content
     (the data behind the text) to every result.
     """
-    app: MCPServer[Any] = MCPServer(name="memtoc", instructions=INSTRUCTIONS)
+    app: MCPServer[Any] = MCPServer(
+        name="memtoc", instructions=INSTRUCTIONS, version=memtoc.__version__
+    )
     processing = processing or Processing(memory.settings, worker=False)
     started_in = working_dir or os.getcwd()
     counter = memory.counter
@@ -185,10 +193,17 @@ def build_server(
     def out(body: str, data: dict[str, Any] | None, budget: int | None = None) -> CallToolResult:
         return mt.deliver(counter, body, data, structured=structured, budget=budget)
 
-    def nothing(what: str, scope: Scope, extra: dict[str, Any] | None = None) -> CallToolResult:
-        """The result of a read whose scope holds no project: the note says why."""
-        body = mt.project_line(what, scope.name, scope.note)
-        return out(body, {**(extra or {}), "scope": scope.to_dict()})
+    def nothing(
+        what: str, scope: Scope, extra: dict[str, Any] | None = None, budget: int | None = None
+    ) -> CallToolResult:
+        """The result of a read whose scope holds no project: the note says why (cut to fit
+        ``budget`` when given: its list of known projects grows with the store)."""
+        note = body = mt.project_line(what, scope.name, scope.note)
+        if budget is not None:
+            body, _ = mt.fit(
+                counter, budget, lambda inner: truncate_to_tokens(counter, note, inner)
+            )
+        return out(body, {**(extra or {}), "scope": scope.to_dict()}, budget)
 
     @app.tool(name="memory_context", annotations=READ)
     @tool_errors
@@ -197,7 +212,8 @@ def build_server(
         roots: Roots,
         project: Project = None,
         budget: Annotated[
-            int, Field(ge=0, le=20_000, description="Token budget of the whole result.")
+            int,
+            Field(ge=MIN_BUDGET, le=20_000, description="Token budget of the whole result."),
         ] = DEFAULT_BUDGET,
     ) -> CallToolResult:
         """Session-start briefing: where the latest session left off (last request, unresolved
@@ -205,7 +221,7 @@ def build_server(
         Call it first in a new session; the whole result costs at most `budget` (default 800)."""
         scope = scope_of(project, ctx, roots)
         if scope.empty:
-            return nothing("session context", scope, {"items": [], "text": ""})
+            return nothing("session context", scope, {"items": [], "text": ""}, budget)
         views = {}
 
         def render(inner: int) -> str:
@@ -366,7 +382,8 @@ def build_server(
             str, Field(min_length=1, max_length=2_000, description="The question, in any words.")
         ],
         budget: Annotated[
-            int, Field(ge=0, le=50_000, description="Most tokens the whole result may cost.")
+            int,
+            Field(ge=MIN_BUDGET, le=50_000, description="Most tokens the whole result may cost."),
         ] = 1_000,
         project: Project = None,
         all_projects: AllProjects = False,
@@ -380,7 +397,7 @@ def build_server(
         time limit says so."""
         scope = scope_of(project, ctx, roots, all_projects)
         if scope.empty:
-            return nothing("recall", scope, {"query": query, "items": []})
+            return nothing("recall", scope, {"query": query, "items": []}, budget)
         results = {}
 
         def render(inner: int) -> str:

@@ -25,6 +25,9 @@ from memtoc.retrieval.recall import RecallResult
 from memtoc.text.tokens import TokenCounter
 
 _FIXPOINT_ROUNDS = 4
+SMALL_RECALL = 150
+"""A recall budget under which an empty result may be one whose items did not fit (an item
+steps down to its summary, a few dozen tokens, before it is left out)."""
 
 
 def token_line(n: int, budget: int | None = None) -> str:
@@ -163,8 +166,9 @@ def recall_text(result: RecallResult, project: str | None) -> str:
     context = result.context()
     if context:
         lines.append(context)
-    elif not n:
-        lines.append("nothing found")
+    elif not n:  # under a small budget, what was found may not fit
+        small = result.budget < SMALL_RECALL
+        lines.append("nothing fits the budget" if small else "nothing found")
     if result.truncated:
         lines.append(f"CUT SHORT: {short_reason(result.degraded)}")
     elif result.degraded:
