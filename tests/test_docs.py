@@ -1,0 +1,86 @@
+"""docs/cli.md and docs/settings.md are generated from the code (``scripts/gen_docs.py``): these
+tests fail when a command, an option or a setting changes without the docs being regenerated."""
+
+from __future__ import annotations
+
+import dataclasses
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import typer
+
+from memtoc import config
+from memtoc.surfaces.cli import reference
+from memtoc.surfaces.cli.app import app
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
+FIX = "run `.venv/bin/python scripts/gen_docs.py` and commit docs/"
+
+
+@pytest.mark.parametrize(("name", "function"), sorted(reference.DOCS.items()))
+def test_generated_docs_are_current(name: str, function: str) -> None:
+    generated = getattr(reference, function)()
+    assert (DOCS / name).read_text(encoding="utf-8") == generated, f"docs/{name} is stale: {FIX}"
+
+
+def test_the_check_script_reports_stale_docs(tmp_path: Path) -> None:
+    """``scripts/gen_docs.py --check`` exits 0 on the committed docs (CI can run it)."""
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "gen_docs.py"), "--check"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+
+
+def test_every_command_and_option_is_in_the_cli_reference() -> None:
+    text = reference.cli_reference()
+    for command in (
+        "search",
+        "recall",
+        "timeline",
+        "projects merge",
+        "hooks install",
+        "eval coding",
+    ):
+        assert f"`memtoc {command}`" in text, command
+    for option in ("--since", "--until", "--at", "--budget", "--all-projects", "--db", "--home"):
+        assert f"`{option}`" in text, option
+
+
+def test_a_changed_option_or_setting_changes_the_generated_docs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The generator reads the live code: a new option or setting shows up in what it writes, so
+    the comparison above fails until the docs are regenerated."""
+    cli_before = reference.cli_reference()
+    settings_before = reference.settings_reference()
+
+    @app.command(name="zz-probe")
+    def probe(
+        knob: int = typer.Option(3, "--knob", help="A probe option."),
+    ) -> None:  # pragma: no cover - never run
+        """A probe command."""
+
+    try:
+        cli_after = reference.cli_reference()
+    finally:
+        app.registered_commands.pop()
+    assert cli_after != cli_before and "`--knob` | int | `3` | A probe option." in cli_after
+
+    extra = config.Setting("probe_knob", 5, int, "A probe setting.")
+    monkeypatch.setattr(reference, "REGISTRY", (*config.REGISTRY, extra))
+    settings_after = reference.settings_reference()
+    assert settings_after != settings_before
+    assert "| `probe_knob` | `MEMTOC_PROBE_KNOB` | `5` | A probe setting. |" in settings_after
+
+
+def test_every_setting_is_in_the_settings_reference() -> None:
+    text = reference.settings_reference()
+    for f in dataclasses.fields(config.Settings):
+        if f.name != "sources":
+            assert f"| `{f.name}` | `MEMTOC_{f.name.upper()}` |" in text, f.name
