@@ -6,16 +6,19 @@ Parts, in the order ``--all`` runs them (each leaves the store consistent on its
   (``Segmenter.scan``, the pure function the pipeline converges to) and compared with what is
   stored; only segments whose row or membership differ are rewritten and queued, segments that no
   longer exist are retired (node, grips, documents), stray membership rows are dropped, nodes of
-  missing segments retired, events missing from the BM25 index added. Their nodes are built and
-  the affected days, weeks, months and years rolled up again at once.
-- **summaries**: every segment is summarised again with the configured summariser, then every
-  period is rolled up again bottom-up (a period left without children is retired). A node whose
-  content changes gets a new version, old versions stay; an unchanged one writes nothing. This is
+  missing segments retired, events missing from the BM25 index added; first, session spans
+  (SQLite) are widened to cover their events and node rows re-pointed at their latest versions.
+  Their nodes are built and the affected days, weeks, months and years rolled up again at once.
+- **summaries**: node rows are re-pointed at their latest versions, every segment is summarised
+  again with the configured summariser, then every period is rolled up again bottom-up (a period
+  left without children is retired). A node whose content changes gets a new version, old
+  versions stay; an unchanged one writes nothing. This is
   how existing history is re-summarised after switching the summariser (``summarizer`` is stored
   with each node).
-- **grips**: each segment's grips are derived again from its bullets and events; a segment whose
-  grips no longer match its bullets (its events changed) is summarised again; grips no bullet
-  cites are dropped; periods citing a grip that does not exist are rolled up again.
+- **grips**: each segment's grips are derived again from its bullets and events (rows changed in
+  place are written again); a segment whose grips no longer match its bullets (its events
+  changed) is summarised again; grips no bullet cites are dropped; periods citing a grip that
+  does not exist are rolled up again.
 - **bookmarks**: bookmarks and their checkpoints are deleted and the pipeline's bookmark pass
   replayed over the processed outbox batches in order (what processing those events produced);
   when a bookmark comes back, its last use (``last_relevant_ms``) is kept.
@@ -42,7 +45,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from memtoc.errors import QueryError
-from memtoc.model import JsonValue
+from memtoc.model import Grip, JsonValue
 from memtoc.pipeline.grips import segment_grips
 from memtoc.pipeline.periods import Calendar, Period
 from memtoc.pipeline.segment import fileable
@@ -51,6 +54,7 @@ from memtoc.pipeline.worker import Processor, ProcessReport
 from memtoc.retrieval.bookmark_step import BookmarkStep, bookmark_doc, checkpoint_job
 from memtoc.store.base import DocRow, PipelineStore, SegmentRecord
 from memtoc.store.derived import DerivedStore
+from memtoc.store.event_checks import storable_text
 from memtoc.text.fts_text import search_text
 
 PARTS: tuple[str, ...] = ("segments", "summaries", "grips", "bookmarks", "docs", "fts", "vectors")
@@ -129,6 +133,14 @@ def reroll(
             rerolled += int(not outcome.retired)
             retired += int(outcome.retired)
     return RerollReport(rerolled, retired, stale, tuple(visited))
+
+
+def _grip_rows(grips: Iterable[Grip]) -> list[Grip]:
+    """Grips as a store holds them (excerpts through ``storable_text``), in id order."""
+    return sorted(
+        (dataclasses.replace(g, excerpt=storable_text(g.excerpt)) for g in grips),
+        key=lambda g: g.grip_id,
+    )
 
 
 def _shape(seg: SegmentRecord) -> tuple[object, ...]:
@@ -232,6 +244,8 @@ class Rebuilder:
     def segments(self, project: str | None, report: RebuildReport) -> dict[str, JsonValue]:
         days: dict[str, set[str]] = defaultdict(set)
         written = removed = refiled = indexed = 0
+        spans = self.ops.repair_session_spans()  # session reads search within them
+        pointers = self.ops.repair_node_pointers()  # rollups find children by them
         sessions = self.ops.sessions(project)
         for proj, session_id in sessions:
             with self.store.transaction():  # SQLite: the write lock, so nobody files meanwhile
@@ -250,6 +264,8 @@ class Rebuilder:
         rolled = self._reroll(days)
         return {
             "sessions": len(sessions),
+            "session_spans_repaired": spans,
+            "node_rows_repaired": pointers,
             "segments_written": written,
             "segments_removed": removed,
             "events_refiled": refiled,
@@ -305,6 +321,7 @@ class Rebuilder:
 
     def summaries(self, project: str | None, report: RebuildReport) -> dict[str, JsonValue]:
         days: dict[str, set[str]] = defaultdict(set)
+        pointers = self.ops.repair_node_pointers()  # rollups find children by them
         retired = self._retire_segment_nodes(project, days)
         queued = self.ops.queue_segments(project)
         built = self._build()
@@ -315,6 +332,7 @@ class Rebuilder:
                 )
         rolled = self._reroll(days)
         return {
+            "node_rows_repaired": pointers,
             "segments_queued": queued,
             "segments_built": built.segments_built,
             "nodes_written": built.nodes_written,
@@ -326,7 +344,7 @@ class Rebuilder:
         }
 
     def grips(self, project: str | None, report: RebuildReport) -> dict[str, JsonValue]:
-        restored = resummarised = dropped = 0
+        restored = resummarised = dropped = rewritten = 0
         days: dict[str, set[str]] = defaultdict(set)
         nodes: set[tuple[str, str]] = set()
         for proj in self._projects(project):
@@ -341,7 +359,12 @@ class Rebuilder:
                     self.ops.queue_segment_ids(proj, [node.node_id])
                     resummarised += 1
                     continue
+                stored = self.store.grips_for_node(proj, node.node_id)
                 with self.store.transaction():
+                    if _grip_rows(stored) != _grip_rows(grips):
+                        # a row changed in place: writing a grip keeps the first row of its id
+                        self.store.replace_node_grips(proj, node.node_id, [])
+                        rewritten += 1
                     restored += self.store.replace_node_grips(proj, node.node_id, grips)
                     self.store.put_docs([grip_doc(g) for g in grips])
         orphans: dict[tuple[str, str], int] = defaultdict(int)
@@ -366,6 +389,7 @@ class Rebuilder:
         rolled = self._reroll(days)
         return {
             "grips_restored": restored,
+            "grip_sets_rewritten": rewritten,
             "grips_dropped": dropped,
             "segments_resummarised": built.segments_built,
             "segments_stale": resummarised,

@@ -98,6 +98,8 @@ def verify_structure(
     """Grip id → the segment node whose latest version cites it."""
     missing_grips = _Problem()
     doc_text = _Problem()
+    differ: set[str] = set()
+    """The rebuild parts that derive the items whose documents differ."""
     for batch in _nodes(ops):
         wanted = {g for n in batch for b in n.bullets for g in b.grip_ids}
         present = ops.existing_grips(sorted(wanted))
@@ -119,6 +121,7 @@ def verify_structure(
             text = stored.get(key)
             if text is not None and not _same(text, node_text(node)):
                 doc_text.add(f"node {node.node_id} in {node.project}", examples)
+                differ.add("summaries")
     tree = _tree(shapes, pending, examples)
     uncited = _Problem()
     after = ""
@@ -138,13 +141,17 @@ def verify_structure(
             text = stored.get((grip.project, grip.grip_id))
             if text is not None and not _same(text, grip.excerpt):
                 doc_text.add(f"grip {grip.grip_id} in {grip.project}", examples)
+                differ.add("grips")
     marks = store.list_bookmarks()
     stored = ops.doc_texts("bookmark", [(b.project, b.bookmark_id) for b in marks])
     for mark in marks:
         text = stored.get((mark.project, mark.bookmark_id))
         if text is not None and not _same(text, bookmark_text(mark)):
             doc_text.add(f"bookmark {mark.bookmark_id} in {mark.project}", examples)
-    grips_fix, docs_fix = "memtoc rebuild --grips", "memtoc rebuild --docs"
+            differ.add("bookmarks")
+    grips_fix = "memtoc rebuild --grips"
+    # the item or its document may be the damaged one: derive the item again, then its document
+    docs_fix = "memtoc rebuild " + " ".join(f"--{p}" for p in (*sorted(differ), "docs"))
     findings = [
         *tree,
         _finding("bullet grips", missing_grips, "bullets cite grips that do not exist", grips_fix),

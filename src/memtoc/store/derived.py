@@ -112,6 +112,16 @@ class DerivedStore(Protocol):
         """``(project, session_id)`` of every session with events or segments, sorted."""
         ...
 
+    def repair_session_spans(self) -> int:
+        """Widen each session's recorded span to cover its events (SQLite's ``sessions``, which
+        session reads search within; PostgreSQL keeps none); return the spans written."""
+        ...
+
+    def repair_node_pointers(self) -> int:
+        """Point every node row at its latest version and copy that version's level, span and
+        parent (children are looked up by the row's parent); return the rows repaired."""
+        ...
+
     def filing_of(self, seqs: Sequence[int]) -> dict[int, tuple[str, str]]:
         """``seq → (project, segment node id)`` for those of ``seqs`` filed in a segment."""
         ...

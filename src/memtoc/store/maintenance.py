@@ -35,10 +35,10 @@ class VerifyReport:
         """Each finding as one line, ``check: message``."""
         return [f"{f.check}: {f.message()}" for f in self.findings]
 
-    def check(self, name: str, problem: str | None) -> None:
+    def check(self, name: str, problem: str | None, fix: str | None = None) -> None:
         self.checks.append(name)
         if problem:
-            self.findings.append(Finding(name, problem, 1))
+            self.findings.append(Finding(name, problem, 1, fix=fix))
 
     def add(self, audit: Audit) -> None:
         """Take over an audit's checks, findings and pending work."""
@@ -183,7 +183,9 @@ def verify(store: SqliteStore, embedder: EmbedderIdentity | None = None) -> Veri
             "OR e.ts_ms > s.last_ms"
         )[0][0]
         report.check(
-            "session spans", f"{outside} events outside their session's span" if outside else None
+            "session spans",
+            f"{outside} events outside their session's span" if outside else None,
+            "memtoc rebuild --segments",
         )
     if store._live != "1":
         _check_tombstones(report, store)

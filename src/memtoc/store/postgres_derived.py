@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from memtoc.store.postgres_audit import STALE_DOCS, PgAudit
+from memtoc.store.postgres_audit import LATEST_VERSIONS, STALE_DOCS, PgAudit
 from memtoc.store.postgres_base import pg_text
 from memtoc.text.fts_text import original_text, search_text
 
@@ -26,6 +26,21 @@ class PgDerived(PgAudit):
             params * 2,
         )
         return [(r[0], r[1]) for r in rows]
+
+    def repair_session_spans(self) -> int:
+        return 0  # no span table: a session's events are found by index
+
+    def repair_node_pointers(self) -> int:
+        with self.store.transaction():
+            rows = self.q(
+                "UPDATE toc_nodes AS n SET version = v.version, level = v.level, "
+                "start_ms = v.start_ms, end_ms = v.end_ms, parent_id = v.parent_id "
+                f"FROM ({LATEST_VERSIONS}) AS v WHERE v.project = n.project "
+                "AND v.node_id = n.node_id AND (n.version != v.version OR n.level != v.level "
+                "OR n.start_ms != v.start_ms OR n.end_ms != v.end_ms "
+                "OR n.parent_id IS DISTINCT FROM v.parent_id) RETURNING 1"
+            )
+            return len(rows)
 
     def filing_of(self, seqs: Sequence[int]) -> dict[int, tuple[str, str]]:
         if not seqs:

@@ -69,7 +69,7 @@ class SqliteAudit:
         check("segment membership", self._stray(examples))
         check("segment rows", self._segment_counts(examples))
         check("segment nodes", *self._segment_nodes(examples))
-        check("node latest pointers", self._pointers(examples))
+        check("node latest pointers", *self._pointers(examples))
         check("pipeline failures", *self._failures(examples))
         check("grips resolve", *self._grips(examples))
         check("bookmark events", self._bookmark_events(examples))
@@ -182,21 +182,40 @@ class SqliteAudit:
             else None,
         ]
 
-    def _pointers(self, examples: int) -> Finding | None:
+    def _pointers(self, examples: int) -> list[Finding | None]:
         rows = self.q(
             "SELECT n.project, n.node_id, n.version FROM toc_nodes n LEFT JOIN toc_node_versions v "
             "ON v.project = n.project AND v.node_id = n.node_id AND v.version = n.version "
             "WHERE v.node_id IS NULL ORDER BY 1, 2"
         )
-        if not rows:
-            return None
-        return Finding(
-            "node latest pointers",
-            f"{len(rows)} nodes point at a version that does not exist",
-            len(rows),
-            tuple(f"{r[1]} v{r[2]} in {r[0]}" for r in rows[:examples]),
-            "memtoc rebuild --summaries",
+        # a row that is not its latest version's copy: children are found by the row's parent
+        astray = self.q(
+            f"SELECT n.project, n.node_id, n.version, v.version FROM toc_nodes n JOIN "
+            f"({LATEST_VERSIONS}) v ON v.project = n.project AND v.node_id = n.node_id "
+            "WHERE n.version != v.version OR n.level != v.level OR n.start_ms != v.start_ms "
+            "OR n.end_ms != v.end_ms OR n.parent_id IS NOT v.parent_id ORDER BY 1, 2"
         )
+        return [
+            Finding(
+                "node latest pointers",
+                f"{len(rows)} nodes point at a version that does not exist",
+                len(rows),
+                tuple(f"{r[1]} v{r[2]} in {r[0]}" for r in rows[:examples]),
+                "memtoc rebuild --summaries",
+            )
+            if rows
+            else None,
+            Finding(
+                "node latest pointers",
+                f"{len(astray)} nodes differ from their latest version (version, level, span "
+                "or parent)",
+                len(astray),
+                tuple(f"{r[1]} v{r[2]} (latest v{r[3]}) in {r[0]}" for r in astray[:examples]),
+                "memtoc rebuild --summaries",
+            )
+            if astray
+            else None,
+        ]
 
     def _failures(self, examples: int) -> list[Finding | None]:
         entries = self.q("SELECT entry_id, error FROM outbox WHERE status = 'failed'")
@@ -239,7 +258,7 @@ class SqliteAudit:
                 f"{len(unresolved)} grips point at missing events",
                 len(unresolved),
                 tuple(f"{r[0]} in {r[1]}" for r in unresolved[:examples]),
-                "memtoc rebuild --summaries",
+                "memtoc rebuild --grips",
             )
             if unresolved
             else None,
@@ -297,7 +316,10 @@ class SqliteAudit:
                 f"{len(stale)} search documents are of items that do not exist",
                 len(stale),
                 tuple(f"{r[0]} {r[2]} in {r[1]}" for r in stale[:examples]),
-                "memtoc rebuild --docs",
+                # a bookmark lost without its document: detected again from the events first
+                "memtoc rebuild --bookmarks --docs"
+                if any(r[0] == "bookmark" for r in stale)
+                else "memtoc rebuild --docs",
             )
             if stale
             else None,
@@ -507,6 +529,12 @@ class SqliteAudit:
         return [(r[0], r[1]) for r in rows]
 
 
+LATEST_VERSIONS = (
+    "SELECT x.project, x.node_id, x.version, x.level, x.start_ms, x.end_ms, x.parent_id "
+    "FROM toc_node_versions x WHERE x.version = (SELECT MAX(y.version) FROM toc_node_versions y "
+    "WHERE y.project = x.project AND y.node_id = x.node_id)"
+)
+"""Each node's latest version (numbering only grows: a retired node's comes back after it)."""
 STALE_DOCS = (
     "SELECT d.doc_seq, d.text FROM docs d WHERE (d.kind = 'node' AND NOT EXISTS (SELECT 1 FROM "
     "toc_nodes n WHERE n.project = d.project AND n.node_id = d.doc_id)) OR (d.kind = 'grip' AND "

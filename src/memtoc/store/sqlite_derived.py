@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from memtoc.store.event_checks import storable_text
-from memtoc.store.sqlite_audit import STALE_DOCS, SqliteAudit, chunks
+from memtoc.store.sqlite_audit import LATEST_VERSIONS, STALE_DOCS, SqliteAudit, chunks
 from memtoc.text.fts_text import original_text, search_text
 
 
@@ -27,6 +27,34 @@ class SqliteDerived(SqliteAudit):
             params * 2,
         )
         return [(r[0], r[1]) for r in rows]
+
+    def repair_session_spans(self) -> int:
+        if not self.store._spans:
+            return 0
+        with self.store.transaction():
+            cur = self.store._exec(
+                "INSERT INTO sessions(session_id, project, first_ms, last_ms) "
+                "SELECT a.session_id, a.project, a.lo, a.hi FROM (SELECT session_id, project, "
+                "MIN(ts_ms) AS lo, MAX(ts_ms) AS hi FROM events GROUP BY session_id, project) a "
+                "LEFT JOIN sessions s ON s.session_id = a.session_id AND s.project = a.project "
+                "WHERE s.session_id IS NULL OR s.first_ms > a.lo OR s.last_ms < a.hi "
+                "ON CONFLICT(session_id, project) DO UPDATE SET "
+                "first_ms = MIN(sessions.first_ms, excluded.first_ms), "
+                "last_ms = MAX(sessions.last_ms, excluded.last_ms)"
+            )
+            return max(cur.rowcount, 0)
+
+    def repair_node_pointers(self) -> int:
+        with self.store.transaction():
+            cur = self.store._exec(
+                "UPDATE toc_nodes AS n SET version = v.version, level = v.level, "
+                "start_ms = v.start_ms, end_ms = v.end_ms, parent_id = v.parent_id "
+                f"FROM ({LATEST_VERSIONS}) AS v WHERE v.project = n.project "
+                "AND v.node_id = n.node_id AND (n.version != v.version OR n.level != v.level "
+                "OR n.start_ms != v.start_ms OR n.end_ms != v.end_ms "
+                "OR n.parent_id IS NOT v.parent_id)"
+            )
+            return max(cur.rowcount, 0)
 
     def filing_of(self, seqs: Sequence[int]) -> dict[int, tuple[str, str]]:
         out: dict[int, tuple[str, str]] = {}
