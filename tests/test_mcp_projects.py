@@ -1,8 +1,9 @@
 """Acceptance of the project rule and of what MCP delivers, through real `mcp` client sessions.
 
-- Servers started in a subfolder of a git repository (stdio) and in a linked worktree of it
-  (streamable HTTP) file to and read from the same project; a repository with the same folder
-  name elsewhere stays apart, in both directions.
+- Servers started in a subfolder of a git repository (stdio, then HTTP) and in a linked worktree
+  of it (HTTP) file to and read from the same project; a repository with the same folder name
+  elsewhere, reached through a linked worktree that is also named ``app`` (stdio), stays apart, in
+  both directions.
 - For every tool of a default server (text only), the reported token count equals a re-count of
   the delivered text, and recall and context fit their budgets, whole text included.
 """
@@ -116,12 +117,14 @@ def test_a_repository_its_subfolders_and_worktrees_are_one_project(
     worktree = tmp_path / "trees" / "app-payments"
     git(app, "worktree", "add", "-q", str(worktree), "-b", "payments")
     other = make_repo(tmp_path / "clients" / "app")  # same folder name, another repository
+    other_tree = tmp_path / "elsewhere" / "app"  # its worktree, named app as well
+    git(other, "worktree", "add", "-q", str(other_tree), "-b", "queue")
     home = hermetic_env
 
     first = anyio.run(_over_stdio, home, app / "src" / "pkg", NOTE_MAIN)
     second = _over_http(home, worktree / "src", NOTE_WORKTREE)
-    third = anyio.run(_over_stdio, home, other / "src", NOTE_OTHER)
-    back = anyio.run(_over_stdio, home, app, NOTE_MAIN + " (restated)")
+    third = anyio.run(_over_stdio, home, other_tree / "src", NOTE_OTHER)
+    back = _over_http(home, app / "src", NOTE_MAIN + " (restated)")
 
     stored = [x["remember"].structured_content["event"] for x in (first, second, third, back)]
     assert stored[0]["project"] == stored[1]["project"] == stored[3]["project"] == "app"
