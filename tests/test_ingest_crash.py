@@ -53,7 +53,11 @@ def make_transcript(path: Path) -> None:
             }) + "\n")  # fmt: skip
 
 
-def run_child(db: Path, transcript: Path, kill_after: float | None) -> tuple[list[str], bool]:
+def run_child(db: Path, transcript: Path, kill: tuple[int, float] | None) -> tuple[list[str], bool]:
+    """Run one ingest; ``kill`` = (commits, delay): SIGKILL it ``delay`` seconds after it has
+    acknowledged that many more commits. Kills follow the child's progress, not the clock, so a
+    loaded machine (a slow start-up) cannot make every kill land before the first commit and the
+    round never finish; the delay puts the kill anywhere in the next batch or its checkpoint."""
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
     proc = subprocess.Popen(
         [sys.executable, "-c", CHILD, str(db), str(transcript)],
@@ -61,13 +65,19 @@ def run_child(db: Path, transcript: Path, kill_after: float | None) -> tuple[lis
         env=env,
         text=True,
     )
-    if kill_after is not None:
-        time.sleep(kill_after)
+    rows: list[str] = []
+    if kill is not None:
+        assert proc.stdout is not None
+        commits, delay = kill
+        while commits > 0 and (row := proc.stdout.readline()):
+            rows.append(row.rstrip("\n"))
+            commits -= row.startswith("[")
+        time.sleep(delay)
         proc.send_signal(signal.SIGKILL)
     out, _ = proc.communicate(timeout=300)
     acked: list[str] = []
     finished = False
-    for row in out.splitlines():
+    for row in [*rows, *out.splitlines()]:
         if row == "DONE":
             finished = True
         elif row.startswith("["):
@@ -96,7 +106,7 @@ def test_sigkill_during_ingest_loses_and_duplicates_nothing(tmp_path: Path) -> N
         db = tmp_path / f"round{rounds}" / "memtoc.db"
         acknowledged: set[str] = set()
         while True:
-            acked, finished = run_child(db, transcript, kill_after=rng.uniform(0.2, 1.5))
+            acked, finished = run_child(db, transcript, (rng.randint(1, 2), rng.uniform(0, 0.4)))
             acknowledged.update(acked)
             if finished:
                 break
