@@ -172,9 +172,8 @@ def _store_path(
 def read_through(db: Path, chunk: int = 8 << 20) -> float:
     """Read the store's files once, start to end, so the timed queries find them in the OS page
     cache — the steady state of a memory that is in use; returns the seconds it took. (A kept
-    1M-event store is 6.7 GB, and the machine may have dropped it from its cache since the last
-    run: the first pass over the planted questions then measured teleport p95 22 ms against
-    13 ms with the file cached.)"""
+    1M-event store is several GB, and the machine may have dropped it from its cache since the
+    last run: the first pass would then measure the disk, not the query; docs/benchmarks.md.)"""
     t = time.perf_counter()
     buffer = bytearray(chunk)
     for path in (db, Path(f"{db}-wal")):

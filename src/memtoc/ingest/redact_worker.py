@@ -17,9 +17,8 @@ are never written anywhere.
 
 **When** (setting ``redact_helper``, env ``MEMTOC_REDACT_HELPER``): ``auto`` (the default) uses it
 when this process may run on a second CPU core (:func:`helper_wanted`), ``on`` / ``off`` force it.
-On a quiet 2-core machine it lifts ``bench ingest`` at 1M events from 0.48-0.49 of the raw-SQLite
-baseline to 0.53-0.54 (docs/benchmarks.md); on a machine whose cores are all busy it cannot help,
-and it steps aside by itself: a batch where fewer than half of the chunks were answered in time
+What it gains is measured by ``bench ingest`` (docs/benchmarks.md, "Ingest"); on a machine whose
+cores are all busy it cannot help, and it steps aside by itself: a batch where fewer than half of the chunks were answered in time
 makes it rest for the next batches (:meth:`GateWorker.note_batch`).
 """
 

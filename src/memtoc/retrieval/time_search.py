@@ -15,9 +15,8 @@ not ask BM25 for the words "last" and "week") and applies the window in one of t
 - ``filter``: the window is intersected with the caller's own ``since``/``until`` and passed as a
   search filter — only items inside it are returned.
 
-Boost is the default because it measured better on LoCoMo (1,982 questions, 314 with an
-expression: recall@10 0.640 boost, 0.627 filter, 0.631 ignoring the expression; docs/benchmarks.md
-"Time in queries"): a question's date is often the date of the event, which the conversation
+Boost is the default because it measured better than filtering or ignoring the expression on
+LoCoMo (docs/benchmarks.md, "Drill-down and time in queries"): a question's date is often the date of the event, which the conversation
 mentions days or weeks later, so a hard filter drops the turn that tells it. A query whose
 expression cannot be resolved (an anchor nothing matches) is searched as written, and the result
 says so.

@@ -10,7 +10,8 @@ Removed rows become tombstones (their slot is masked) and are compacted away onc
 quarter of the matrix, so slots stay stable for the optional ANN index between compactions.
 
 The product runs in numpy's single-threaded ``einsum`` loop (``cosine_scores``), memory bandwidth
-bound: about 4 ms of CPU for 115k x 256 rows on the 2-core machine, so about 40 ms at 1M. Past ``ann_min_rows`` candidate rows, when
+bound, so its cost grows linearly with the rows searched (docs/benchmarks.md, "Figures behind
+design choices"). Past ``ann_min_rows`` candidate rows, when
 ``faiss`` is installed (``pip install 'memtoc[ann]'``), searches go through an IVF index instead
 (see ``memtoc.retrieval.vectors_ann``); smaller or narrowly filtered searches stay exact.
 """
@@ -43,8 +44,7 @@ def cosine_scores(
 ) -> npt.NDArray[np.float32]:
     """``matrix @ q`` in numpy's own single-threaded loop (``einsum``), not BLAS: OpenBLAS
     splits a product this size over every core, and on a busy machine its threads wait for each
-    other — measured on the loaded 2-core machine, 115k x 256: BLAS 9 ms CPU / 18 ms wall,
-    einsum 4 / 10 (teleport-hybrid at 10k events: CPU p95 28 ms with BLAS threads, 9 without)."""
+    other (docs/benchmarks.md, "Figures behind design choices")."""
     scores: npt.NDArray[np.float32] = np.einsum("ij,j->i", matrix, q)
     return scores
 

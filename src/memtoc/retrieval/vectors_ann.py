@@ -3,10 +3,8 @@
 Only used when ``faiss`` is importable (``pip install 'memtoc[ann]'``) and a search covers at least
 ``VectorIndex.ann_min_rows`` rows. Why IVF and not HNSW: on the 2-core machine HNSW builds take
 minutes at 1M vectors, while IVF trains on a sample in seconds, takes incremental adds and removes
-by slot id, and filters through a bitmap selector. Measured on 2 (busy) cores, 1M x 256 clustered
-unit vectors, k=10: exact numpy p50 188 ms / p95 258 ms; IVF (1,000 lists) trained and filled in
-25 s, nprobe 31: p50 1.7 ms / p95 6.0 ms at recall@10 0.97 (nprobe 64: 3.9 / 7.9 ms, 0.99); faiss
-HNSW (M=16, efConstruction=100) needed 158 s for only 200k rows.
+by slot id, and filters through a bitmap selector (the measurements: docs/benchmarks.md, "Figures
+behind design choices").
 
 Rows are identified by their ``VectorIndex`` slot, so adds and removes map one to one.
 """

@@ -15,8 +15,8 @@ with plain text:
   can come from user input. A code token contributes its whole form, its separator-free form and its
   parts; each form is a separate BM25 phrase, so an exact spelling outranks a mere part match.
 
-Stemming: measured on LoCoMo (evidence recall@10 over turns), see ``docs/architecture.md``; the
-tokenizer here is the better of porter and none.
+Stemming: the tokenizer here is the better of porter and none on LoCoMo's evidence recall@10 over
+turns (docs/benchmarks.md, "Figures behind design choices").
 """
 
 from __future__ import annotations
@@ -160,8 +160,8 @@ class MatchQuery:
 
 
 MAX_QUERY_TERMS = 64
-"""At most this many distinct terms of a query are searched (measured: a 10,000-word query took
-8 s on 2,000 events without the cap)."""
+"""At most this many distinct terms of a query are searched: without a cap a pasted document as a
+query takes seconds (docs/benchmarks.md, "Figures behind design choices")."""
 
 
 def build_match(query: str) -> MatchQuery | None:
