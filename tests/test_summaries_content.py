@@ -178,3 +178,45 @@ def test_a_month_does_not_repeat_the_weeks_it_lists() -> None:
     free = s.summarize_children(days, "month")
     avoided = s.summarize_children(days, "month", avoid=set(free.bullets))
     assert free.bullets and not set(avoided.bullets) & set(free.bullets)
+
+
+def test_a_period_keyword_adds_to_its_text() -> None:
+    children = [
+        Summary(f"Fixed the {t}", (f"Committed 1a2b3c{i}: Fix the {t} timeout",),
+                (t, "alpha cache", "beta queue", "gamma pool", *(["delta index"] if i == 2 else [])),
+                f"Fixed the {t}.", "", thread=f"s{i}")
+        for i, t in enumerate(["loader", "parser", "renderer"])
+    ]  # fmt: skip
+    day = ExtractiveSummarizer(COUNTER).summarize_children(children, "day")
+    # the three carried by every child first; then "delta index", which the text does not say,
+    # ahead of "loader" (ranked first by its child, but the day's text names it)
+    assert day.keywords[:3] == ("alpha cache", "beta queue", "gamma pool")
+    assert day.keywords[3] == "delta index" and "loader" in day.keywords[4:]
+
+
+def test_a_conversation_keeps_what_people_did_over_what_they_asked() -> None:
+    turns = [
+        ("Gina", "How have you been lately, anything new going on with you?"),
+        ("Jon", "I just launched an ad campaign for my clothing store last week."),
+        ("Gina", "What made you want to try an ad campaign for the store?"),
+        ("Jon", "We got a new mannequin delivery and it looks great in the window."),
+        ("Gina", "Do you think the campaign will bring more people into the store?"),
+        ("Jon", "I hope so, the store has been quiet since the spring."),
+    ]
+    events = [ev(i, "user_message", "user", f"{who}: {text}") for i, (who, text) in
+              enumerate(turns)]  # fmt: skip
+    facts = extract_facts(events)
+    score_facts(facts, events)
+    by_text = {f.text.split(": ", 1)[1]: f for f in facts}
+    launched = by_text["I just launched an ad campaign for my clothing store last week."]
+    asked = by_text["What made you want to try an ad campaign for the store?"]
+    assert launched.life_event and launched.score > asked.score
+
+
+def test_list_items_are_read_without_their_markup() -> None:
+    said = "Here is what changed:\n\n- **Added** `isImported` to the history item type\n"
+    facts = extract_facts([ev(0, "assistant_message", "assistant", said)])
+    assert [(f.kind, f.text) for f in facts] == [
+        ("intent", "Here is what changed:"),
+        ("done", "Added `isImported` to the history item type"),
+    ]

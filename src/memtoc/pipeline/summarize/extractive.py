@@ -32,7 +32,11 @@ from memtoc.pipeline.summarize.extractive_facts import (
     extract_facts,
     score_facts,
 )
-from memtoc.pipeline.summarize.extractive_periods import PeriodDigest, digest_children
+from memtoc.pipeline.summarize.extractive_periods import (
+    PeriodDigest,
+    digest_children,
+    merge_keywords,
+)
 from memtoc.pipeline.summarize.extractive_titles import segment_title
 from memtoc.pipeline.summarize.tool_calls import TOOL_NAMES, render_tool_call, tool_name
 from memtoc.pipeline.summarize.tool_results import output_fact, results_of, written_fact
@@ -228,7 +232,13 @@ class ExtractiveSummarizer:
             max_keywords=self.max_keywords, redundancy=self.redundancy, avoid=avoid,
         )  # fmt: skip
         abstract = self._abstract(digest.title, digest.lines, digest.keywords)
-        return self._finish(digest.title, digest.bullets, digest.keywords, abstract,
+        # keywords add to the text beside them; a single word when several children carry it
+        carried = Counter(t for c in live for t in key_terms(" ".join(c.keywords)))
+        shown = [digest.title, abstract, *digest.bullets]
+        keywords = complementary_keywords(
+            merge_keywords(live, 3 * self.max_keywords), shown, self.max_keywords, carried
+        )
+        return self._finish(digest.title, digest.bullets, keywords, abstract,
                             digest.covers, [], extra_label="Covers")  # fmt: skip
 
     # -- shared -----------------------------------------------------------------------------

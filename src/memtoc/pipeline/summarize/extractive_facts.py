@@ -72,6 +72,13 @@ _CUES = re.compile(
     r")\b"
 )
 """Salience cues, matched against the lowercased sentence; the group name says which."""
+_DID = re.compile(
+    r"\b(?:i|we)(?:'ve| have| had| just| recently| finally| also| even)* (?:\w+ed|got|made|took|"
+    r"saw|met|ran|won|found|began|built|wrote|gave|did|bought|taught|tried|sold|drove|flew|"
+    r"read|left|lost|spent|kept|held|began|am (?:\w+ing)|'m (?:\w+ing))\b"
+)
+"""A speaker telling what they did or are doing ("I just launched…", "we got another cat"):
+what a conversation's summary retells."""
 _CHITCHAT = re.compile(
     r"(?:ok(?:ay)?|thanks?|thank you|great|cool|nice|sure|yes|yeah|yep|no|wow|lol|haha|awesome|"
     r"sounds good|got it|hi|hey|hello|bye|perfect|glad|that's (?:great|awesome|amazing|cool))\b"
@@ -125,7 +132,7 @@ KIND_WEIGHT: dict[str, float] = {
     "error": 0.9,
     "tests": 0.7,
     "ask": 0.6,
-    "question": 0.2,
+    "question": -0.3,
     "user": 0.3,
     "detail": -0.3,
     "changed": 0.3,
@@ -238,7 +245,7 @@ def extract_facts(events: Sequence[Event], context: Sequence[Event] = ()) -> lis
             speaker=speaker,
             decision="decision" in cues,
             fix="fix" in cues,
-            life_event="life" in cues,
+            life_event="life" in cues or (speaker is not None and _DID.search(body) is not None),
             finding="finding" in cues,
             chitchat=_CHITCHAT.match(body) is not None,
             code=code or kind in ("command", "edit"),
@@ -338,15 +345,16 @@ def _message_facts(event: Event, index: int, add: _Add) -> None:
             if fact is not None and part.section == "decision":
                 fact.decision = True
             continue
-        if _INTENT_START.match(sentence):
+        plain = clean_sentence(sentence)  # without its list marker and emphasis
+        if _INTENT_START.match(plain):
             kind = "intent"
-            if previous is not None and previous.kind == "prose" and _FIX_INTENT.match(sentence):
+            if previous is not None and previous.kind == "prose" and _FIX_INTENT.match(plain):
                 previous.kind = "conclusion"  # what it is about to fix: the diagnosis before
-        elif sentence.rstrip().endswith("?"):
+        elif plain.rstrip().endswith("?"):
             kind = "question"
-        elif _LEAD_IN.search(sentence) and len(sentence.split()) <= LEAD_IN_WORDS:
+        elif _LEAD_IN.search(plain) and len(plain.split()) <= LEAD_IN_WORDS:
             kind = "intent"  # "Now add the test cases to `x.test.ts`:" announces, says nothing
-        elif _DONE.match(sentence):
+        elif _DONE.match(plain):
             kind = "done"
         else:
             kind = "prose"
