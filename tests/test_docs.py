@@ -130,3 +130,27 @@ def test_the_figure_scan_finds_a_measurement(tmp_path: Path) -> None:
     probe = tmp_path / "probe.py"
     probe.write_text('"""Fast: measured p95 28 ms on 10k events."""\n', encoding="utf-8")
     assert _measurements(probe) == ["1: Fast: measured p95 28 ms on 10k events."]
+
+
+def test_the_architecture_layer_map_names_every_layer_at_its_rank() -> None:
+    """docs/architecture.md's layer map lists every top-level module at the rank the import test
+    enforces (``tests/test_architecture.py``), so the map a newcomer reads is the one checked."""
+    from test_architecture import RANK
+
+    text = (DOCS / "architecture.md").read_text(encoding="utf-8")
+    block = text.split("## Layers", 1)[1].split("```", 2)[1]
+    ranks: dict[str, int] = {}
+    current = None
+    for line in block.splitlines():
+        head = re.match(r"(\d+)\s+(\S.*?)(?:\s{2,}|$)", line)
+        if head:
+            current = int(head.group(1))
+            names = head.group(2)
+        elif current is not None and re.match(r"\s{6}\S", line):
+            names = line.strip().split("  ")[0]
+        else:
+            continue
+        for name in re.findall(r"[a-z_]+", names):
+            ranks[name] = current
+    assert {name: ranks.get(name) for name in RANK} == dict(RANK)
+    assert 200 <= len(text.splitlines()) <= 450, "architecture.md is the short design: keep it so"

@@ -20,7 +20,7 @@ backticks removed), grouped by what they signal in a coding conversation:
 - **declared** — explicit labels ("Decision:", "Conclusion:", "we decided");
 - **foundational** — durable facts about the user, the project and its conventions.
 
-They were written from the moment types (docs/architecture.md, "Bookmarks"), not fitted to single
+They were written from the moment types (``retrieval/bookmarks.py``), not fitted to single
 sentences; ``memtoc eval bookmarks`` measures them on labelled windows of real sessions.
 """
 

@@ -23,7 +23,7 @@ always holds.
 Cost: every read is an indexed walk that stops after a few rows — the newest events of the
 project (``events(project, ts_ms)``), the newest segment and day nodes (``toc_nodes(project,
 level, start_ms)``), the ends of a few sessions, the top bookmarks — so it does not grow with
-the store (see ``docs/architecture.md`` for the measurement).
+the store (docs/benchmarks.md, "Design history" → "Agent surfaces", has the measurement).
 """
 
 from __future__ import annotations
