@@ -13,9 +13,11 @@ import pytest
 
 from memtoc.config import DEFAULTS, REGISTRY, Settings, load_settings
 from memtoc.errors import ConfigError
+from memtoc.ingest.importer import IngestOptions
 from memtoc.pipeline.worker import PipelineConfig
 from memtoc.retrieval.bookmark_step import BookmarkConfig
 from memtoc.retrieval.hybrid import Fusion, fusion_from_settings
+from memtoc.retrieval.recall import DEFAULT_TIME_LIMIT_MS
 
 SRC = Path(__file__).resolve().parent.parent / "src" / "memtoc"
 DECLARED = {f.name for f in dataclasses.fields(Settings)} - {"sources"}
@@ -154,6 +156,12 @@ def test_components_take_their_defaults_and_values_from_the_settings(tmp_path: P
     assert PipelineConfig.from_settings(plain) == PipelineConfig()
     assert fusion_from_settings(plain) == Fusion()
     assert BookmarkConfig.from_settings(plain) == BookmarkConfig()
+    ingest = IngestOptions()
+    assert (ingest.max_event_bytes, ingest.batch_size) == (
+        DEFAULTS["max_event_bytes"],
+        DEFAULTS["ingest_batch"],
+    )
+    assert DEFAULTS["recall_time_limit_ms"] == DEFAULT_TIME_LIMIT_MS
     with pytest.raises(ConfigError, match="MEMTOC_RECALL_TIME_LIMIT_MS"):
         load_settings({"home": str(tmp_path)}, environ={"MEMTOC_RECALL_TIME_LIMIT_MS": "soon"})
 

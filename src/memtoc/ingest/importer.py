@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
 from memtoc.clock import Clock, SystemClock
+from memtoc.config import DEFAULTS
 from memtoc.errors import IngestError
 from memtoc.ids import derived_ulid
 from memtoc.ingest import redact_worker
@@ -153,15 +154,15 @@ class IngestOptions:
     """Project of events whose input names no project and no working directory."""
     default_cwd: str | None = None
     """Working directory of sessions whose input names none (a hook's ``cwd``)."""
-    include_thinking: bool = False
-    follow_symlinks: bool = False
-    max_event_bytes: int = 1_000_000
-    batch_size: int = 2_000
+    include_thinking: bool = DEFAULTS["include_thinking"]
+    follow_symlinks: bool = DEFAULTS["follow_symlinks"]
+    max_event_bytes: int = DEFAULTS["max_event_bytes"]
+    batch_size: int = DEFAULTS["ingest_batch"]
     rescan: bool = False
+    """Ignore watermarks and re-read every file (what is already stored counts as duplicates)."""
     plain_cache: Path | None = None
     """Where compressed transcripts (``*.jsonl.zst``) are decompressed to be read
     (``ingest.compressed``; None: a per-user temporary folder)."""
-    """Ignore watermarks and re-read every file (what is already stored counts as duplicates)."""
     redact_helper: bool = False
     """Gate large batches' redaction prefilter in the helper process (``redact_worker``) while
     the store inserts (``redact_worker.helper_wanted`` turns the setting into this)."""

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import tzinfo
 
+from memtoc.config import DEFAULTS
 from memtoc.errors import NotFoundError, QueryError
 from memtoc.model import JsonValue, iso_ms
 from memtoc.retrieval.embedding_index import SemanticIndex
@@ -40,7 +41,7 @@ from memtoc.text.keyphrases import key_terms
 from memtoc.text.tokens import TokenCounter
 
 DEFAULT_BUDGET = 1_000
-DEFAULT_TIME_LIMIT_MS = 1_000
+DEFAULT_TIME_LIMIT_MS = DEFAULTS["recall_time_limit_ms"]
 MAX_BUDGET = 1_000_000
 
 
