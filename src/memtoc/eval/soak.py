@@ -1,8 +1,9 @@
 """Crash-loop soak (``memtoc bench soak``): SIGKILL every kind of write at random points.
 
 One store, one live transcript that keeps growing. The driver repeatedly picks a step — ingest
-(after appending new lines to the transcript), process, forced rollup, FTS rebuild or backup —
-runs it in a child process (``memtoc.eval.soak_child``), and SIGKILLs the child after a random
+(after appending new lines to the transcript), process, forced rollup, FTS rebuild, ``rebuild
+--all`` or backup — runs it in a child process (``memtoc.eval.soak_child``), and SIGKILLs the
+child after a random
 delay drawn from 0 to 1.3 x that step's estimated duration, so kills land anywhere in the work (a
 kill only counts when the child was still running; a kill grows the estimate by 25 %, a completion
 moves it halfway to the measured time). After **every** child, killed or not:
@@ -42,7 +43,7 @@ from memtoc.model import JsonValue
 from memtoc.store.maintenance import verify
 from memtoc.store.sqlite import SqliteStore
 
-STEPS = ("ingest", "process", "rollup", "rebuild", "backup")
+STEPS = ("ingest", "process", "rollup", "rebuild", "rebuild-all", "backup")
 _START_MS = 1_704_096_000_000  # 2024-01-01T08:00:00Z
 _WORDS = [
     "auth",

@@ -12,6 +12,8 @@ Steps:
 - ``process DB``: drain the outbox (segments, summaries, grips, FTS, bookmarks, due rollups).
 - ``rollup DB``: force every rollup.
 - ``rebuild DB``: re-index the full-text search tables from events and docs.
+- ``rebuild-all DB``: ``memtoc rebuild --all`` (segments, summaries, grips, bookmarks, docs, FTS;
+  no embedder, so no vectors).
 - ``backup DB DEST``: online backup to DEST.
 
 Each prints ``done`` when it finished on its own.
@@ -57,6 +59,8 @@ def run(op: str, db: str, arg: str | None) -> None:
             memory.rollup(force=True)
         elif op == "rebuild":
             memory.rebuild_fts()
+        elif op == "rebuild-all":
+            memory.rebuild()
         elif op == "backup" and arg:
             memory.backup(arg)
         else:

@@ -244,9 +244,9 @@ def bench_soak(
     ] = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """Crash loop: SIGKILL ingest, process, rollup, rebuild and backup at random points; after
-    every restart verify, check acknowledged events (none lost or duplicated), and at the end
-    compare the TOC with a crash-free build. Exits 1 when anything was broken."""
+    """Crash loop: SIGKILL ingest, process, rollup, rebuild (FTS, --all) and backup at random
+    points; after every restart verify, check acknowledged events (none lost or duplicated), and
+    at the end compare the TOC with a crash-free build. Exits 1 when anything was broken."""
     import tempfile
 
     from memtoc.eval.soak import SoakConfig, SoakReport, run_soak
