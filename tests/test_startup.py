@@ -58,6 +58,9 @@ def test_context_and_hooks_import_only_what_they_use(home: Path) -> None:
         heavy = sorted(m for m in loaded if m.split(".")[0] in HEAVY)
         assert not heavy, (argv, heavy)
         assert not any(m.startswith("memtoc.ingest.redact") for m in loaded if "context" in argv)
+        # nor the bookmark detector's cue patterns, the navigation views or the pipeline
+        unused = ("memtoc.retrieval.bookmark_cues", "memtoc.retrieval.navigate", "memtoc.pipeline")
+        assert not [m for m in loaded if m.startswith(unused)], argv
 
 
 def test_fast_context_answers_as_the_typer_command(home: Path) -> None:

@@ -32,11 +32,8 @@ from memtoc.model import (
     iso_ms,
 )
 from memtoc.projects import ProjectRegistry, Scope
-from memtoc.retrieval import navigate
-from memtoc.retrieval.bookmarks import effective_importance
+from memtoc.retrieval.bookmark_decay import effective_importance
 from memtoc.retrieval.context import DEFAULT_BUDGET, TOP_BOOKMARKS, ContextView, build_context
-from memtoc.retrieval.navigate import ExpandView, NodeView, TimelineView
-from memtoc.retrieval.provenance import summary_provenance
 from memtoc.services import ROLLUP_LEVELS, store_timezone
 from memtoc.store import sqlite_scrub
 from memtoc.store.sqlite import SqliteStore
@@ -62,6 +59,7 @@ if TYPE_CHECKING:
     from memtoc.retrieval.drill import DrillResult
     from memtoc.retrieval.embedding_index import SemanticIndex
     from memtoc.retrieval.hybrid import Fusion, SearchResult
+    from memtoc.retrieval.navigate import ExpandView, NodeView, TimelineView
     from memtoc.retrieval.recall import RecallResult
     from memtoc.store.maintenance import VerifyReport
     from memtoc.store.postgres import PostgresStore
@@ -526,6 +524,8 @@ class Memory:
 
     def toc(self, project: str | None = None) -> list[TocNode]:
         """The roots of a project's table of contents: its years, oldest first."""
+        from memtoc.retrieval import navigate
+
         return navigate.toc_roots(self.store, self._project(project))
 
     def toc_hint(self, project: str | None = None) -> str:
@@ -555,6 +555,8 @@ class Memory:
     def node(self, node_id: str, *, project: str | None = None, tier: str = "L0") -> NodeView:
         """A node's summary and its children's titles and L0s, with its token count."""
         scoped = self._id(project) if project is not None else None
+        from memtoc.retrieval import navigate
+
         return navigate.node_view(
             self.store, self.counter, node_id, scoped, tier=tier, now_ms=self.clock.now_ms()
         )
@@ -564,6 +566,8 @@ class Memory:
     ) -> ExpandView:
         """A grip's events plus ``before``/``after`` neighbours in the same session; with
         ``focus`` (a question), a long event is shown by its passages about it."""
+        from memtoc.retrieval import navigate
+
         return navigate.expand(
             self.store,
             self.counter,
@@ -585,6 +589,8 @@ class Memory:
         """Nodes of one level overlapping ``[since_ms, until_ms)`` (default: the beginning, now),
         in time order — the one timeline every surface returns."""
         until = self.clock.now_ms() if until_ms is None else until_ms
+        from memtoc.retrieval import navigate
+
         return navigate.timeline_view(self.store, self._project(project), since_ms, until, level)
 
     # -- session-start context and status (surfaces: MCP, hooks) ------------------------------------
@@ -722,6 +728,8 @@ class Memory:
         """``result`` with its summaries' provenance: those built by the extractive fallback or
         by another backend than the configured one are listed and named in ``degraded`` (and
         logged once), never passed off as the configured summariser's."""
+        from memtoc.retrieval.provenance import summary_provenance
+
         found = summary_provenance(result.items, self.summarizer.name)
         if found is None:
             return result

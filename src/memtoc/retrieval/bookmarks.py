@@ -70,6 +70,9 @@ from typing import Protocol
 
 from memtoc.model import Bookmark, Event
 from memtoc.retrieval import bookmark_cues as cues
+from memtoc.retrieval.bookmark_decay import DECAY_FLOOR as DECAY_FLOOR
+from memtoc.retrieval.bookmark_decay import DECAY_HALF_LIFE_DAYS as DECAY_HALF_LIFE_DAYS
+from memtoc.retrieval.bookmark_decay import effective_importance as effective_importance
 
 MAX_WORDS = 50
 READ_CHARS = 6_000
@@ -80,9 +83,6 @@ TYPE_WEIGHT: dict[str, float] = {
     "foundational": 0.85,
     "validated": 0.8,
 }
-DECAY_HALF_LIFE_DAYS = 90.0
-DECAY_FLOOR = 0.2
-_DAY_MS = 86_400_000
 RESOLUTION_WINDOW = 25
 """Events after a correction or an error within which the fix must show up."""
 
@@ -126,13 +126,6 @@ def importance(type_: str, cue: float, content: str, cut: bool = False) -> float
     """``type weight x cue strength x length sanity``, clamped to 0..1, 3 decimals."""
     value = TYPE_WEIGHT.get(type_, 0.5) * max(0.0, min(1.0, cue)) * length_sanity(content, cut)
     return round(max(0.0, min(1.0, value)), 3)
-
-
-def effective_importance(bookmark: Bookmark, now_ms: int) -> float:
-    """Importance with decay: half-life 90 days from ``last_relevant_ms``, floor 0.2 of it."""
-    age_days = max(0, now_ms - bookmark.last_relevant_ms) / _DAY_MS
-    factor = max(DECAY_FLOOR, float(0.5 ** (age_days / DECAY_HALF_LIFE_DAYS)))
-    return bookmark.importance * factor
 
 
 def make_bookmark(
