@@ -220,3 +220,39 @@ def test_list_items_are_read_without_their_markup() -> None:
         ("intent", "Here is what changed:"),
         ("done", "Added `isImported` to the history item type"),
     ]
+
+
+def test_no_bullet_repeats_the_title() -> None:
+    events = [
+        ev(0, "user_message", "user", "Add a dark mode toggle to the settings page"),
+        ev(1, "assistant_message", "assistant", "The theme lives in `ThemeContext`, so the "
+           "toggle only has to flip its value. Decided to persist the choice in localStorage "
+           "because the settings API has no user preferences yet."),
+        ev(2, "assistant_message", "assistant", "Added `DarkModeToggle` to `SettingsPage.tsx` "
+           "and wired it to `ThemeContext`."),
+    ]  # fmt: skip
+    s = ExtractiveSummarizer(COUNTER).summarize_events(events)
+    assert s.title.lower().startswith(("add a dark mode toggle", "added a dark mode toggle"))
+    assert not any("dark mode toggle to the settings page" in b.lower() for b in s.bullets)
+    assert any("localStorage" in b for b in s.bullets)
+
+
+def test_a_week_carries_its_days_abstract_facts() -> None:
+    causes = {"loader": "a stale cache entry that survived restarts",
+              "parser": "an off-by-one in the tokenizer lookahead"}  # fmt: skip
+    days = [
+        Summary(f"Fixed the {t}", (f"Fixed the {t}: Committed 1a2b3c{i}: Fix the {t} timeout",),
+                (t,), f"Fixed the {t}. Fixed the {t}: The root cause was {cause}.", "")
+        for i, (t, cause) in enumerate(causes.items())
+    ]  # fmt: skip
+    week = ExtractiveSummarizer(COUNTER).summarize_children(days, "week")
+    text = " ".join((week.abstract, *week.bullets))
+    assert "stale cache entry" in text and "off-by-one in the tokenizer" in text
+    assert not set(week.bullets) & {b for d in days for b in d.bullets}
+
+
+def test_a_period_of_children_with_nothing_but_titles_still_has_one() -> None:
+    bare = Summary("Two (1 day)", (), (), "Two (1 day)", "")
+    for level in ("week", "month", "year"):
+        s = ExtractiveSummarizer(COUNTER).summarize_children([bare], level)
+        assert s.title.startswith("Two") and s.bullets

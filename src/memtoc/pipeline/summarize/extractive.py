@@ -50,6 +50,8 @@ SAID_KINDS = frozenset({"request", "correction", "conclusion", "prose", "questio
 """Facts that say something beyond which tool ran on what (else outputs are described too)."""
 COVERAGE_WEIGHT = 1.0
 """How much a fact's new terms count when picking bullets (against its salience score)."""
+TITLE_OVERLAP = 0.75
+"""A fact whose key terms overlap the title's this much (Jaccard) repeats it: no bullet."""
 OUTCOME_KINDS = frozenset({"commit", "tests", "changed"})
 """Facts that tell what came of a segment's work: one of them is always a bullet when any is."""
 
@@ -105,7 +107,12 @@ class ExtractiveSummarizer:
         )
         keywords = phrases[: self.max_keywords]
         target = max(self.min_bullets, min(self.max_bullets, 2 + len(facts) // 8))
-        chosen = self._select(facts, target)
+        title = segment_title(facts, keywords, events)
+        # a bullet repeating the title says nothing the reader has not just read
+        named = frozenset(key_terms(title))
+        untitled = [f for f in facts if _plain(f.text) != _plain(title)
+                    and _jaccard(frozenset(key_terms(f.text)), named) < TITLE_OVERLAP]  # fmt: skip
+        chosen = self._select(untitled if len(untitled) >= self.min_bullets else facts, target)
         if not any(f.kind in OUTCOME_KINDS for f in chosen):  # what came of it, when known
             outcome = max((f for f in facts if f.kind in OUTCOME_KINDS),
                           key=lambda f: (f.score, -f.position), default=None)  # fmt: skip
@@ -115,7 +122,6 @@ class ExtractiveSummarizer:
                 weakest = min(chosen, key=lambda f: (f.score, -f.position))
                 chosen = [f for f in chosen if f is not weakest] + [outcome]
         bullets = [f.text for f in sorted(chosen, key=lambda f: f.position)]
-        title = segment_title(facts, keywords, events)
         chosen_ids = {id(f) for f in chosen}
         extra = self._select(
             [f for f in facts if id(f) not in chosen_ids],

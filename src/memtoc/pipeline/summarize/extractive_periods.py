@@ -176,7 +176,7 @@ def _topic_threads(children: Sequence[Summary], names: Sequence[str]) -> list[_T
     threads: list[_Thread] = []
     for i, child in enumerate(children):
         fallback = headline(_strip_names(child.title, names), TOPIC_CHARS)
-        for rank, bullet in enumerate(child.bullets):
+        for rank, bullet in enumerate(_child_lines(child)):
             head, sep, text = bullet.partition(": ")
             if not sep or not text or not _is_topic(head, names):
                 head, text = fallback, bullet
@@ -190,6 +190,10 @@ def _topic_threads(children: Sequence[Summary], names: Sequence[str]) -> list[_T
                 threads.append(home)
             home.size += 1
             home.lines.append((_value(text, rank), text, frozenset(key_terms(text))))
+    if not threads:  # children with nothing to say beyond their titles: a thread each
+        for i, child in enumerate(children):
+            topic = headline(_strip_names(child.title, names), TOPIC_CHARS)
+            threads.append(_Thread(topic, frozenset(key_terms(topic)), size=1, first=i))
     return threads
 
 
@@ -279,21 +283,21 @@ def digest_children(
     extra: list[tuple[float, int, str, frozenset[str]]] = []
     for t in order:
         for value, line, terms in every_line[t]:
-            if value <= 0 or any(_jaccard(terms, p[2]) > 1 - redundancy / 2 for p in picked):
+            if any(_jaccard(terms, p[2]) > 1 - redundancy / 2 for p in picked):
                 continue
             body = _body(threads[t].topic, line, words)
-            if sum(any(c.isalpha() for c in w) for w in body.split()) < 2:
+            if _words(body) < 2:
                 continue  # nothing beyond the topic
             said = body if single else f"{threads[t].topic}: {body}"
             extra.append((value, rank_of[t], said, terms))
     extra.sort(key=lambda x: (-x[0], x[1]))
     told: list[frozenset[str]] = []
-    lines = bullets[:1]
-    for _, _, said, terms in extra:  # each says something the others do not
+    lines, weak = bullets[:1], list[str]()
+    for value, _, said, terms in extra:  # each says something the others do not
         if all(_jaccard(terms, other) <= 1 - redundancy / 2 for other in told):
-            lines.append(said)
+            (lines if value > 0 else weak).append(said)
             told.append(terms)
-    lines += bullets[1:]
+    lines += bullets[1:] + weak  # the weak ones only fill an L0 that is still short
     return PeriodDigest(title, bullets, keywords, lines, [c.title for c in children])
 
 
@@ -314,12 +318,18 @@ def _line(
     if bare:
         return body if body and body not in child_lines else None
     body = _body(topic, text, words)
+    if body and _words(body) < 2:
+        return None  # the rest of a sentence the topic cut ("minted…"): says nothing alone
     line = f"{topic}: {body}" if body else topic
     if line not in child_lines:
         return line
     if body and not coarse and f"{topic} — {body}" not in child_lines:
         return f"{topic} — {body}"
     return None if topic in child_lines else topic
+
+
+def _words(text: str) -> int:
+    return sum(any(c.isalpha() for c in w) for w in text.split())
 
 
 def _body(topic: str, text: str, words: int) -> str:
