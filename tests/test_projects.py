@@ -160,6 +160,39 @@ def test_importer_files_a_session_by_where_it_started(tmp_path: Path) -> None:
         assert projects["lib"].roots == (str(lib.resolve()),)
 
 
+REAL_LOG_SAMPLE = (
+    Path(__file__).resolve().parent
+    / "fixtures" / "claude-code-real" / "-Users-dain-workspace-claude-code-log-sample"
+)  # fmt: skip
+SUMMARY_ONLY = (
+    '{"type":"summary","summary":"TUI Cache Handling: Empty State Fix",'
+    '"leafUuid":"2369a617-e71c-48aa-8c5c-d53ad8274d71"}\n'
+)
+"""The whole of a real Claude Code file that holds a summary line alone (``4e27c414-….jsonl`` of
+the shared claude-code-log-sample project, MIT): it names no directory."""
+
+
+def test_a_claude_code_file_naming_no_directory_is_its_folders_project(tmp_path: Path) -> None:
+    """It went to the 'default' project (a phantom in every list of known projects); Claude Code
+    keeps one folder per working directory, so it is the project of the folder's sessions."""
+    folder = tmp_path / "projects" / REAL_LOG_SAMPLE.name
+    shutil.copytree(REAL_LOG_SAMPLE, folder)
+    (folder / "4e27c414-a885-46a0-b5c8-d58e1417377d.jsonl").write_text(SUMMARY_ONLY)
+    loose = tmp_path / "elsewhere" / "4e27c414-a885-46a0-b5c8-d58e1417377e.jsonl"
+    loose.parent.mkdir()
+    loose.write_text(SUMMARY_ONLY.replace("TUI Cache", "Loose TUI Cache"))
+    with Memory(SqliteStore(tmp_path / "m.db")) as memory:
+        report = memory.ingest([tmp_path / "projects", loose])
+        assert report.rejected == 0
+        summary = [e for e in memory.events() if e.metadata.get("kind") == "summary"]
+        by_text = {e.text: e for e in summary}
+        filed = by_text["TUI Cache Handling: Empty State Fix"]
+        assert filed.project == "claude-code-log"
+        assert filed.metadata["cwd"] == "/Users/dain/workspace/claude-code-log"
+        # outside a Claude Code project folder nothing is guessed
+        assert by_text["Loose TUI Cache Handling: Empty State Fix"].project == "default"
+
+
 def _old_store(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A store as memtoc wrote it before project identity (migrations up to 0008)."""
     names = [m.name for m in migrations.MIGRATIONS]

@@ -520,6 +520,32 @@ def _file_context(path: Path) -> _FileContext:
             break
     return _FileContext(
         session_id=session_id or path.stem,
-        cwd=cwd,
+        cwd=cwd if cwd is not None else _folder_cwd(path),
         ts_ms=ts_ms if ts_ms is not None else mtime_ms(path),
     )
+
+
+_PROJECT_FOLDER = re.compile(r"^(?:-|[A-Za-z]--)")
+"""How Claude Code names a project's folder: its working directory with separators as ``-``."""
+_SIBLINGS_READ = 8
+_SIBLING_LINES = 50
+
+
+def _folder_cwd(path: Path) -> str | None:
+    """The working directory of the other sessions in ``path``'s project folder, for a file that
+    names none (one holding ``summary`` lines alone): Claude Code keeps one folder per working
+    directory (``~/.claude/projects/<encoded cwd>/``), so its sessions share the project. None
+    outside such a folder, or when no sibling in the first few says."""
+    if not _PROJECT_FOLDER.match(path.parent.name):
+        return None
+    siblings = sorted(p for p in path.parent.glob("*.jsonl") if p != path)[:_SIBLINGS_READ]
+    for sibling in siblings:
+        for line_no, offset, raw in iter_lines(sibling, 0):
+            if line_no > _SIBLING_LINES:
+                break
+            obj, error = decode_line(raw, offset)
+            if error is None and isinstance(obj, dict) and isinstance(obj.get("sessionId"), str):
+                cwd = obj.get("cwd")
+                if isinstance(cwd, str) and cwd:
+                    return cwd
+    return None
