@@ -196,7 +196,12 @@ def test_where_we_left_off_is_the_intent_and_outcome_of_the_latest_sessions(
         "asked: “Add a CSV export to the reports page”",
         "outcome: “Exported reports as CSV from ReportsPage.tsx; 212 tests pass.”",
     ]
-    assert "refresh_token" not in view.text and "/model" not in view.text
+    # the sub-agent's session is not where we left off nor a session before it (the day's summary
+    # under "Recent activity" may tell what it found, as part of that day's work); bookkeeping is
+    # nowhere
+    told = "\n".join(i.text for i in view.items if i.section in ("thread", "earlier"))
+    assert "refresh" not in told and "agent-a1" not in told
+    assert "/model" not in view.text
     assert view.text.index("Where we left off") < view.text.index("Sessions before it")
 
 
