@@ -163,15 +163,19 @@ def test_a_torn_last_line_is_skipped_and_a_bad_line_named(tmp_path: Path) -> Non
         forget_log.read(log)
 
 
-def test_postgres_forget_is_still_refused_clearly_and_opens_untouched(pg_url: str) -> None:
-    """Forget is SQLite-only until issue 18: on PostgreSQL it must keep failing with the same
-    clear error (nothing forgotten, nothing logged), and opening does no forget-log work."""
+def test_postgres_forget_keeps_no_log_file_and_opens_untouched(
+    pg_url: str, hermetic_env: Path
+) -> None:
+    """A PostgreSQL server has no forget log (its backups are the operator's: pg_dump): a forget
+    there writes no log file anywhere, opening does no forget-log work, and the audit has it."""
     settings = load_settings({"db": pg_url, "embedder": "none"}, environ={})
     with Memory.open(settings) as memory:
         assert memory.reconciled is None
         memory.ingest_records(rows("A", 3, 1, SECRET, BASE), project="p")
-        with pytest.raises(StoreError, match="forget is not available on a PostgreSQL store"):
-            memory.forget(query=SECRET)
-        with pytest.raises(StoreError, match="not available on a PostgreSQL store"):
-            memory.forget_audit()
-        assert memory.store.count_events() == 3
+        report = memory.forget(query=SECRET)
+        assert report.events == 1 and report.wal_truncated is None
+        assert [a.event_ids for a in memory.forget_audit()] == [tuple(report.event_ids)]
+        assert memory.store.count_events() == 2
+    assert not list(hermetic_env.parent.rglob(f"*{forget_log.SUFFIX}"))
+    with Memory.open(settings) as again:
+        assert again.reconciled is None

@@ -5,16 +5,22 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from tempfile import mkdtemp
 from typing import Any
 
 import anyio
+import pytest
 from mcp import Client
 from typer.testing import CliRunner
 
+from conftest import BOTH_BACKENDS
 from memtoc.config import load_settings
 from memtoc.memory import Memory
+from memtoc.store.sqlite import SqliteStore
 from memtoc.surfaces.cli import app
 from memtoc.surfaces.mcp_server import build_server
+from search_support import require_model
+from store_tables import relation_bytes, tables_holding
 
 runner = CliRunner()
 BASE = 1_705_572_000_000  # 2024-01-18T10:00:00Z
@@ -172,3 +178,41 @@ def test_cli_query_forgets_all_80_matches_or_refuses_above_limit(tmp_path: Path)
     assert event_ids(db) == ["KEEP"]
     code, out = cli(db, "events", "--json", "--limit", "1000")
     assert SECRET not in out
+
+
+@BOTH_BACKENDS
+def test_cli_forget_session_leaves_the_text_in_no_table(
+    location: Path | str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``memtoc --db <store> forget --session s1`` on either store: afterwards no table of the
+    store (every one its catalogue lists, read whole) holds the session's text — events, search
+    index, segments, nodes and their versions, grips, docs, vectors, bookmarks — and on
+    PostgreSQL no relation file (tables, TOAST, indexes) holds its bytes: VACUUM FULL rewrote
+    what the forget deleted or updated."""
+    db = str(location)
+    monkeypatch.setenv("MEMTOC_EMBEDDER", "static")  # vectors too (pgvector on PostgreSQL)
+    monkeypatch.setenv("MEMTOC_EMBED_MODEL", str(require_model()))
+    code, out = cli(db, "ingest", str(transcript(Path(mkdtemp()) / "t.jsonl")), "--json")
+    assert code == 0, out
+    code, out = cli(db, "process", "--json")
+    assert code == 0, out
+    with Memory.open(load_settings({"db": db, "embedder": "none"}, environ={})) as memory:
+        memory.rollup(force=True)
+        before = tables_holding(memory.store, SECRET)
+        assert {"events", "docs"} <= set(before), before
+    code, out = cli(db, "forget", "--session", "s1", "--yes", "--json")
+    assert code == 0, out
+    report = json.loads(out)
+    assert report["events"] == 6 and report["tables_rewritten"] > 0
+    with Memory.open(load_settings({"db": db, "embedder": "none"}, environ={})) as memory:
+        store = memory.store
+        for gone in (SECRET, *(f"step {i}: refactor" for i in (0, 1, 3, 4, 5))):
+            held = tables_holding(store, gone)  # FTS5's own encoding: checked by bytes below
+            assert [t for t in held if not t.startswith(("events_fts", "docs_fts"))] == [], gone
+        assert "events" in tables_holding(store, "step 7: refactor")  # s2 is kept
+        if isinstance(store, SqliteStore):
+            assert Path(db).read_bytes().count(SECRET.encode()) == 0
+        else:
+            assert relation_bytes(store, SECRET) == {}
+        assert [e.event_id for e in memory.events()] == ["E6", "E7", "E8"]
+        assert memory.verify().ok

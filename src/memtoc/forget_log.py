@@ -36,11 +36,7 @@ from pathlib import Path
 
 from memtoc.errors import StoreError
 from memtoc.model import JsonValue
-from memtoc.store.sqlite import SqliteStore
-from memtoc.store.sqlite_forget import (
-    EventRef,
-    select_events,
-)
+from memtoc.store.capabilities import EventRef, LoggedForgetStore
 
 SUFFIX = "-forget.jsonl"
 APPLIED_KEY = "forget_log_bytes"
@@ -138,21 +134,21 @@ def read(path: Path) -> list[LoggedEvent]:
     return out
 
 
-def lagging(store: SqliteStore) -> bool:
+def lagging(store: LoggedForgetStore) -> bool:
     """Whether the log and the store disagree (cheap: a stat and a meta read)."""
     recorded = store.get_meta(APPLIED_KEY)
     return _size(log_path(store.path)) != (int(recorded) if recorded else 0)
 
 
-def alive(store: SqliteStore, logged: Iterable[LoggedEvent]) -> list[EventRef]:
+def alive(store: LoggedForgetStore, logged: Iterable[LoggedEvent]) -> list[EventRef]:
     """The logged events that are alive in the store."""
     ids = list(dict.fromkeys(e.event_id for e in logged))
     if not ids:
         return []
-    return [r for r in select_events(store, event_ids=ids) if not r.forgotten]
+    return [r for r in store.select_events(event_ids=ids) if not r.forgotten]
 
 
-def check_read_only(store: SqliteStore) -> None:
+def check_read_only(store: LoggedForgetStore) -> None:
     """Refuse a read-only store in which a logged event is alive (it cannot be forgotten here)."""
     if not lagging(store):
         return

@@ -41,28 +41,8 @@ from memtoc.derived.rebuild import reroll
 from memtoc.errors import QueryError
 from memtoc.model import JsonValue, OutboxEntry, iso_ms
 from memtoc.pipeline.worker import Processor, ProcessReport
-from memtoc.store import sqlite_scrub
 from memtoc.store.base import DirtyPeriod
-from memtoc.store.sqlite import SqliteStore
-from memtoc.store.sqlite_forget import (
-    EventRef,
-    bookmarks_citing,
-    insert_tombstones,
-    logged_tombstones,
-    purge_event_vectors,
-    purge_node_versions,
-    purge_stale_doc_vectors,
-    purge_tombstone_vectors,
-    retired_nodes_overlapping,
-    secure_delete,
-    segments_of,
-    select_events,
-    tombstone_events,
-    unfile_events,
-    update_audit_counts,
-    vector_embedders,
-    write_audit,
-)
+from memtoc.store.capabilities import EventRef, ForgetLogged, ForgetStore, LoggedForgetStore
 from memtoc.text.fts_text import search_text
 
 OUTBOX_KIND = "forget"
@@ -191,11 +171,10 @@ class ForgetReport:
         }
 
 
-def select(store: SqliteStore, selector: ForgetSelector) -> tuple[list[EventRef], list[str]]:
+def select(store: ForgetStore, selector: ForgetSelector) -> tuple[list[EventRef], list[str]]:
     """The events the selector names (tombstones flagged) and the requested ids not stored."""
     selector.validate()
-    refs = select_events(
-        store,
+    refs = store.select_events(
         event_ids=list(selector.event_ids) if selector.event_ids is not None else None,
         project=selector.project,
         session_id=selector.session_id,
@@ -205,7 +184,7 @@ def select(store: SqliteStore, selector: ForgetSelector) -> tuple[list[EventRef]
     )
     missing: list[str] = []
     if selector.event_ids is not None:
-        stored = set(select_events(store, event_ids=list(selector.event_ids)))
+        stored = set(store.select_events(event_ids=list(selector.event_ids)))
         known = {r.event_id for r in stored}
         missing = [i for i in dict.fromkeys(selector.event_ids) if i not in known]
     return refs, missing
@@ -213,7 +192,7 @@ def select(store: SqliteStore, selector: ForgetSelector) -> tuple[list[EventRef]
 
 def forget(
     processor: Processor,
-    store: SqliteStore,
+    store: ForgetStore,
     selector: ForgetSelector,
     *,
     dry_run: bool = False,
@@ -249,14 +228,16 @@ def forget(
     now = processor.clock.now_ms()
     # the log first (synced): a restore of an older backup, or a crash before the commit below,
     # is then repaired by forgetting again (forget_log.reconcile)
-    logged = forget_log.append(forget_log.log_path(store.path), now, live) if log else None
-    with secure_delete(store):
+    logged = None
+    if log and isinstance(store, ForgetLogged):
+        logged = forget_log.append(forget_log.log_path(store.path), now, live)
+    with store.forget_guard():
         with store.transaction():
             payload = _purge(processor, store, live, now, report)
             if logged is not None:
                 store.set_meta(forget_log.APPLIED_KEY, str(logged))
-            report.audit_id = write_audit(
-                store, now, report.selector, report.event_ids, report.counts()
+            report.audit_id = store.write_audit(
+                now, report.selector, report.event_ids, report.counts()
             )
             payload["audit_id"] = report.audit_id
             entry_id = store.add_outbox(OUTBOX_KIND, payload)
@@ -268,14 +249,14 @@ def forget(
 
 def _purge(
     processor: Processor,
-    store: SqliteStore,
+    store: ForgetStore,
     live: list[EventRef],
     now: int,
     report: ForgetReport,
 ) -> dict[str, JsonValue]:
     """Phase 1, inside the caller's transaction; returns the ``forget`` outbox payload."""
     calendar = processor.calendar
-    filed = segments_of(store, [r.seq for r in live])
+    filed = store.segments_of([r.seq for r in live])
     sessions: dict[tuple[str, str], set[str]] = defaultdict(set)
     for ref in live:
         if ref.seq in filed:
@@ -289,15 +270,15 @@ def _purge(
         old = store.segments_from(project, session_id, anchor.start_ms, anchor.first_event_id)
         old_ids = [s.node_id for s in old]
         report.grips_dropped += sum(len(store.grips_for_node(project, n)) for n in old_ids)
-        unfile_events(store, sorted(store.members_of(project, old_ids)))
+        store.unfile_events(sorted(store.members_of(project, old_ids)))
         store.write_segments([], old_ids, project, [], [])
-        report.versions_purged += purge_node_versions(store, project, old_ids)
+        report.versions_purged += store.purge_node_versions(project, old_ids)
         report.segments_removed += len(old_ids)
         days[project].update(calendar.period_of("day", s.start_ms).node_id for s in old)
-    tombstone_events(store, [r.seq for r in live], now)
-    report.vectors_removed += purge_event_vectors(store, live)
+    store.tombstone_events([r.seq for r in live], now)
+    report.vectors_removed += store.purge_event_vectors(live)
     report.bookmarks_removed += store.delete_bookmarks(
-        bookmarks_citing(store, [r.event_id for r in live])
+        store.bookmarks_citing([r.event_id for r in live])
     )
     # Re-file the survivors: the session's segmentation is a pure function of its events.
     for (project, session_id), (start_ms, first_id) in sorted(anchors.items()):
@@ -327,7 +308,7 @@ def _purge(
 
 def finish(
     processor: Processor,
-    store: SqliteStore,
+    store: ForgetStore,
     payload: dict[str, JsonValue],
     report: ForgetReport | None = None,
 ) -> ForgetReport:
@@ -351,36 +332,36 @@ def finish(
         out.periods_rerolled += rolled.rerolled
         out.periods_retired += rolled.retired
         touched = list(rolled.node_ids)
-        retired = retired_nodes_overlapping(
-            store, project, int(info["since_ms"]), int(info["until_ms"])
+        retired = store.retired_nodes_overlapping(
+            project, int(info["since_ms"]), int(info["until_ms"])
         )
-        out.versions_purged += purge_node_versions(store, project, [*touched, *retired])
+        out.versions_purged += store.purge_node_versions(project, [*touched, *retired])
     _refresh_vectors(processor, store, out)
-    scrubbed = sqlite_scrub.scrub(store, processor.clock.now_ms())
+    scrubbed = store.scrub(processor.clock.now_ms())
     out.wal_truncated = scrubbed.wal_truncated
     out.tables_rewritten = scrubbed.tables
     out.scrub_seconds = scrubbed.seconds
     audit_id = payload.get("audit_id")
     if isinstance(audit_id, int):
-        update_audit_counts(store, audit_id, out.counts())
+        store.update_audit_counts(audit_id, out.counts())
     return out
 
 
-def finish_entry(processor: Processor, store: SqliteStore, entry: OutboxEntry) -> ForgetReport:
+def finish_entry(processor: Processor, store: ForgetStore, entry: OutboxEntry) -> ForgetReport:
     """The ``forget`` outbox handler: ``finish`` a purge whose re-derivation was cut short."""
-    with secure_delete(store):
+    with store.forget_guard():
         return finish(processor, store, dict(entry.payload))
 
 
-def _refresh_vectors(processor: Processor, store: SqliteStore, out: ForgetReport) -> None:
+def _refresh_vectors(processor: Processor, store: ForgetStore, out: ForgetReport) -> None:
     """Drop vectors of changed or removed documents (every embedder), re-embed with the
     configured one, and bump each touched embedder's generation so loaded indexes reload."""
-    embedders = vector_embedders(store)
-    removed, _touched = purge_stale_doc_vectors(store)
+    embedders = store.vector_embedders()
+    removed, _touched = store.purge_stale_doc_vectors()
     out.vectors_removed += removed
     if processor.index_hook is not None:
         processor.index_hook()
-    out.vectors_removed += purge_tombstone_vectors(store)
+    out.vectors_removed += store.purge_tombstone_vectors()
     if not embedders:
         return
     from memtoc.pipeline.embed_step import generation_key  # numpy: only when vectors exist
@@ -390,7 +371,7 @@ def _refresh_vectors(processor: Processor, store: SqliteStore, out: ForgetReport
         store.set_meta(key, str(int(store.get_meta(key) or 0) + 1))
 
 
-def reconcile(processor: Processor, store: SqliteStore) -> forget_log.ReconcileReport | None:
+def reconcile(processor: Processor, store: LoggedForgetStore) -> forget_log.ReconcileReport | None:
     """Bring the store in step with its forget log (``memtoc.forget_log``: after a restore, a
     copied file, a cut-short forget); None when they already agree."""
     if not forget_log.lagging(store):
@@ -404,16 +385,16 @@ def reconcile(processor: Processor, store: SqliteStore) -> forget_log.ReconcileR
         described: dict[str, JsonValue] = {"event_ids": len(back), "reapplied_from_log": True}
         forget(processor, store, selector, described=described, log=False)
     report.reforgotten = [r.event_id for r in back]
-    held = {r.event_id for r in select_events(store, event_ids=[e.event_id for e in logged])}
+    held = {r.event_id for r in store.select_events(event_ids=[e.event_id for e in logged])}
     absent = {e.event_id: e for e in logged if e.event_id not in held}
     now = processor.clock.now_ms()
-    report.tombstoned = insert_tombstones(
-        store, [(e.event_id, e.ts_ms, e.project, e.session_id) for e in absent.values()], now
+    report.tombstoned = store.insert_tombstones(
+        [(e.event_id, e.ts_ms, e.project, e.session_id) for e in absent.values()], now
     )
     in_log = {e.event_id for e in logged}
     unlogged = [
         forget_log.LoggedEvent(event_id, ts_ms, project, session_id)
-        for event_id, ts_ms, project, session_id, _ in logged_tombstones(store)
+        for event_id, ts_ms, project, session_id, _ in store.logged_tombstones()
         if event_id not in in_log
     ]
     if unlogged:

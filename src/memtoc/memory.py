@@ -35,7 +35,7 @@ from memtoc.projects import ProjectRegistry, Scope
 from memtoc.retrieval.bookmark_decay import effective_importance
 from memtoc.retrieval.context import DEFAULT_BUDGET, TOP_BOOKMARKS, ContextView, build_context
 from memtoc.services import ROLLUP_LEVELS, store_timezone
-from memtoc.store import sqlite_scrub
+from memtoc.store.capabilities import ForgetLogged
 from memtoc.store.sqlite import SqliteStore
 from memtoc.text.tokens import TokenCounter, default_counter
 
@@ -61,9 +61,9 @@ if TYPE_CHECKING:
     from memtoc.retrieval.hybrid import Fusion, SearchResult
     from memtoc.retrieval.navigate import ExpandView, NodeView, TimelineView
     from memtoc.retrieval.recall import RecallResult
+    from memtoc.store.capabilities import AuditEntry
     from memtoc.store.maintenance import VerifyReport
     from memtoc.store.postgres import PostgresStore
-    from memtoc.store.sqlite_forget import AuditEntry
 
 
 log = logging.getLogger("memtoc")
@@ -215,14 +215,15 @@ class Memory:
         """Bring a SQLite store in step with its forget log (``memtoc.forget_log``: events
         forgotten since a restored backup was taken are forgotten again); a read-only store in
         which a forgotten event is back is refused. None when nothing needed doing."""
-        if not isinstance(self.store, SqliteStore):
-            return None
-        if self.store.read_only:
-            forget_log.check_read_only(self.store)
+        store = self.store
+        if not isinstance(store, ForgetLogged):
+            return None  # a server's backups are its operator's (store/postgres_forget.py)
+        if store.read_only:
+            forget_log.check_read_only(store)
             return None
         from memtoc import forgetting
 
-        self.reconciled = forgetting.reconcile(self.processor, self.store)
+        self.reconciled = forgetting.reconcile(self.processor, store)
         return self.reconciled
 
     def close(self) -> None:
@@ -413,8 +414,8 @@ class Memory:
         if retry_failed:
             self.processor.retry_failed()
         report = self.processor.run(until_idle=until_idle, rollup=rollup, progress=progress)
-        if isinstance(self.store, SqliteStore) and not self.store.read_only:
-            sqlite_scrub.finish_pending(self.store, wait=False)
+        if isinstance(self.store, ForgetLogged) and not self.store.read_only:
+            self.store.finish_scrub(wait=False)
         return report
 
     def rollup(self, *, force: bool = False, level: str | None = None) -> RollupReport:
@@ -983,7 +984,7 @@ class Memory:
         if len(self._touched) > 10_000:  # a long-lived server: forget the oldest uses
             self._touched = dict(sorted(self._touched.items(), key=lambda kv: kv[1])[-5_000:])
 
-    # -- forget (memtoc.forgetting, store/sqlite_forget.py) ---------------------------------------
+    # -- forget (memtoc.forgetting, store/sqlite_forget.py, store/postgres_forget.py) -------------
     def forget(
         self,
         *,
@@ -998,7 +999,8 @@ class Memory:
         plan: ForgetReport | None = None,
     ) -> ForgetReport:
         """Forget events for good: tombstones, re-derived summaries, grips, vectors and bookmarks,
-        the raw text purged from the file (``memtoc.forgetting``). Filters combine with AND;
+        the raw text purged from the store's files (``memtoc.forgetting``; on PostgreSQL by
+        ``VACUUM FULL``: ``store/postgres_forget.py``). Filters combine with AND;
         ``query`` selects every event whose text or metadata contains each of its words.
         ``max_events``: refuse, changing nothing, when more events match. ``dry_run`` only
         reports what would be forgotten; ``plan`` (a dry run's report) executes exactly its event
@@ -1006,7 +1008,7 @@ class Memory:
         from memtoc import forgetting
         from memtoc.forgetting import ForgetSelector
 
-        store = self.sqlite_store("forget")
+        store = self.store
         project = self._id(project) if project is not None else None
         if plan is not None:
             if not plan.event_ids:
@@ -1031,20 +1033,18 @@ class Memory:
 
     def forget_audit(self, limit: int = 50) -> list[AuditEntry]:
         """The audit log of forgets, newest first: selectors, event ids and counts (no content)."""
-        from memtoc.store.sqlite_forget import list_audit
-
-        return list_audit(self.sqlite_store("forget"), limit)
+        return self.store.list_audit(limit)
 
     def _scrub_pending(self) -> str | None:
-        if not isinstance(self.store, SqliteStore):
+        if not isinstance(self.store, ForgetLogged):
             return None
-        since = sqlite_scrub.pending(self.store)
+        since = self.store.scrub_pending()
         return None if since is None else iso_ms(since)
 
     def _finish_forget(self, entry: OutboxEntry) -> None:
         from memtoc import forgetting
 
-        forgetting.finish_entry(self.processor, self.sqlite_store("forget"), entry)
+        forgetting.finish_entry(self.processor, self.store, entry)
 
     # -- housekeeping -----------------------------------------------------------------------------
     def stats(self) -> dict[str, JsonValue]:

@@ -129,6 +129,8 @@ class ScrubReport:
 
     tables: int = 0
     """Tables rewritten (SQLite) or vacuumed (PostgreSQL)."""
+    rows: int = 0
+    """Rows rewritten (SQLite; PostgreSQL's VACUUM does not count them)."""
     wal_truncated: bool | None = None
     """SQLite: False while a reader on an older snapshot keeps the WAL (the scrub stays pending);
     None where there is no such log to truncate by the store (PostgreSQL: see its ``scrub``)."""
@@ -172,14 +174,6 @@ class ForgetStore(PipelineStore, Protocol):
 
     def tombstone_events(self, seqs: Sequence[int], now_ms: int) -> int:
         """Purge live events' text and metadata, mark them forgotten; how many."""
-        ...
-
-    def insert_tombstones(self, events: Sequence[tuple[str, int, str, str]], now_ms: int) -> int:
-        """Record ``(event_id, ts_ms, project, session_id)`` never held as tombstones."""
-        ...
-
-    def logged_tombstones(self) -> list[tuple[str, int, str, str, int]]:
-        """Every tombstone: ``(event_id, ts_ms, project, session_id, forgotten_ms)``."""
         ...
 
     def purge_event_vectors(self, events: Sequence[EventRef]) -> int: ...
@@ -227,7 +221,30 @@ class ForgetStore(PipelineStore, Protocol):
 
 @runtime_checkable
 class ForgetLogged(Protocol):
-    """A store file with a forget log beside it (``memtoc.forget_log``)."""
+    """A store file with a forget log beside it (``memtoc.forget_log``): a restored or copied
+    file is brought in step with the log when opened, and a forget whose scrub a reader held up
+    is finished later (``finish_scrub``)."""
 
     path: Path
     read_only: bool
+
+    def insert_tombstones(self, events: Sequence[tuple[str, int, str, str]], now_ms: int) -> int:
+        """Record ``(event_id, ts_ms, project, session_id)`` never held as tombstones (events
+        forgotten after the backup this file was restored from was taken)."""
+        ...
+
+    def logged_tombstones(self) -> list[tuple[str, int, str, str, int]]:
+        """Every tombstone: ``(event_id, ts_ms, project, session_id, forgotten_ms)``."""
+        ...
+
+    def scrub_pending(self) -> int | None:
+        """Since when (ms) a forget's scrub waits for a reader to finish, or None."""
+        ...
+
+    def finish_scrub(self, *, wait: bool = True) -> bool:
+        """Finish a pending scrub now unless a reader holds it up; whether none is pending."""
+        ...
+
+
+class LoggedForgetStore(ForgetStore, ForgetLogged, Protocol):
+    """A forget store with a forget log beside it (SQLite): what ``memtoc.forget_log`` reads."""

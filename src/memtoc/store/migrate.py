@@ -119,7 +119,7 @@ def _vector(src: sqlite3.Connection, r: Row) -> Row:
 
 
 _EVENT_COLS = ("seq", "event_id", "ts_ms", "project", "session_id", "agent", "event_type", "role",
-               "text", "metadata", "source", "source_pos")  # fmt: skip
+               "text", "metadata", "source", "source_pos", "forgotten_ms")  # fmt: skip
 _OUTBOX_COLS = ("entry_id", "kind", "payload", "created_ms", "status", "attempts", "error",
                 "claimed_by", "claimed_ms", "done_ms")  # fmt: skip
 _NODE_COLS = ("project", "node_id", "version", "level", "start_ms", "end_ms", "parent_id")
@@ -151,6 +151,8 @@ TABLES: tuple[TableSpec, ...] = (
               ("kind", "item_id", "project", "embedder", "dim", "vec"),
               ("kind", "item_id", "project", "embedder", "dim", "vec", "source_md5"), _vector),
     TableSpec("tombstones", ("event_id",), ("event_id", "forgotten_ms", "reason")),
+    TableSpec("forget_audit", ("audit_id",), ("audit_id", "forgotten_ms", "selector",
+              "event_ids", "counts"), overriding=True),
     TableSpec("rollup_dirty", ("project", "node_id"),
               ("project", "node_id", "level", "activity_ms", "marked_ms")),
     TableSpec("projects", ("project",), ("project", "name", "created_ms")),
@@ -374,7 +376,7 @@ def _index_events(dst: psycopg.Connection[Row], seqs: list[int]) -> None:
 
 def _reset_identities(dst: psycopg.Connection[Row]) -> None:
     """Point the identity sequences past the copied keys, so new appends continue after them."""
-    for table, col in (("events", "seq"), ("outbox", "entry_id")):
+    for table, col in (("events", "seq"), ("outbox", "entry_id"), ("forget_audit", "audit_id")):
         dst.execute(
             f"SELECT setval(pg_get_serial_sequence('{table}', '{col}'), "
             f"GREATEST((SELECT MAX({col}) FROM {table}), 1), "

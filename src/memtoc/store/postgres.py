@@ -29,7 +29,15 @@ import numpy.typing as npt
 from memtoc.errors import NotFoundError, QueryError, StoreError
 from memtoc.model import AppendResult, Bookmark, Event, JsonValue, OutboxEntry, TocNode
 from memtoc.store.event_checks import Stored, classify, out_of_range_count, row_problem
-from memtoc.store.postgres_base import APPEND_LOCK, CLAIM_LOCK, SESSION_LOCKERS, dumps, pg_text
+from memtoc.store.postgres_base import (
+    APPEND_LOCK,
+    CLAIM_LOCK,
+    LIVE,
+    SESSION_LOCKERS,
+    dumps,
+    pg_text,
+)
+from memtoc.store.postgres_forget import PgForget
 from memtoc.store.postgres_pipeline import EVENT_COLS, PgPipeline, row_to_event
 from memtoc.store.postgres_projects import PgProjects
 from memtoc.store.postgres_search import PgSearch
@@ -65,7 +73,7 @@ def _session_key(project: str, session_id: str) -> str:
     return f"{project}\x1f{session_id}"
 
 
-class PostgresStore(PgPipeline, PgSearch, PgVectors, PgProjects):
+class PostgresStore(PgPipeline, PgSearch, PgVectors, PgProjects, PgForget):
     """``Store`` + ``PipelineStore`` on a PostgreSQL database (``postgresql://`` URL)."""
 
     # -- events -------------------------------------------------------------------------------------
@@ -166,16 +174,18 @@ class PostgresStore(PgPipeline, PgSearch, PgVectors, PgProjects):
     def _stored_for_classify(self, event_ids: list[str]) -> dict[str, Stored]:
         found: dict[str, Stored] = {}
         for row in self._query(
-            "SELECT event_id, ts_ms, session_id, event_type, role, text, text_exact "
+            f"SELECT event_id, ts_ms, session_id, event_type, role, text, text_exact, {LIVE} "
             "FROM events WHERE event_id = ANY(%s)",
             (event_ids,),
         ):
             text = json.loads(row[6]) if row[6] is not None else row[5]
-            found[row[0]] = (int(row[1]), row[2], row[3], row[4], text, True)
+            found[row[0]] = (int(row[1]), row[2], row[3], row[4], text, bool(row[7]))
         return found
 
     def get_event(self, event_id: str) -> Event:
-        rows = self._query(f"SELECT {EVENT_COLS} FROM events WHERE event_id = %s", (event_id,))
+        rows = self._query(
+            f"SELECT {EVENT_COLS} FROM events WHERE event_id = %s AND {LIVE}", (event_id,)
+        )
         if not rows:
             raise NotFoundError("event", event_id)
         return row_to_event(rows[0])
@@ -185,7 +195,9 @@ class PostgresStore(PgPipeline, PgSearch, PgVectors, PgProjects):
         if not ids:
             return []
         rows = self._query(
-            f"SELECT {EVENT_COLS} FROM events WHERE event_id = ANY(%s) ORDER BY ts_ms, seq", (ids,)
+            f"SELECT {EVENT_COLS} FROM events WHERE event_id = ANY(%s) AND {LIVE} "
+            "ORDER BY ts_ms, seq",
+            (ids,),
         )
         return [row_to_event(r) for r in rows]
 
@@ -199,7 +211,7 @@ class PostgresStore(PgPipeline, PgSearch, PgVectors, PgProjects):
         limit: int | None = None,
         descending: bool = False,
     ) -> Iterator[Event]:
-        where: list[str] = []
+        where: list[str] = [LIVE]
         params: list[Any] = []
         for clause, value in (
             ("project = %s", project),
@@ -221,8 +233,7 @@ class PostgresStore(PgPipeline, PgSearch, PgVectors, PgProjects):
             if cursor is not None:
                 clauses.append(f"(ts_ms, seq) {cmp} (%s, %s)")
                 args.extend(cursor)
-            text = f"SELECT {EVENT_COLS} FROM events"
-            text += (" WHERE " + " AND ".join(clauses)) if clauses else ""
+            text = f"SELECT {EVENT_COLS} FROM events WHERE " + " AND ".join(clauses)
             text += f" ORDER BY ts_ms {order}, seq {order} LIMIT {int(size)}"
             rows = self._query(text, args)
             for row in rows:
@@ -235,7 +246,7 @@ class PostgresStore(PgPipeline, PgSearch, PgVectors, PgProjects):
 
     def events_by_seq(self, first_seq: int, last_seq: int) -> list[tuple[int, Event]]:
         rows = self._query(
-            f"SELECT {EVENT_COLS} FROM events WHERE seq BETWEEN %s AND %s ORDER BY seq",
+            f"SELECT {EVENT_COLS} FROM events WHERE seq BETWEEN %s AND %s AND {LIVE} ORDER BY seq",
             (first_seq, last_seq),
         )
         return [(int(r[0]), row_to_event(r)) for r in rows]
@@ -249,7 +260,7 @@ class PostgresStore(PgPipeline, PgSearch, PgVectors, PgProjects):
         seq = int(found[0][0])
         lo = event.ts_ms - window_ms if window_ms is not None else -(1 << 62)
         hi = event.ts_ms + window_ms if window_ms is not None else 1 << 62
-        base = f"SELECT {EVENT_COLS} FROM events WHERE session_id = %s AND project = %s "
+        base = f"SELECT {EVENT_COLS} FROM events WHERE session_id = %s AND project = %s AND {LIVE} "
         prev_rows = self._query(
             base + "AND (ts_ms, seq) < (%s, %s) AND ts_ms >= %s "
             "ORDER BY ts_ms DESC, seq DESC LIMIT %s",
@@ -263,8 +274,12 @@ class PostgresStore(PgPipeline, PgSearch, PgVectors, PgProjects):
 
     def count_events(self, project: str | None = None) -> int:
         if project is None:
-            return int(self._query("SELECT COUNT(*) FROM events")[0][0])
-        return int(self._query("SELECT COUNT(*) FROM events WHERE project = %s", (project,))[0][0])
+            return int(self._query(f"SELECT COUNT(*) FROM events WHERE {LIVE}")[0][0])
+        return int(
+            self._query(f"SELECT COUNT(*) FROM events WHERE project = %s AND {LIVE}", (project,))[
+                0
+            ][0]
+        )
 
     def max_seq(self) -> int:
         return int(self._query("SELECT COALESCE(MAX(seq), 0) FROM events")[0][0])
@@ -649,7 +664,7 @@ class PostgresStore(PgPipeline, PgSearch, PgVectors, PgProjects):
             "store": "postgres",
             "location": self.location,
             "durability": self.durability,
-            "events": int(q("SELECT COUNT(*) FROM events")[0][0]),
+            "events": self.count_events(),
             "projects": int(q("SELECT COUNT(DISTINCT project) FROM events")[0][0]),
             "sessions": int(q("SELECT COUNT(DISTINCT session_id) FROM events")[0][0]),
             "first_event_ms": span[0],

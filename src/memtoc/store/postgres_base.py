@@ -69,6 +69,10 @@ hands every returned connection to a worker thread, and each read outside a tran
 reset's round trip and a thread hand-off.)"""
 
 
+LIVE = "forgotten_ms IS NULL"
+"""The condition on ``events`` that leaves forgotten events (tombstones) out of every read."""
+
+
 class _TxState(threading.local):
     conn: PgConn | None = None
     depth: int = 0

@@ -7,6 +7,8 @@ raise a ``StoreError`` naming the tool to use (``pg_dump`` / ``pg_restore``; aut
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from memtoc.errors import StoreError
 from memtoc.model import EVENT_TYPES, ROLES
 from memtoc.store.event_checks import OUT_OF_RANGE_SQL, out_of_range_problem
@@ -64,12 +66,42 @@ def verify(store: PostgresStore, embedder: EmbedderIdentity | None = None) -> Ve
         "SELECT COALESCE(SUM((SELECT COUNT(*) FROM events e "
         "WHERE e.seq BETWEEN o.first_seq AND o.last_seq)), 0) FROM outbox o WHERE kind = 'events'"
     )
-    total = store.count_events()
+    total = one("SELECT COUNT(*) FROM events")  # tombstones included: they keep their seq
     problem = None
     if overlaps:
         problem = f"{overlaps} outbox ranges overlap an earlier one"
     elif covered != total:
         problem = f"outbox announces {covered} events but the log holds {total}"
     report.check("event/outbox atomicity", problem)
+    _check_tombstones(report, one)
     report.add(PgAudit(store).audit(embedder))
     return report
+
+
+def _check_tombstones(report: VerifyReport, one: Callable[..., int]) -> None:
+    """Forgotten events keep no text or metadata, and no search row, vector or bookmark cites
+    them (as SQLite's ``maintenance._check_tombstones``)."""
+    unpurged = one(
+        "SELECT COUNT(*) FROM events WHERE forgotten_ms IS NOT NULL "
+        "AND (text <> '' OR text_exact IS NOT NULL OR metadata <> '{}')"
+    )
+    indexed = one(
+        "SELECT COUNT(*) FROM event_search s JOIN events e ON e.seq = s.seq "
+        "WHERE e.forgotten_ms IS NOT NULL"
+    )
+    vectors = one(
+        "SELECT COUNT(*) FROM vectors v JOIN events e ON v.kind = 'event' "
+        "AND e.event_id = v.item_id WHERE e.forgotten_ms IS NOT NULL"
+    )
+    cited = one(
+        "SELECT COUNT(DISTINCT b.bookmark_id) FROM bookmarks b "
+        "CROSS JOIN jsonb_array_elements_text(b.event_ids::jsonb) j(id) "
+        "JOIN events e ON e.event_id = j.id WHERE e.forgotten_ms IS NOT NULL"
+    )
+    problems = [
+        f"{unpurged} forgotten events still hold text or metadata" if unpurged else "",
+        f"{indexed} forgotten events still in the search index" if indexed else "",
+        f"{vectors} vectors of forgotten events" if vectors else "",
+        f"{cited} bookmarks cite forgotten events" if cited else "",
+    ]
+    report.check("tombstones purged", "; ".join(p for p in problems if p) or None)

@@ -299,6 +299,22 @@ MIGRATIONS: tuple[PgMigration, ...] = (
             AND jsonb_typeof(value::jsonb -> 'path') = 'string';
         """,
     ),
+    # Forget (store/postgres_forget.py), as SQLite's 0003_forget: a forgotten event stays as a
+    # tombstone row (text and metadata purged, ``forgotten_ms`` set) so re-importing it is still a
+    # duplicate; every read of events leaves tombstones out. The audit keeps ids and counts only.
+    PgMigration(
+        "0010_forget",
+        """
+        ALTER TABLE events ADD COLUMN forgotten_ms BIGINT;
+        CREATE TABLE forget_audit (
+            audit_id     BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+            forgotten_ms BIGINT NOT NULL,
+            selector     TEXT NOT NULL,
+            event_ids    TEXT NOT NULL,
+            counts       TEXT NOT NULL
+        );
+        """,
+    ),
 )
 
 

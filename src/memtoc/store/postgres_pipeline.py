@@ -22,7 +22,7 @@ from typing import Any
 from memtoc.errors import NotFoundError, StoreError
 from memtoc.model import Event, Grip
 from memtoc.store.base import DirtyPeriod, DocRow, SegmentRecord
-from memtoc.store.postgres_base import PgBase, Row, pg_text
+from memtoc.store.postgres_base import LIVE, PgBase, Row, pg_text
 from memtoc.store.sqlite import _GRIP_COLS, _grip_from_row, _segment_from_row, _segment_row
 
 EVENT_COLS = (
@@ -184,7 +184,7 @@ class PgPipeline(PgBase):
     ) -> list[tuple[int, Event]]:
         rows = self._query(
             f"SELECT {EVENT_COLS} FROM events WHERE session_id = %s AND project = %s "
-            "AND (ts_ms > %s OR (ts_ms = %s AND event_id >= %s)) "
+            f"AND (ts_ms > %s OR (ts_ms = %s AND event_id >= %s)) AND {LIVE} "
             "ORDER BY ts_ms, event_id",
             (session_id, project, ts_ms, ts_ms, event_id),
         )

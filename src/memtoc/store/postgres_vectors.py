@@ -26,6 +26,7 @@ from psycopg import sql
 
 from memtoc.errors import StoreError
 from memtoc.store.postgres_ann import PgAnn, ann_index_name
+from memtoc.store.postgres_base import LIVE
 from memtoc.store.sqlite_vectors import (
     BEHIND_CAP,
     EmbedderIdentity,
@@ -135,7 +136,8 @@ class PgVectors(PgAnn):
     def events_after(self, seq: int, limit: int) -> list[tuple[int, str, str, str]]:
         """``(seq, event_id, project, text)`` of events after ``seq``, in seq order."""
         rows = self._query(
-            "SELECT seq, event_id, project, text FROM events WHERE seq > %s ORDER BY seq LIMIT %s",
+            f"SELECT seq, event_id, project, text FROM events WHERE seq > %s AND {LIVE} "
+            "ORDER BY seq LIMIT %s",
             (seq, limit),
         )
         return [(int(r[0]), r[1], r[2], r[3]) for r in rows]

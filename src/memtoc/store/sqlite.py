@@ -49,6 +49,7 @@ from memtoc.store.event_checks import (
 )
 from memtoc.store.migrations import migrate
 from memtoc.store.sqlite_checkpoint import BackgroundCheckpointer
+from memtoc.store.sqlite_forget import SqliteForget
 from memtoc.store.sqlite_search import SqliteSearch
 from memtoc.store.sqlite_sessions import (
     SPAN_UPSERT,
@@ -252,7 +253,7 @@ def prepare_private_file(path: Path) -> None:
         os.close(fd)
 
 
-class SqliteStore(SqliteSearch):
+class SqliteStore(SqliteSearch, SqliteForget):
     """``Store`` on one SQLite file."""
 
     def __init__(

@@ -30,50 +30,20 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass
-from typing import Any
+from contextlib import AbstractContextManager, contextmanager
+from typing import TYPE_CHECKING, Any, cast
 
 from memtoc.errors import StoreError
 from memtoc.model import Event, JsonValue
-from memtoc.store.sqlite import SqliteStore
+from memtoc.store import sqlite_scrub
+from memtoc.store.capabilities import AuditEntry, EventRef, ScrubReport
 from memtoc.store.sqlite_sessions import session_scope
+
+if TYPE_CHECKING:
+    from memtoc.store.sqlite import SqliteStore
 from memtoc.text.fts_text import search_text
 
 _CHUNK = 500
-
-
-@dataclass(frozen=True, slots=True)
-class EventRef:
-    """An event named by a forget selector: identity and place, never its text."""
-
-    seq: int
-    event_id: str
-    project: str
-    session_id: str
-    ts_ms: int
-    forgotten: bool
-    """Already a tombstone (forgotten earlier)."""
-
-
-@dataclass(frozen=True, slots=True)
-class AuditEntry:
-    """One ``forget`` recorded in ``forget_audit``: what was selected and what it did."""
-
-    audit_id: int
-    forgotten_ms: int
-    selector: dict[str, JsonValue]
-    event_ids: tuple[str, ...]
-    counts: dict[str, JsonValue]
-
-    def to_dict(self) -> dict[str, JsonValue]:
-        return {
-            "audit_id": self.audit_id,
-            "forgotten_ms": self.forgotten_ms,
-            "selector": dict(self.selector),
-            "event_ids": list(self.event_ids),
-            "counts": dict(self.counts),
-        }
 
 
 def _chunks(items: Sequence[Any]) -> Iterator[Sequence[Any]]:
@@ -412,3 +382,94 @@ def list_audit(store: SqliteStore, limit: int = 50) -> list[AuditEntry]:
         AuditEntry(r[0], r[1], json.loads(r[2]), tuple(json.loads(r[3])), json.loads(r[4]))
         for r in rows
     ]
+
+
+class SqliteForget:
+    """``ForgetStore`` and ``ForgetLogged`` for ``SqliteStore`` (a mixin: the functions above,
+    and ``store/sqlite_scrub.py``'s, as its methods)."""
+
+    def _store(self) -> SqliteStore:
+        return cast("SqliteStore", self)
+
+    def select_events(
+        self,
+        *,
+        event_ids: Sequence[str] | None = None,
+        project: str | None = None,
+        session_id: str | None = None,
+        since_ms: int | None = None,
+        until_ms: int | None = None,
+        contains: Sequence[str] | None = None,
+    ) -> list[EventRef]:
+        return select_events(
+            self._store(),
+            event_ids=event_ids,
+            project=project,
+            session_id=session_id,
+            since_ms=since_ms,
+            until_ms=until_ms,
+            contains=contains,
+        )
+
+    def segments_of(self, seqs: Sequence[int]) -> dict[int, tuple[str, str]]:
+        return segments_of(self._store(), seqs)
+
+    def bookmarks_citing(self, event_ids: Sequence[str]) -> list[str]:
+        return bookmarks_citing(self._store(), event_ids)
+
+    def forget_guard(self) -> AbstractContextManager[None]:
+        return secure_delete(self._store())
+
+    def unfile_events(self, seqs: Sequence[int]) -> int:
+        return unfile_events(self._store(), seqs)
+
+    def tombstone_events(self, seqs: Sequence[int], now_ms: int) -> int:
+        return tombstone_events(self._store(), seqs, now_ms)
+
+    def insert_tombstones(self, events: Sequence[tuple[str, int, str, str]], now_ms: int) -> int:
+        return insert_tombstones(self._store(), events, now_ms)
+
+    def logged_tombstones(self) -> list[tuple[str, int, str, str, int]]:
+        return logged_tombstones(self._store())
+
+    def purge_event_vectors(self, events: Sequence[EventRef]) -> int:
+        return purge_event_vectors(self._store(), events)
+
+    def purge_tombstone_vectors(self) -> int:
+        return purge_tombstone_vectors(self._store())
+
+    def purge_stale_doc_vectors(self) -> tuple[int, set[str]]:
+        return purge_stale_doc_vectors(self._store())
+
+    def vector_embedders(self) -> set[str]:
+        return vector_embedders(self._store())
+
+    def purge_node_versions(self, project: str, node_ids: Sequence[str]) -> int:
+        return purge_node_versions(self._store(), project, node_ids)
+
+    def retired_nodes_overlapping(self, project: str, since_ms: int, until_ms: int) -> list[str]:
+        return retired_nodes_overlapping(self._store(), project, since_ms, until_ms)
+
+    def write_audit(
+        self,
+        now_ms: int,
+        selector: dict[str, JsonValue],
+        event_ids: Sequence[str],
+        counts: dict[str, JsonValue],
+    ) -> int:
+        return write_audit(self._store(), now_ms, selector, event_ids, counts)
+
+    def update_audit_counts(self, audit_id: int, counts: dict[str, JsonValue]) -> None:
+        update_audit_counts(self._store(), audit_id, counts)
+
+    def list_audit(self, limit: int = 50) -> list[AuditEntry]:
+        return list_audit(self._store(), limit)
+
+    def scrub(self, now_ms: int) -> ScrubReport:
+        return sqlite_scrub.scrub(self._store(), now_ms)
+
+    def scrub_pending(self) -> int | None:
+        return sqlite_scrub.pending(self._store())
+
+    def finish_scrub(self, *, wait: bool = True) -> bool:
+        return sqlite_scrub.finish_pending(self._store(), wait=wait)

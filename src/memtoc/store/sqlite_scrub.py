@@ -35,10 +35,13 @@ from __future__ import annotations
 import re
 import sqlite3
 import time
-from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from memtoc.errors import StoreError
-from memtoc.store.sqlite import SqliteStore
+from memtoc.store.capabilities import ScrubReport
+
+if TYPE_CHECKING:
+    from memtoc.store.sqlite import SqliteStore
 
 PENDING_KEY = "forget_scrub_pending"
 """``meta`` key: the epoch-ms of a forget whose WAL could not be truncated yet."""
@@ -57,16 +60,6 @@ space. Any other table (one added later included) is rewritten."""
 
 _WITHOUT_ROWID = re.compile(r"\)\s*WITHOUT\s+ROWID\s*$", re.IGNORECASE)
 _FTS = ("events_fts", "docs_fts")
-
-
-@dataclass(slots=True)
-class ScrubReport:
-    """What :func:`scrub` did."""
-
-    tables: int = 0
-    rows: int = 0
-    wal_truncated: bool = False
-    seconds: float = 0.0
 
 
 def _q(name: str) -> str:
