@@ -3,7 +3,8 @@
 The table list comes from the database's own catalogue (``sqlite_master``, ``pg_class``), not
 from a list kept here, so a table added later is read too. On PostgreSQL every column is read
 as text (``tsvector`` columns show their lexemes, so the search indexes' copies count), and
-``relation_bytes`` reads the relations' files on the server (superuser: ``pg_read_binary_file``)
+``relation_bytes`` reads the relations' files on the server (superuser: ``CHECKPOINT``,
+``pg_read_binary_file``)
 for what SQL no longer shows: dead row versions ``VACUUM`` has not removed.
 """
 
@@ -55,7 +56,9 @@ def table_rows(store: Any, tables: tuple[str, ...]) -> list[list[tuple[Any, ...]
 
 def relation_bytes(store: Any, needle: str) -> dict[str, int]:
     """PostgreSQL: ``relation → occurrences`` of ``needle`` in the files of every table, TOAST
-    table and index of the store's schema (dead row versions included)."""
+    table and index of the store's schema (dead row versions included). A ``CHECKPOINT`` first
+    writes every changed page to its file (else the file shows an older state of the table)."""
+    store._exec("CHECKPOINT")
     rows = store._query(
         "SELECT c.relname, pg_read_binary_file(pg_relation_filepath(c.oid)) "
         "FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "

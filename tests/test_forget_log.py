@@ -173,7 +173,7 @@ def test_postgres_forget_keeps_no_log_file_and_opens_untouched(
         assert memory.reconciled is None
         memory.ingest_records(rows("A", 3, 1, SECRET, BASE), project="p")
         report = memory.forget(query=SECRET)
-        assert report.events == 1 and report.wal_truncated is None
+        assert report.events == 1 and report.wal_truncated is True
         assert [a.event_ids for a in memory.forget_audit()] == [tuple(report.event_ids)]
         assert memory.store.count_events() == 2
     assert not list(hermetic_env.parent.rglob(f"*{forget_log.SUFFIX}"))

@@ -51,8 +51,8 @@ if _TYPE_CHECKING:
     from memtoc.retrieval.recall import RecallResult
     from memtoc.retrieval.tiers import SearchItem
     from memtoc.retrieval.time_search import ResolvedTime
+    from memtoc.store.capabilities import AuditEntry
     from memtoc.store.maintenance import VerifyReport
-    from memtoc.store.sqlite_forget import AuditEntry
 
     __version__: str
 
@@ -64,7 +64,7 @@ _LAZY = {
     "Settings": ("memtoc.config", "Settings"),
     "load_settings": ("memtoc.config", "load_settings"),
     # the result types of Memory's verbs (a test checks every verb's return type is here)
-    "AuditEntry": ("memtoc.store.sqlite_forget", "AuditEntry"),
+    "AuditEntry": ("memtoc.store.capabilities", "AuditEntry"),
     "BookmarkReport": ("memtoc.retrieval.bookmark_step", "BookmarkReport"),
     "ContextView": ("memtoc.retrieval.context", "ContextView"),
     "DrillResult": ("memtoc.retrieval.drill_result", "DrillResult"),

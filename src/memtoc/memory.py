@@ -414,7 +414,7 @@ class Memory:
         if retry_failed:
             self.processor.retry_failed()
         report = self.processor.run(until_idle=until_idle, rollup=rollup, progress=progress)
-        if isinstance(self.store, ForgetLogged) and not self.store.read_only:
+        if not self.store.read_only:
             self.store.finish_scrub(wait=False)
         return report
 
@@ -1036,8 +1036,6 @@ class Memory:
         return self.store.list_audit(limit)
 
     def _scrub_pending(self) -> str | None:
-        if not isinstance(self.store, ForgetLogged):
-            return None
         since = self.store.scrub_pending()
         return None if since is None else iso_ms(since)
 

@@ -132,8 +132,8 @@ class ScrubReport:
     rows: int = 0
     """Rows rewritten (SQLite; PostgreSQL's VACUUM does not count them)."""
     wal_truncated: bool | None = None
-    """SQLite: False while a reader on an older snapshot keeps the WAL (the scrub stays pending);
-    None where there is no such log to truncate by the store (PostgreSQL: see its ``scrub``)."""
+    """False while a reader on a snapshot from before the forget keeps old copies (SQLite: in
+    the WAL; PostgreSQL: row versions ``VACUUM FULL`` must keep) and the scrub stays pending."""
     seconds: float = 0.0
 
 
@@ -214,6 +214,14 @@ class ForgetStore(PipelineStore, Protocol):
         """Erase what the engine keeps of deleted and updated rows (module docstring)."""
         ...
 
+    def scrub_pending(self) -> int | None:
+        """Since when (ms) a forget's scrub waits for a reader on an older snapshot, or None."""
+        ...
+
+    def finish_scrub(self, *, wait: bool = True) -> bool:
+        """Finish a pending scrub now unless a reader holds it up; whether none is pending."""
+        ...
+
     def get_meta(self, key: str) -> str | None: ...
 
     def set_meta(self, key: str, value: str) -> None: ...
@@ -222,8 +230,7 @@ class ForgetStore(PipelineStore, Protocol):
 @runtime_checkable
 class ForgetLogged(Protocol):
     """A store file with a forget log beside it (``memtoc.forget_log``): a restored or copied
-    file is brought in step with the log when opened, and a forget whose scrub a reader held up
-    is finished later (``finish_scrub``)."""
+    file is brought in step with the log when opened."""
 
     path: Path
     read_only: bool
@@ -235,14 +242,6 @@ class ForgetLogged(Protocol):
 
     def logged_tombstones(self) -> list[tuple[str, int, str, str, int]]:
         """Every tombstone: ``(event_id, ts_ms, project, session_id, forgotten_ms)``."""
-        ...
-
-    def scrub_pending(self) -> int | None:
-        """Since when (ms) a forget's scrub waits for a reader to finish, or None."""
-        ...
-
-    def finish_scrub(self, *, wait: bool = True) -> bool:
-        """Finish a pending scrub now unless a reader holds it up; whether none is pending."""
         ...
 
 

@@ -13,7 +13,12 @@ the space reusable. So ``scrub`` runs ``VACUUM (FULL, ANALYZE)`` on every table 
 from or updates (``SCRUBBED``): each is rewritten into new files holding only live rows (their
 TOAST tables and indexes too), and the old files are removed. That takes each table's
 ``ACCESS EXCLUSIVE`` lock while it is rewritten, so other sessions' reads and writes of it wait
-(seconds on a large store). What the server keeps outside the tables is the operator's: the
+(seconds on a large store). ``VACUUM FULL`` copies a deleted row version that a running
+transaction's snapshot can still see, so the scrub first waits for every other session of the
+database holding a snapshot from before the forget (``pg_stat_activity.backend_xmin``: readers,
+autovacuum's ``ANALYZE``) — as SQLite's scrub waits for WAL readers — and one that outlasts the
+wait leaves the scrub pending (``wal_truncated: false``, ``status``: ``forget_scrub_pending``)
+until a later ``process`` finishes it. What the server keeps outside the tables is the operator's: the
 write-ahead log until its segments are recycled (``CHECKPOINT``; archived WAL and replicas keep
 it), base backups and ``pg_dump`` files taken before the forget, and the filesystem's freed blocks
 — docs/architecture.md, "Forget".
@@ -22,10 +27,13 @@ it), base backups and ``pg_dump`` files taken before the forget, and the filesys
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
+
+import psycopg
 
 from memtoc.errors import StoreError
 from memtoc.model import JsonValue
@@ -45,6 +53,14 @@ SCRUBBED: tuple[str, ...] = (
     "bookmarks",
 )
 """The tables a forget deletes from or updates: each holds, or indexes, the forgotten text."""
+PENDING_KEY = "forget_scrub_pending"
+"""``meta`` key: when a forget whose scrub waits for an older snapshot to end ran (ms)."""
+SNAPSHOT_WAIT_S = 30.0
+"""How long a scrub waits for sessions reading a snapshot from before the forget."""
+_KEPT = re.compile(r"(\d+) dead row versions cannot be removed yet")
+"""``VACUUM VERBOSE``'s count of row versions a snapshot still needs (the server's messages in
+English: ``lc_messages`` C or en; in another language the count is not read and the scrub stays
+pending, visibly, rather than claim a purge it cannot check)."""
 
 
 def _like(word: str) -> str:
@@ -233,13 +249,73 @@ class PgForget(PgBase):
 
     # -- physical purge ---------------------------------------------------------------------------
     def scrub(self, now_ms: int) -> ScrubReport:
-        """``VACUUM (FULL, ANALYZE)`` of every table in ``SCRUBBED`` (module docstring); outside
-        any transaction (``VACUUM`` cannot run inside one)."""
+        """``VACUUM (FULL, ANALYZE)`` of every table in ``SCRUBBED`` (module docstring), once no
+        other session of this database holds a snapshot from before the forget (``VACUUM FULL``
+        keeps the row versions such a snapshot can still see); outside any transaction. A
+        session that outlasts ``SNAPSHOT_WAIT_S`` leaves the scrub pending (``meta``,
+        ``wal_truncated: false``), finished by ``finish_scrub`` (every ``process``)."""
         if self.in_transaction:
             raise StoreError(f"{self.location}: forget: VACUUM cannot run inside a transaction")
         started = time.perf_counter()
-        for table in SCRUBBED:
-            self._exec(f"VACUUM (FULL, ANALYZE) {table}")
+        self.set_meta(PENDING_KEY, str(now_ms))
+        done = self.finish_scrub()
         return ScrubReport(
-            tables=len(SCRUBBED), wal_truncated=None, seconds=time.perf_counter() - started
+            tables=len(SCRUBBED), wal_truncated=done, seconds=time.perf_counter() - started
         )
+
+    def scrub_pending(self) -> int | None:
+        value = self.get_meta(PENDING_KEY)
+        return int(value) if value else None
+
+    def finish_scrub(self, *, wait: bool = True) -> bool:
+        """Rewrite the tables once no older snapshot is held (waiting up to ``SNAPSHOT_WAIT_S``
+        unless ``wait`` is False); whether no scrub is pending any more. A table whose rewrite
+        had to keep dead row versions (a snapshot taken meanwhile can be older than the forget:
+        a snapshot's horizon is the oldest transaction running on the whole server) is
+        rewritten again until none is kept, or the scrub stays pending."""
+        if self.scrub_pending() is None:
+            return True
+        horizon = self._query("SELECT pg_current_xact_id()::xid::text")[0][0]
+        deadline = time.monotonic() + (SNAPSHOT_WAIT_S if wait else 0.0)
+        while self._older_snapshots(horizon):
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.05)
+        for table in SCRUBBED:
+            while self._vacuum_full(table):
+                if time.monotonic() >= deadline:
+                    return False
+                time.sleep(0.2)
+        self._exec("DELETE FROM meta WHERE key = %s", (PENDING_KEY,))
+        return True
+
+    def _vacuum_full(self, table: str) -> int:
+        """``VACUUM (FULL, ANALYZE, VERBOSE)`` of ``table``; how many dead row versions it had to
+        keep (from its report; -1 when the report could not be read: not known to be clean)."""
+        kept: list[int] = []
+
+        def notice(diag: psycopg.errors.Diagnostic) -> None:
+            found = _KEPT.search(f"{diag.message_primary or ''} {diag.message_detail or ''}")
+            if found and f'.{table}"' in (diag.message_primary or ""):
+                kept.append(int(found.group(1)))
+
+        try:
+            with self._pool.connection() as conn:
+                conn.add_notice_handler(notice)
+                try:
+                    conn.execute(f"VACUUM (FULL, ANALYZE, VERBOSE) {table}")
+                finally:
+                    conn.remove_notice_handler(notice)
+        except psycopg.Error as exc:
+            raise StoreError(f"{self.location}: forget: VACUUM {table}: {exc}") from exc
+        return sum(kept) if kept else -1
+
+    def _older_snapshots(self, horizon: str) -> int:
+        """Other sessions of this database whose snapshot may predate transaction ``horizon``."""
+        rows = self._query(
+            "SELECT COUNT(*) FROM pg_stat_activity WHERE datname = current_database() "
+            "AND pid <> pg_backend_pid() AND backend_xmin IS NOT NULL "
+            "AND age(backend_xmin) >= age(%s::xid)",
+            (horizon,),
+        )
+        return int(rows[0][0])

@@ -101,8 +101,9 @@ def forget(
         _show(memory, report, json_out, list_events=False)
         if report.wal_truncated is False:
             raise fail(
-                "the forgotten text is still in the WAL: another connection kept reading a "
-                "snapshot from before the forget past the wait; the next `memtoc process` (or "
+                "old copies of the forgotten text remain (SQLite: in the WAL; PostgreSQL: row "
+                "versions VACUUM had to keep): another connection kept reading a snapshot from "
+                "before the forget past the wait; the next `memtoc process` (or "
                 "the running daemon) removes it once that reader ends (`memtoc status`: "
                 "forget_scrub_pending)"
             )
