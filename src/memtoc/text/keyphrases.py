@@ -183,8 +183,24 @@ def token_terms(token: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(terms))
 
 
+_MEMO_CHARS = 2_000
+"""Texts up to this long (a sentence, a bullet, a title) have their terms memoised: the
+summariser and the grips read the same facts' terms several times per segment."""
+
+
 def key_terms(text: str) -> set[str]:
     """Lowercased, normalised content terms of ``text`` (identifiers whole and split)."""
+    if len(text) <= _MEMO_CHARS:
+        return set(_short_key_terms(text))
+    return _key_terms(text)
+
+
+@lru_cache(maxsize=16_384)
+def _short_key_terms(text: str) -> frozenset[str]:
+    return frozenset(_key_terms(text))
+
+
+def _key_terms(text: str) -> set[str]:
     out: set[str] = set()
     for m in _WORD.finditer(text):
         out.update(token_terms(m.group()))
