@@ -8,6 +8,7 @@ from memtoc.model import Event, Summary
 from memtoc.pipeline.summarize.extractive import ExtractiveSummarizer, complementary_keywords
 from memtoc.pipeline.summarize.extractive_facts import extract_facts, score_facts
 from memtoc.pipeline.summarize.extractive_markdown import section_label, sentences
+from memtoc.text.keyphrases import key_terms
 from memtoc.text.tokens import TiktokenCounter
 
 COUNTER = TiktokenCounter()
@@ -115,10 +116,8 @@ def test_keywords_add_to_the_text_beside_them() -> None:
     recurring = {"camp": 2, "kid": 3, "forest": 1, "always": 1, "oscar": 2}
     from collections import Counter
 
-    got = complementary_keywords(
-        phrases, ["Caroline & Melanie: art", "Melanie: We went camping with the kids."], 6,
-        Counter(recurring),
-    )  # fmt: skip
+    said = key_terms("Caroline & Melanie: art\nMelanie: We went camping with the kids.")
+    got = complementary_keywords(phrases, said, 6, Counter(recurring))
     assert got[:3] == ["art", "pottery", "painting"]  # the central ones whatever the text says
     # camping and kids are in the text, "forest" and "always" said once: Oscar first
     assert got[3:] == ["Oscar", "camping", "kids"]

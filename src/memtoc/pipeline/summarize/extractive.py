@@ -24,6 +24,8 @@ import math
 import re
 from collections import Counter
 from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Set as AbstractSet
+from functools import lru_cache
 
 from memtoc.model import BOOKKEEPING_TITLES, Event, Summary
 from memtoc.pipeline.summarize.extractive_facts import (
@@ -50,6 +52,8 @@ SAID_KINDS = frozenset({"request", "correction", "conclusion", "prose", "questio
 """Facts that say something beyond which tool ran on what (else outputs are described too)."""
 COVERAGE_WEIGHT = 1.0
 """How much a fact's new terms count when picking bullets (against its salience score)."""
+JOIN_SLACK = 4
+"""Tokens two texts joined may differ from their counts summed (a merge at the seam)."""
 TITLE_OVERLAP = 0.75
 """A fact whose key terms overlap the title's this much (Jaccard) repeats it: no bullet."""
 OUTCOME_KINDS = frozenset({"commit", "tests", "changed"})
@@ -111,7 +115,7 @@ class ExtractiveSummarizer:
         # a bullet repeating the title says nothing the reader has not just read
         named = frozenset(key_terms(title))
         untitled = [f for f in facts if _plain(f.text) != _plain(title)
-                    and _jaccard(frozenset(key_terms(f.text)), named) < TITLE_OVERLAP]  # fmt: skip
+                    and _jaccard(f.terms, named) < TITLE_OVERLAP]  # fmt: skip
         chosen = self._select(untitled if len(untitled) >= self.min_bullets else facts, target)
         if not any(f.kind in OUTCOME_KINDS for f in chosen):  # what came of it, when known
             outcome = max((f for f in facts if f.kind in OUTCOME_KINDS),
@@ -134,9 +138,9 @@ class ExtractiveSummarizer:
         ranked = [by_score[0].text, *(f.text for f in extra if f.score > 0)]
         ranked += [f.text for f in by_score[1:]]
         abstract = self._abstract(title, ranked, keywords)
-        recurring = Counter(t for f in facts for t in key_terms(f.text))
-        keywords = complementary_keywords(phrases, [title, abstract, *bullets], self.max_keywords,
-                                          recurring)  # fmt: skip
+        recurring = Counter(t for f in facts for t in f.terms)
+        shown = {t for f in facts if f.text in abstract or id(f) in chosen_ids for t in f.terms}
+        keywords = complementary_keywords(phrases, shown | named, self.max_keywords, recurring)
         return self._finish(title, bullets, keywords, abstract, [f.text for f in extra],
                             facts_block)  # fmt: skip
 
@@ -239,10 +243,10 @@ class ExtractiveSummarizer:
         )  # fmt: skip
         abstract = self._abstract(digest.title, digest.lines, digest.keywords)
         # keywords add to the text beside them; a single word when several children carry it
-        carried = Counter(t for c in live for t in key_terms(" ".join(c.keywords)))
-        shown = [digest.title, abstract, *digest.bullets]
+        carried = Counter(t for c in live for t in {t for k in c.keywords for t in _terms(k)})
+        said = key_terms("\n".join([digest.title, abstract, *digest.bullets]))
         keywords = complementary_keywords(
-            merge_keywords(live, 3 * self.max_keywords), shown, self.max_keywords, carried
+            merge_keywords(live, 3 * self.max_keywords), said, self.max_keywords, carried
         )
         return self._finish(digest.title, digest.bullets, keywords, abstract,
                             digest.covers, [], extra_label="Covers")  # fmt: skip
@@ -262,8 +266,13 @@ class ExtractiveSummarizer:
             sentence = sentence.strip()
             if not sentence or _plain(sentence) in seen:
                 continue
-            joined = f"{text}{'' if text.endswith(('.', '!', '?', '…')) else '.'} {sentence}"
-            n = count(joined)
+            piece = f"{'' if text.endswith(('.', '!', '?', '…')) else '.'} {sentence}"
+            joined = text + piece
+            # counted piece by piece (the whole again only near the limit, where a merge of
+            # tokens across the join could matter): an L0 is built from many candidates
+            n = used + count(piece)
+            if n > self.abstract_max - JOIN_SLACK:
+                n = count(joined)
             if n <= self.abstract_max:
                 text, used = joined, n
                 seen.add(_plain(sentence))
@@ -363,19 +372,18 @@ title is made of)."""
 
 
 def complementary_keywords(
-    phrases: Sequence[str], shown: Sequence[str], k: int, recurring: Counter[str]
+    phrases: Sequence[str], said: AbstractSet[str], k: int, recurring: Counter[str]
 ) -> list[str]:
     """``k`` keywords from ``phrases`` (best first): the ``CENTRAL_KEYWORDS`` best, then those
-    naming something the node's ``shown`` text (title, L0, bullets) does not — a reader sees
-    keywords beside that text, so a keyword repeating it tells them nothing — then the rest of
-    the ``k`` best. A single plain word comes in for what it adds only when it recurs (in at
+    naming something the node's text (title, L0, bullets: its key terms ``said``) does not — a
+    reader sees keywords beside that text, so a keyword repeating it tells them nothing — then
+    the rest of the ``k`` best. A single plain word comes in for what it adds only when it recurs (in at
     least two facts: ``recurring`` counts the facts holding each term); a phrase or an
     identifier always may."""
-    said = key_terms("\n".join(shown))
     head = list(phrases[:CENTRAL_KEYWORDS])
     new: list[str] = []
     for phrase in phrases[CENTRAL_KEYWORDS:]:
-        terms = key_terms(phrase)
+        terms = _terms(phrase)
         if terms <= said:
             continue
         single = " " not in phrase and not is_code_token(phrase)
@@ -384,6 +392,12 @@ def complementary_keywords(
         new.append(phrase)
     rest = [p for p in phrases[CENTRAL_KEYWORDS:k] if p not in new]
     return (head + new + rest)[:k]
+
+
+@lru_cache(maxsize=16_384)
+def _terms(keyword: str) -> frozenset[str]:
+    """A keyword's key terms (keywords recur across nodes: cached)."""
+    return frozenset(key_terms(keyword))
 
 
 def _first_words(text: str, n: int) -> str:

@@ -79,6 +79,12 @@ _DID = re.compile(
 )
 """A speaker telling what they did or are doing ("I just launched…", "we got another cat"):
 what a conversation's summary retells."""
+
+
+def _did(body: str) -> bool:
+    return ("i " in body or "we " in body) and _DID.search(body) is not None
+
+
 _CHITCHAT = re.compile(
     r"(?:ok(?:ay)?|thanks?|thank you|great|cool|nice|sure|yes|yeah|yep|no|wow|lol|haha|awesome|"
     r"sounds good|got it|hi|hey|hello|bye|perfect|glad|that's (?:great|awesome|amazing|cool))\b"
@@ -245,7 +251,7 @@ def extract_facts(events: Sequence[Event], context: Sequence[Event] = ()) -> lis
             speaker=speaker,
             decision="decision" in cues,
             fix="fix" in cues,
-            life_event="life" in cues or (speaker is not None and _DID.search(body) is not None),
+            life_event="life" in cues or (speaker is not None and _did(body)),
             finding="finding" in cues,
             chitchat=_CHITCHAT.match(body) is not None,
             code=code or kind in ("command", "edit"),
@@ -345,7 +351,7 @@ def _message_facts(event: Event, index: int, add: _Add) -> None:
             if fact is not None and part.section == "decision":
                 fact.decision = True
             continue
-        plain = clean_sentence(sentence)  # without its list marker and emphasis
+        plain = _MD_PREFIX.sub("", sentence, count=1).replace("**", "")  # no list marker, bold
         if _INTENT_START.match(plain):
             kind = "intent"
             if previous is not None and previous.kind == "prose" and _FIX_INTENT.match(plain):
@@ -406,7 +412,7 @@ def score_facts(facts: Sequence[Fact], events: Sequence[Event]) -> None:
             score -= 0.6
         if n <= 2 and fact.kind not in TOOL_KINDS:
             score -= 0.5
-        if fact.kind not in TOOL_KINDS and _words_outside_code(fact.text) < 2:
+        if fact.kind not in TOOL_KINDS and fact.code and _words_outside_code(fact.text) < 2:
             score -= 1.0  # a label and a path ("File: `src/a.ts`"): names, says nothing
         fact.score = score
 

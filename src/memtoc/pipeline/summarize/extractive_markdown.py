@@ -23,7 +23,7 @@ before exiting plan mode … read the full transcript at: …") are dropped: nob
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from typing import NamedTuple
 
 SENT_SPLIT = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[`*_]*[A-Z0-9])")
 MD_PREFIX = re.compile(r"^\s*(?:#{1,6}\s+|>\s*|[-*+•]\s+|\d{1,3}[.)]\s+|\[[ xX]\]\s+)+")
@@ -58,8 +58,7 @@ _LABEL_FILLER = frozenset(
 """Other words a section label may hold ("Files to modify", "Implementation Steps")."""
 
 
-@dataclass(frozen=True, slots=True)
-class Sentence:
+class Sentence(NamedTuple):  # a tuple: messages are split into many
     text: str
     command: bool = False
     heading: bool = False
@@ -115,7 +114,7 @@ def sentences(text: str) -> list[Sentence]:
         if line.startswith("<") and (line.endswith(">") or not TAG.sub("", line).strip()):
             flush()  # markup: <details>, <command-name>…</command-name>, <tool-use …>
             continue
-        if _INJECTED.search(line):
+        if ("plan mode" in line or "transcript" in line) and _INJECTED.search(line):
             flush()
             continue
         heading = _HEADING.match(raw)

@@ -52,6 +52,8 @@ PERIOD_WORDS = 16
 """Words of a child's line a period keeps: under a day, and above (weeks, months, years)."""
 LEVEL_WORDS = {"day": DAY_WORDS, "week": PERIOD_WORDS, "month": 12, "year": 10}
 """The same per level when the summariser is told it: the higher, the more condensed."""
+L0_LINES = 16
+"""Lines beyond the bullets a period's L0 is offered (it holds about 100 tokens)."""
 SAME_TOPIC = 0.6
 """Two topics whose key terms overlap this much (Jaccard) are one thread."""
 SUBAGENT_MARK = "/agent-"
@@ -280,23 +282,22 @@ def digest_children(
     bullets = [p[1] for p in picked]
     title = _title(threads, order, children, names, keywords, level)
     # L0: the strongest bullet, then what the bullets do not say (the threads' next lines)
-    extra: list[tuple[float, int, str, frozenset[str]]] = []
-    for t in order:
-        for value, line, terms in every_line[t]:
-            if any(_jaccard(terms, p[2]) > 1 - redundancy / 2 for p in picked):
-                continue
-            body = _body(threads[t].topic, line, words)
-            if _words(body) < 2:
-                continue  # nothing beyond the topic
-            said = body if single else f"{threads[t].topic}: {body}"
-            extra.append((value, rank_of[t], said, terms))
-    extra.sort(key=lambda x: (-x[0], x[1]))
+    offered = sorted(((v, rank_of[t], t, line, terms) for t in order
+                      for v, line, terms in every_line[t]), key=lambda x: (-x[0], x[1]))  # fmt: skip
     told: list[frozenset[str]] = []
     lines, weak = bullets[:1], list[str]()
-    for value, _, said, terms in extra:  # each says something the others do not
-        if all(_jaccard(terms, other) <= 1 - redundancy / 2 for other in told):
-            (lines if value > 0 else weak).append(said)
-            told.append(terms)
+    for value, _, t, line, terms in offered:  # each says something the others do not
+        if len(told) >= L0_LINES:
+            break  # more than an L0 can hold
+        if any(_jaccard(terms, p[2]) > 1 - redundancy / 2 for p in picked) or any(
+            _jaccard(terms, other) > 1 - redundancy / 2 for other in told
+        ):
+            continue
+        body = _body(threads[t].topic, line, words)
+        if _words(body) < 2:
+            continue  # nothing beyond the topic
+        (lines if value > 0 else weak).append(body if single else f"{threads[t].topic}: {body}")
+        told.append(terms)
     lines += bullets[1:] + weak  # the weak ones only fill an L0 that is still short
     return PeriodDigest(title, bullets, keywords, lines, [c.title for c in children])
 
