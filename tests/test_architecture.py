@@ -70,3 +70,60 @@ def test_every_top_level_module_has_a_layer() -> None:
         p.name for p in SRC.iterdir() if p.is_dir() and (p / "__init__.py").exists()
     }
     assert names <= set(RANK), names - set(RANK)
+
+
+# -- the store owns its SQL (issue 18) ---------------------------------------------------------------
+CONCRETE_STORES = {"SqliteStore", "PostgresStore"}
+PRIVATE_SQL = {"_query", "_exec", "_many", "_query_planned", "connection"}
+ENTRY_POINTS = ("surfaces", "eval", "__main__")
+"""Where a concrete store may be named: the surfaces and the evaluation tools build and inspect
+the store a user names; everything else receives a store typed by a protocol
+(``store/base.py``, ``store/capabilities.py``)."""
+NOT_YET = {
+    "memory": "Memory.open builds the store; verify/backup/compact branch on the backend",
+    "services": "store_timezone's parameter",
+    "merging": "projects merge: SQLite's SQL (a capability to come)",
+    "pipeline/embed_step": "SQLite's vector upkeep SQL (one embed step: issue 18 part 2)",
+    "pipeline/embed_step_pg": "PostgreSQL's embed step (one embed step: issue 18 part 2)",
+    "retrieval/embedding_index": "in-memory vectors (SQLite) vs pgvector's nearest (PostgreSQL)",
+    "retrieval/vectors": "the in-memory index loads SQLite's vectors",
+}
+"""Modules that still name a concrete store or its SQL, each with why: the list only shrinks (a
+module leaving it must be removed from it, and no other module may join)."""
+
+
+def _store_leaks(path: Path) -> list[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr in PRIVATE_SQL:
+            found.append(f"line {node.lineno}: .{node.attr}")
+        elif isinstance(node, ast.Name) and node.id in CONCRETE_STORES:
+            found.append(f"line {node.lineno}: {node.id}")
+        elif isinstance(node, ast.ImportFrom) and node.module in (
+            "memtoc.store.sqlite",
+            "memtoc.store.postgres",
+        ):
+            found += [f"line {node.lineno}: imports {a.name}" for a in node.names
+                      if a.name in CONCRETE_STORES]  # fmt: skip
+        elif isinstance(node, ast.Constant) and node.value in CONCRETE_STORES:
+            found.append(f"line {node.lineno}: '{node.value}'")
+    return found
+
+
+def test_no_sql_and_no_concrete_store_above_the_store() -> None:
+    """No ``_query``/``_exec``/``.connection`` and no ``SqliteStore``/``PostgresStore`` outside
+    ``store/`` and the entry points; ``Memory.sqlite_store`` is gone."""
+    leaks: dict[str, list[str]] = {}
+    for path in sorted(SRC.rglob("*.py")):
+        rel = path.relative_to(SRC).with_suffix("").as_posix()
+        if rel.startswith(("store/", *ENTRY_POINTS)):
+            continue
+        found = _store_leaks(path)
+        if found:
+            leaks[rel] = found
+    unexpected = {m: f for m, f in leaks.items() if m not in NOT_YET}
+    assert not unexpected, unexpected
+    stale = sorted(set(NOT_YET) - set(leaks))
+    assert not stale, f"clean now, remove from NOT_YET: {stale}"
+    assert "def sqlite_store" not in (SRC / "memory.py").read_text(encoding="utf-8")

@@ -132,7 +132,7 @@ def test_expansion_brings_in_a_turn_sharing_no_word_with_the_question(tmp_path: 
     texts.append(("2024-02-02T10:00", "John: off to my taekwondo class tonight, wish me luck"))
     memory = _memory(tmp_path / "m.db", texts, "static", model)
     try:
-        store = memory.sqlite_store("test")
+        store = memory.store
         question = "Which martial arts has John practised?"
         kwargs = rank_scope(memory, "p")
         # expansion alone: the substance prior (test_recall_subject) would rank this short turn
@@ -175,7 +175,7 @@ def test_the_expansion_search_ranks_within_its_own_scan_cap(
     question = "Which martial arts has John practised?"
     expanded: list[str] = []
     try:
-        store = memory.sqlite_store("test")
+        store = memory.store
         kwargs = rank_scope(memory, "p")
         ids = {e.text: e.event_id for e in store.scan_events()}
         rank_only(store, question, config=RankConfig(), **kwargs)
@@ -201,7 +201,7 @@ def test_a_turn_naming_the_questions_day_is_preferred(tmp_path: Path) -> None:
     ]
     memory = _memory(tmp_path / "m.db", texts, "none", None)
     try:
-        store = memory.sqlite_store("test")
+        store = memory.store
         question = "Where did James go bowling on March 16, 2022?"
         at = _ms("2022-04-01T12:00")
         ranked = rank_only(store, question, projects=("p",), at_ms=at, tz=UTC_TZ)

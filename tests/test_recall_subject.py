@@ -120,7 +120,7 @@ TURNS = [
 def test_the_named_speakers_own_turns_come_first(tmp_path: Path) -> None:
     memory = _memory(tmp_path / "m.db", TURNS)
     try:
-        store = memory.sqlite_store("test")
+        store = memory.store
         question = "How does Melanie relax?"
         kwargs = rank_scope(memory, "p")
         off = RankConfig(w_speaker=0, substance_words=0)
@@ -174,7 +174,7 @@ REPLY_TURNS = [
 def test_the_reply_to_a_question_hit_joins_at_part_of_its_score(tmp_path: Path) -> None:
     memory = _memory(tmp_path / "m.db", REPLY_TURNS)
     try:
-        store = memory.sqlite_store("test")
+        store = memory.store
         question = "What do the kids enjoy on weekends?"
         kwargs = rank_scope(memory, "p")
         # no plain neighbours and no priors: the reply's score is the stage's alone

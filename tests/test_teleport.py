@@ -7,11 +7,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
+from conftest import BOTH_BACKENDS
 from memtoc.errors import QueryError
 from memtoc.memory import Memory
 from memtoc.retrieval.hybrid import SearchResult
 from memtoc.retrieval.teleport import SearchFilters, bm25_search
+from memtoc.surfaces.cli import app
 from search_support import BASE, DAY, build_memory
 
 
@@ -142,8 +145,10 @@ def test_limit(memory: Memory) -> None:
     assert memory.search("vacuum", limit=0).items == ()
 
 
-def test_rebuild_fts_keeps_results(tmp_path: Path) -> None:
-    mem = build_memory(tmp_path / "memtoc.db")
+@BOTH_BACKENDS
+def test_rebuild_fts_keeps_results(location: Path | str) -> None:
+    """``rebuild --fts`` (the facade and the CLI) re-indexes on either store, results unchanged."""
+    mem = build_memory(location)
     try:
         before = [(i.kind, i.id) for i in mem.search("refresh_token auth.py", limit=20).items]
         counts = mem.rebuild_fts()
@@ -151,6 +156,11 @@ def test_rebuild_fts_keeps_results(tmp_path: Path) -> None:
         after = [(i.kind, i.id) for i in mem.search("refresh_token auth.py", limit=20).items]
         assert after == before
         assert not [p for p in mem.verify().problems if "fts" in p]
+        out = CliRunner().invoke(app, ["--db", str(location), "rebuild", "--fts", "--json"])
+        assert out.exit_code == 0, out.output
+        assert [(i.kind, i.id) for i in mem.search("refresh_token auth.py", limit=20).items] == (
+            before
+        )
     finally:
         mem.close()
 

@@ -174,7 +174,7 @@ def test_reference_time_and_modes(memory: Memory) -> None:
 
 
 def test_cli_at_and_time_range(memory: Memory, tmp_path: Path) -> None:
-    db = str(memory.sqlite_store("test").path)
+    db = str(memory.store.location)
     runner = CliRunner()
     args = ["--db", db, "search", "parrot yesterday", "--at", "2024-05-09T12:00Z", "--time"]
     args += ["filter", "--kind", "event", "-p", "p"]

@@ -117,12 +117,6 @@ class Memory:
         self._logged_notes: set[str] = set()
         self._registry: ProjectRegistry | None = None
 
-    def sqlite_store(self, feature: str) -> SqliteStore:
-        """The store, for features only the SQLite store has so far (team mode: issue 7)."""
-        if isinstance(self.store, SqliteStore):
-            return self.store
-        raise StoreError(f"{feature} is not available on a PostgreSQL store yet")
-
     @property
     def summarizer(self) -> Summarizer:
         """The summariser (the extractive default unless one was given)."""
@@ -502,7 +496,9 @@ class Memory:
         the pipeline runs now (else the next ``memtoc process`` does it)."""
         from memtoc.merging import merge_projects
 
-        store = self.sqlite_store("projects merge")
+        store = self.store
+        if not isinstance(store, SqliteStore):  # its SQL is SQLite's (memtoc.merging)
+            raise StoreError("projects merge is not available on a PostgreSQL store yet")
         src = self.registry.require(source).project
         dst = self.registry.require(target).project
         self.process(rollup=False)  # what was pending is filed first, under its own project

@@ -26,6 +26,7 @@ import numpy as np
 from memtoc.eval.baselines import RRF_K, Turns, rrf
 from memtoc.eval.coding import CodingQuestion
 from memtoc.eval.coding_score import ContextItem, pack_whole
+from memtoc.eval.coding_store import sqlite_of
 from memtoc.eval.modes import ModeContext
 from memtoc.memory import Memory
 from memtoc.retrieval.recall import rank_only
@@ -82,7 +83,7 @@ class RecallMethod:
         """Recall's ranked events (its ranking without packing), best first."""
         memory = self.memory
         ranked = rank_only(
-            memory.sqlite_store("eval coding"),
+            sqlite_of(memory),
             q.question,
             projects=(self.project,),
             at_ms=ref_ms,

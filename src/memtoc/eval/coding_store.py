@@ -107,8 +107,15 @@ def _memory(path: Path, ctx: ModeContext, tz: str, redact: bool) -> tuple[Memory
     return memory, clock
 
 
+def sqlite_of(memory: Memory) -> SqliteStore:
+    """The eval's store: ``eval coding`` builds and reads SQLite stores (``--store`` paths)."""
+    if isinstance(memory.store, SqliteStore):
+        return memory.store
+    raise StoreError(f"eval coding reads SQLite stores ({memory.store.location} is not one)")
+
+
 def _last_event_ms(memory: Memory, project: str) -> tuple[int, int]:
-    store = memory.sqlite_store("eval coding")
+    store = sqlite_of(memory)
     count, last = store.connection.execute(
         "SELECT count(*), max(ts_ms) FROM events WHERE project = ?", (project,)
     ).fetchone()
