@@ -58,6 +58,15 @@ modules are imported when it runs (or ``--help`` lists it), not before: ``memtoc
 the hook commands load only what they use (a test checks the map against every module)."""
 
 
+class SortedGroup(TyperGroup):
+    """A command group listing its commands by name: for a group whose commands several modules
+    register (``eval``), registration order is import order, which depends on what ran first
+    (``memtoc eval --help`` and docs/cli.md changed with it)."""
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        return sorted(super().list_commands(ctx))
+
+
 class _Group(TyperGroup):
     """Loads a command's module on first use; turns memtoc errors raised by any command into a
     clear message and exit code 1."""

@@ -18,9 +18,20 @@ from memtoc.eval.harness import RunConfig, default_workers
 from memtoc.eval.modes import Mode, ModeContext, build_modes
 from memtoc.eval.report import EvalReport, rich_table, write_outputs
 from memtoc.retrieval.context import DEFAULT_BUDGET
-from memtoc.surfaces.cli.app import JsonOpt, app, console, emit_json, err_console, fail, state
+from memtoc.surfaces.cli.app import (
+    JsonOpt,
+    SortedGroup,
+    app,
+    console,
+    emit_json,
+    err_console,
+    fail,
+    state,
+)
 
-eval_app = typer.Typer(help="Retrieval quality on public benchmarks (LoCoMo, LongMemEval).")
+eval_app = typer.Typer(
+    cls=SortedGroup, help="Retrieval quality on public benchmarks (LoCoMo, LongMemEval)."
+)
 app.add_typer(eval_app, name="eval")
 
 ModesOpt = Annotated[
