@@ -35,7 +35,7 @@ from memtoc.projects import ProjectRegistry, Scope
 from memtoc.retrieval.bookmark_decay import effective_importance
 from memtoc.retrieval.context import DEFAULT_BUDGET, TOP_BOOKMARKS, ContextView, build_context
 from memtoc.services import ROLLUP_LEVELS, store_timezone
-from memtoc.store.capabilities import ForgetLogged
+from memtoc.store.capabilities import FileBackups, ForgetLogged
 from memtoc.store.sqlite import SqliteStore
 from memtoc.text.tokens import TokenCounter, default_counter
 
@@ -169,22 +169,15 @@ class Memory:
         ``busy_timeout_ms``: how long a read or write waits for another process's lock (hooks
         pass a short one: they must never stall the agent).
         """
-        db = settings.db
-        store: SqliteStore | PostgresStore
-        if db.startswith(("postgresql://", "postgres://")):  # team mode (store/postgres.py)
-            from memtoc.store.postgres import PostgresStore
-
-            store = PostgresStore(db)
-        elif "://" in db and not db.startswith("file:"):
-            raise StoreError(f"unsupported store URL {db!r} (a SQLite path or postgresql://…)")
-        else:
-            store = SqliteStore(
-                Path(db),
-                durability=settings.durability,
-                read_only=read_only,
-                busy_timeout_ms=busy_timeout_ms,
-            )
         from memtoc.services import build_summarizer
+        from memtoc.store.open import open_store
+
+        store = open_store(
+            settings.db,
+            durability=settings.durability,
+            read_only=read_only,
+            busy_timeout_ms=busy_timeout_ms,
+        )
 
         redactor = None
         if settings.redact and not read_only:  # only writes redact
@@ -1050,35 +1043,29 @@ class Memory:
         Vectors are checked against the configured embedder when it loads."""
         from memtoc.derived.verify import verify_structure
         from memtoc.pipeline.periods import Calendar
-        from memtoc.store import maintenance
         from memtoc.store.derived import derived_ops
 
         embedder = self.semantic.embedder
-        if not isinstance(self.store, SqliteStore):
-            from memtoc.store import postgres_maintenance
-
-            report = postgres_maintenance.verify(self.store, embedder)
-        else:
-            report = maintenance.verify(self.store, embedder)
+        report = self.store.verify_store(embedder)
         if embedder is None and self.semantic.degraded:
             report.pending.append(f"vectors not checked against a model: {self.semantic.degraded}")
         report.add(verify_structure(self.store, derived_ops(self.store), Calendar(self.tz)))
         return report
 
     def backup(self, dest: str | Path) -> int:
-        from memtoc.store import maintenance
-
-        if not isinstance(self.store, SqliteStore):
-            from memtoc.store import postgres_maintenance
-
-            return postgres_maintenance.backup(self.store)  # raises: use pg_dump
-        return maintenance.backup(self.store, Path(dest))
+        """A copy of a SQLite store taken while it is in use (``memtoc backup``)."""
+        if not isinstance(self.store, FileBackups):
+            raise StoreError(
+                f"{self.store.location}: back up a PostgreSQL store with the server's tools, e.g. "
+                "`pg_dump --format=custom --file=memtoc.dump <url>` (restore with pg_restore)"
+            )
+        return self.store.backup(Path(dest))
 
     def compact(self) -> dict[str, int]:
-        from memtoc.store import maintenance
-
-        if not isinstance(self.store, SqliteStore):
-            from memtoc.store import postgres_maintenance
-
-            return postgres_maintenance.compact(self.store)  # raises: the server vacuums
-        return maintenance.compact(self.store)
+        """Give a SQLite file's free pages back (``memtoc compact``)."""
+        if not isinstance(self.store, FileBackups):
+            raise StoreError(
+                f"{self.store.location}: PostgreSQL compacts itself (autovacuum); run "
+                "`VACUUM (ANALYZE)` as the database owner to force it"
+            )
+        return self.store.compact()

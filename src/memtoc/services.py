@@ -8,16 +8,14 @@ from __future__ import annotations
 
 import logging
 from datetime import tzinfo
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from memtoc.config import Settings
 from memtoc.errors import ConfigError
-from memtoc.store.sqlite import SqliteStore
 
 if TYPE_CHECKING:
     from memtoc.pipeline.summarize.base import Summarizer
-    from memtoc.store.postgres import PostgresStore
     from memtoc.text.tokens import TokenCounter
 
 log = logging.getLogger("memtoc")
@@ -37,7 +35,17 @@ def machine_timezone_name() -> str:
     return name or "UTC"
 
 
-def store_timezone(store: SqliteStore | PostgresStore, configured: str | None) -> tzinfo:
+class MetaStore(Protocol):
+    """A store's ``meta`` values (both stores)."""
+
+    read_only: bool
+
+    def get_meta(self, key: str) -> str | None: ...
+
+    def set_meta(self, key: str, value: str) -> None: ...
+
+
+def store_timezone(store: MetaStore, configured: str | None) -> tzinfo:
     """The time zone TOC periods are computed in.
 
     A store keeps the zone it was first processed in (in its ``meta`` table), so moving the

@@ -13,6 +13,9 @@ for (``isinstance`` on the protocol, never on a concrete store class):
 - ``ForgetStore``: the store half of forgetting (``memtoc.forgetting``): select, unfile,
   tombstone, purge derived copies, audit, and erase what the backend keeps of deleted rows
   (``scrub``: SQLite rewrites pages and truncates the WAL; PostgreSQL runs ``VACUUM``).
+- ``Verifiable``: the store's own invariants and SQL audit (``memtoc verify``, both backends).
+- ``FileBackups``: online backup to a file and compaction (SQLite); a PostgreSQL server is backed
+  up with ``pg_dump`` and compacts itself (autovacuum).
 - ``ForgetLogged``: a store kept beside a file forget log (SQLite: a restored copy of the file is
   brought in step with it). A PostgreSQL server is backed up and restored by its operator
   (``pg_dump``), so it has none.
@@ -24,10 +27,14 @@ from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from memtoc.model import JsonValue
 from memtoc.store.base import PipelineStore
+
+if TYPE_CHECKING:
+    from memtoc.store.maintenance import VerifyReport
+    from memtoc.store.sqlite_vectors import EmbedderIdentity
 
 ScoredRow = tuple[str, str, str, int, float, float, bool]
 """A ranked row: ``kind, project, item_id, ts_ms, score (0..1), raw score, every_term``."""
@@ -247,3 +254,21 @@ class ForgetLogged(Protocol):
 
 class LoggedForgetStore(ForgetStore, ForgetLogged, Protocol):
     """A forget store with a forget log beside it (SQLite): what ``memtoc.forget_log`` reads."""
+
+
+@runtime_checkable
+class Verifiable(Protocol):
+    def verify_store(self, embedder: EmbedderIdentity | None = None) -> VerifyReport:
+        """The store's invariants and SQL audit; vectors checked against ``embedder``."""
+        ...
+
+
+@runtime_checkable
+class FileBackups(Protocol):
+    def backup(self, dest: Path) -> int:
+        """A consistent copy of the store at ``dest`` while it is in use; bytes written."""
+        ...
+
+    def compact(self) -> dict[str, int]:
+        """Give free pages back to the file system (``VACUUM``); sizes before and after."""
+        ...

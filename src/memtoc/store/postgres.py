@@ -41,6 +41,7 @@ from memtoc.store.postgres_forget import PgForget
 from memtoc.store.postgres_pipeline import EVENT_COLS, PgPipeline, row_to_event
 from memtoc.store.postgres_projects import PgProjects
 from memtoc.store.postgres_search import PgSearch
+from memtoc.store.postgres_upkeep import PgUpkeep
 from memtoc.store.postgres_vectors import PgVectors
 from memtoc.store.sqlite import _asdict, _bookmark_from_row, _node_data, _node_from_row
 
@@ -73,7 +74,7 @@ def _session_key(project: str, session_id: str) -> str:
     return f"{project}\x1f{session_id}"
 
 
-class PostgresStore(PgPipeline, PgSearch, PgVectors, PgProjects, PgForget):
+class PostgresStore(PgPipeline, PgSearch, PgVectors, PgProjects, PgForget, PgUpkeep):
     """``Store`` + ``PipelineStore`` on a PostgreSQL database (``postgresql://`` URL)."""
 
     # -- events -------------------------------------------------------------------------------------

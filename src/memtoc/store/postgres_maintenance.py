@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from memtoc.errors import StoreError
 from memtoc.model import EVENT_TYPES, ROLES
 from memtoc.store.event_checks import OUT_OF_RANGE_SQL, out_of_range_problem
 from memtoc.store.maintenance import VerifyReport
@@ -17,20 +16,6 @@ from memtoc.store.postgres import PostgresStore
 from memtoc.store.postgres_audit import PgAudit
 from memtoc.store.postgres_migrations import MIGRATIONS
 from memtoc.store.sqlite_vectors import EmbedderIdentity
-
-
-def backup(store: PostgresStore) -> int:
-    raise StoreError(
-        f"{store.location}: back up a PostgreSQL store with the server's tools, e.g. "
-        "`pg_dump --format=custom --file=memtoc.dump <url>` (restore with pg_restore)"
-    )
-
-
-def compact(store: PostgresStore) -> dict[str, int]:
-    raise StoreError(
-        f"{store.location}: PostgreSQL compacts itself (autovacuum); run `VACUUM (ANALYZE)` "
-        "as the database owner to force it"
-    )
 
 
 def verify(store: PostgresStore, embedder: EmbedderIdentity | None = None) -> VerifyReport:

@@ -58,6 +58,7 @@ from memtoc.store.sqlite_sessions import (
     session_spans,
     spans_of,
 )
+from memtoc.store.sqlite_upkeep import SqliteUpkeep
 
 _SYNCHRONOUS = {"full": "FULL", "normal": "NORMAL", "off": "OFF"}
 PAGE_SIZE = 16_384
@@ -253,7 +254,7 @@ def prepare_private_file(path: Path) -> None:
         os.close(fd)
 
 
-class SqliteStore(SqliteSearch, SqliteForget):
+class SqliteStore(SqliteSearch, SqliteForget, SqliteUpkeep):
     """``Store`` on one SQLite file."""
 
     def __init__(

@@ -1,0 +1,29 @@
+"""``Verifiable`` and ``FileBackups`` for ``SqliteStore`` (a mixin over ``store/maintenance.py``,
+imported when called: maintenance needs the store class)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, cast
+
+if TYPE_CHECKING:
+    from memtoc.store.maintenance import VerifyReport
+    from memtoc.store.sqlite import SqliteStore
+    from memtoc.store.sqlite_vectors import EmbedderIdentity
+
+
+class SqliteUpkeep:
+    def verify_store(self, embedder: EmbedderIdentity | None = None) -> VerifyReport:
+        from memtoc.store import maintenance
+
+        return maintenance.verify(cast("SqliteStore", self), embedder)
+
+    def backup(self, dest: Path) -> int:
+        from memtoc.store import maintenance
+
+        return maintenance.backup(cast("SqliteStore", self), Path(dest))
+
+    def compact(self) -> dict[str, int]:
+        from memtoc.store import maintenance
+
+        return maintenance.compact(cast("SqliteStore", self))
