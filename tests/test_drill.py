@@ -56,7 +56,9 @@ OTHER_2023: list[tuple[str, list[str]]] = [
 
 def corpus() -> list[dict[str, object]]:
     """2022: every month has sessions full of weak matches ("deploy", "pipeline"); 2023: unrelated
-    sessions and, in July, the one session with the exact answer."""
+    sessions and, in July, the one session with the exact answer — a detail in the middle of it
+    (the session's request and outcome are what its summaries carry up to the year, so the
+    year's summary does not hold the answer's words)."""
     records: list[dict[str, object]] = []
     for month in range(1, 7):
         for day in (5, 19):
@@ -80,7 +82,10 @@ def corpus() -> list[dict[str, object]]:
         [
             "Yesterday's release failed in production, the consumers stopped",
             "Root cause: the kafka rollback used an expired offset",
-            "We fixed the deploy pipeline by pinning every consumer group",
+            "Fix it, and add an alert on consumer lag",
+            "Looking at the deploy pipeline config: pinning every consumer group would hold them",
+            "Go ahead",
+            "Done: consumers restarted, lag alert added, the release is green again",
         ],
     )
     return records
