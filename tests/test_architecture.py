@@ -80,8 +80,7 @@ ENTRY_POINTS = ("surfaces", "eval", "__main__")
 the store a user names; everything else receives a store typed by a protocol
 (``store/base.py``, ``store/capabilities.py``)."""
 NOT_YET = {
-    "memory": "the facade's store type (one protocol of all it uses: to come); projects merge",
-    "merging": "projects merge: SQLite's SQL (a capability to come)",
+    "memory": "the facade's store type (one protocol of all it uses: to come)",
     "pipeline/embed_step": "SQLite's vector upkeep SQL (one embed step: issue 18 part 2)",
     "pipeline/embed_step_pg": "PostgreSQL's embed step (one embed step: issue 18 part 2)",
     "retrieval/embedding_index": "in-memory vectors (SQLite) vs pgvector's nearest (PostgreSQL)",

@@ -42,7 +42,13 @@ from memtoc.errors import QueryError
 from memtoc.model import JsonValue, OutboxEntry, iso_ms
 from memtoc.pipeline.worker import Processor, ProcessReport
 from memtoc.store.base import DirtyPeriod
-from memtoc.store.capabilities import EventRef, ForgetLogged, ForgetStore, LoggedForgetStore
+from memtoc.store.capabilities import (
+    EventRef,
+    ForgetLogged,
+    ForgetStore,
+    LoggedForgetStore,
+    generation_key,
+)
 from memtoc.text.fts_text import search_text
 
 OUTBOX_KIND = "forget"
@@ -364,7 +370,6 @@ def _refresh_vectors(processor: Processor, store: ForgetStore, out: ForgetReport
     out.vectors_removed += store.purge_tombstone_vectors()
     if not embedders:
         return
-    from memtoc.pipeline.embed_step import generation_key  # numpy: only when vectors exist
 
     for name in sorted(embedders):
         key = generation_key(name)

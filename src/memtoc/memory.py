@@ -35,7 +35,7 @@ from memtoc.projects import ProjectRegistry, Scope
 from memtoc.retrieval.bookmark_decay import effective_importance
 from memtoc.retrieval.context import DEFAULT_BUDGET, TOP_BOOKMARKS, ContextView, build_context
 from memtoc.services import ROLLUP_LEVELS, store_timezone
-from memtoc.store.capabilities import FileBackups, ForgetLogged
+from memtoc.store.capabilities import FileBackups, ForgetLogged, ProjectMerging
 from memtoc.store.sqlite import SqliteStore
 from memtoc.text.tokens import TokenCounter, default_counter
 
@@ -490,8 +490,10 @@ class Memory:
         from memtoc.merging import merge_projects
 
         store = self.store
-        if not isinstance(store, SqliteStore):  # its SQL is SQLite's (memtoc.merging)
-            raise StoreError("projects merge is not available on a PostgreSQL store yet")
+        if not isinstance(store, ProjectMerging):
+            raise StoreError(
+                f"{store.location}: projects merge is not available on a PostgreSQL store yet"
+            )
         src = self.registry.require(source).project
         dst = self.registry.require(target).project
         self.process(rollup=False)  # what was pending is filed first, under its own project

@@ -24,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from memtoc.model import JsonValue
+from memtoc.store.capabilities import generation_key
 from memtoc.store.sqlite import SqliteStore
 from memtoc.store.sqlite_vectors import (
     VectorKey,
@@ -37,11 +38,6 @@ from memtoc.text.fts_text import original_text
 
 DEFAULT_BATCH = 2_048
 DEFAULT_MAX_CHARS = 2_000
-
-
-def generation_key(embedder_name: str) -> str:
-    """The meta key bumped whenever vectors of ``embedder_name`` change."""
-    return f"vectors_gen:{embedder_name}"
 
 
 @dataclass(slots=True)

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from memtoc.pipeline.embed_step import DEFAULT_BATCH, DEFAULT_MAX_CHARS, EmbedReport, generation_key
+from memtoc.pipeline.embed_step import DEFAULT_BATCH, DEFAULT_MAX_CHARS, EmbedReport
+from memtoc.store.capabilities import generation_key
 from memtoc.store.sqlite_vectors import VectorKey
 from memtoc.text.embed import Embedder
 from memtoc.text.fts_text import original_text

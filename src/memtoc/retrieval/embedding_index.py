@@ -225,8 +225,8 @@ class SemanticIndex:
         return EmbedStep(self.store, embedder)
 
     def _current_index(self, store: SqliteStore, embedder: Embedder) -> VectorIndex[VectorKey]:
-        from memtoc.pipeline.embed_step import generation_key
         from memtoc.retrieval.vectors import VectorIndex
+        from memtoc.store.capabilities import generation_key
 
         generation = store.get_meta(generation_key(embedder.name))
         if self._index is None or generation != self._generation:

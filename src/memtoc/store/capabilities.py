@@ -272,3 +272,51 @@ class FileBackups(Protocol):
     def compact(self) -> dict[str, int]:
         """Give free pages back to the file system (``VACUUM``); sizes before and after."""
         ...
+
+
+def generation_key(embedder_name: str) -> str:
+    """The meta key bumped whenever vectors of ``embedder_name`` change (loaded indexes reload)."""
+    return f"vectors_gen:{embedder_name}"
+
+
+@dataclass(slots=True)
+class MergeReport:
+    """What a merge did (``to_dict`` is the CLI's ``--json``)."""
+
+    source: str
+    target: str
+    events: int = 0
+    """Events relabelled from the source to the target."""
+    shared_sessions: int = 0
+    """Sessions found in both projects (filed again as one)."""
+    refiled: int = 0
+    """Events queued for filing again (the source's and the shared sessions')."""
+    segments_retired: int = 0
+    nodes_retired: int = 0
+    bookmarks_removed: int = 0
+    roots_moved: int = 0
+    outbox_entries: int = 0
+
+    def to_dict(self) -> dict[str, JsonValue]:
+        return {
+            "source": self.source,
+            "target": self.target,
+            "events": self.events,
+            "shared_sessions": self.shared_sessions,
+            "refiled": self.refiled,
+            "segments_retired": self.segments_retired,
+            "nodes_retired": self.nodes_retired,
+            "bookmarks_removed": self.bookmarks_removed,
+            "roots_moved": self.roots_moved,
+            "outbox_entries": self.outbox_entries,
+        }
+
+
+@runtime_checkable
+class ProjectMerging(Protocol):
+    """Merging one project into another (``memtoc.merging``; SQLite: ``sqlite_merge.py``)."""
+
+    def merge_projects(self, source: str, target: str) -> MergeReport:
+        """File project ``source``'s events under ``target``, retire what was derived from them
+        and queue them for filing again (one transaction; ``memtoc.merging``)."""
+        ...

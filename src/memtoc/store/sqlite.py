@@ -50,6 +50,7 @@ from memtoc.store.event_checks import (
 from memtoc.store.migrations import migrate
 from memtoc.store.sqlite_checkpoint import BackgroundCheckpointer
 from memtoc.store.sqlite_forget import SqliteForget
+from memtoc.store.sqlite_merge import SqliteMerge
 from memtoc.store.sqlite_search import SqliteSearch
 from memtoc.store.sqlite_sessions import (
     SPAN_UPSERT,
@@ -254,7 +255,7 @@ def prepare_private_file(path: Path) -> None:
         os.close(fd)
 
 
-class SqliteStore(SqliteSearch, SqliteForget, SqliteUpkeep):
+class SqliteStore(SqliteSearch, SqliteForget, SqliteUpkeep, SqliteMerge):
     """``Store`` on one SQLite file."""
 
     def __init__(
