@@ -34,11 +34,7 @@ from memtoc.pipeline.summarize.extractive_facts import (
     extract_facts,
     score_facts,
 )
-from memtoc.pipeline.summarize.extractive_periods import (
-    PeriodDigest,
-    digest_children,
-    merge_keywords,
-)
+from memtoc.pipeline.summarize.extractive_periods import PeriodDigest, digest_children
 from memtoc.pipeline.summarize.extractive_titles import segment_title
 from memtoc.pipeline.summarize.tool_calls import TOOL_NAMES, render_tool_call, tool_name
 from memtoc.pipeline.summarize.tool_results import output_fact, results_of, written_fact
@@ -244,10 +240,8 @@ class ExtractiveSummarizer:
         abstract = self._abstract(digest.title, digest.lines, digest.keywords)
         # keywords add to the text beside them; a single word when several children carry it
         carried = Counter(t for c in live for t in {t for k in c.keywords for t in _terms(k)})
-        said = key_terms("\n".join([digest.title, abstract, *digest.bullets]))
-        keywords = complementary_keywords(
-            merge_keywords(live, 3 * self.max_keywords), said, self.max_keywords, carried
-        )
+        said = digest.shown | key_terms(abstract)
+        keywords = complementary_keywords(digest.candidates, said, self.max_keywords, carried)
         return self._finish(digest.title, digest.bullets, keywords, abstract,
                             digest.covers, [], extra_label="Covers")  # fmt: skip
 

@@ -52,6 +52,8 @@ PERIOD_WORDS = 16
 """Words of a child's line a period keeps: under a day, and above (weeks, months, years)."""
 LEVEL_WORDS = {"day": DAY_WORDS, "week": PERIOD_WORDS, "month": 12, "year": 10}
 """The same per level when the summariser is told it: the higher, the more condensed."""
+L0_FACTS = 8
+"""Sentences of a child's L0 beyond its bullets that its period weighs (its next best facts)."""
 L0_LINES = 16
 """Lines beyond the bullets a period's L0 is offered (it holds about 100 tokens)."""
 SAME_TOPIC = 0.6
@@ -98,6 +100,10 @@ class PeriodDigest:
     """Sentences for the L0, best first."""
     covers: list[str]
     """The children's titles (for L1)."""
+    candidates: list[str] = field(default_factory=list)
+    """More keywords, best first (``keywords`` are the first of them)."""
+    shown: frozenset[str] = frozenset()
+    """Key terms of the title and the bullets."""
 
 
 def merge_keywords(children: Sequence[Summary], k: int) -> list[str]:
@@ -166,6 +172,8 @@ def _child_lines(child: Summary) -> list[str]:
         if plain and plain not in seen and not plain.startswith("about: "):
             seen.add(plain)
             lines.append(sentence.strip().rstrip("."))
+            if len(lines) >= len(child.bullets) + L0_FACTS:
+                break
     return lines
 
 
@@ -230,7 +238,8 @@ def digest_children(
     avoid: Collection[str] = (),
 ) -> PeriodDigest:
     """The period's title, bullets, keywords, L0 lines and covered titles (module docstring)."""
-    keywords = merge_keywords(children, max_keywords)
+    candidates = merge_keywords(children, 3 * max_keywords)
+    keywords = candidates[:max_keywords]
     names = _speakers(children)
     sessions = any(c.thread for c in children)
     threads = _session_threads(children, names) if sessions else _topic_threads(children, names)
@@ -299,7 +308,9 @@ def digest_children(
         (lines if value > 0 else weak).append(body if single else f"{threads[t].topic}: {body}")
         told.append(terms)
     lines += bullets[1:] + weak  # the weak ones only fill an L0 that is still short
-    return PeriodDigest(title, bullets, keywords, lines, [c.title for c in children])
+    shown = frozenset(key_terms(title)).union(*(p[2] for p in picked))
+    return PeriodDigest(title, bullets, keywords, lines, [c.title for c in children],
+                        candidates, shown)  # fmt: skip
 
 
 def _line(
@@ -329,8 +340,15 @@ def _line(
     return None if topic in child_lines else topic
 
 
-def _words(text: str) -> int:
-    return sum(any(c.isalpha() for c in w) for w in text.split())
+def _words(text: str, enough: int = 2) -> int:
+    """Words of ``text`` holding a letter, counted up to ``enough``."""
+    n = 0
+    for w in text.split():
+        if any(c.isalpha() for c in w):
+            n += 1
+            if n >= enough:
+                break
+    return n
 
 
 def _body(topic: str, text: str, words: int) -> str:
