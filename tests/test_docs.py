@@ -154,3 +154,17 @@ def test_the_architecture_layer_map_names_every_layer_at_its_rank() -> None:
             ranks[name] = current
     assert {name: ranks.get(name) for name in RANK} == dict(RANK)
     assert 200 <= len(text.splitlines()) <= 450, "architecture.md is the short design: keep it so"
+
+
+def test_the_cli_reference_does_not_depend_on_import_order() -> None:
+    """A group's commands register in the order their modules are imported (the full suite imports
+    them in another order than ``scripts/gen_docs.py``): the reference lists them by name."""
+    code = (
+        "import memtoc.surfaces.cli.bookmark_eval_cmds, memtoc.surfaces.cli.quality_cmds\n"
+        "from memtoc.surfaces.cli import reference\n"
+        "import sys; sys.stdout.write(reference.cli_reference())\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT
+    )
+    assert done.stdout == (DOCS / "cli.md").read_text(encoding="utf-8")
