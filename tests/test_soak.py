@@ -18,9 +18,9 @@ def test_small_soak_survives_kills_and_converges(tmp_path: Path) -> None:
     assert report.problems == []
     assert report.kills >= 6
     assert len(report.kills_by_step) >= 2, report.kills_by_step
-    assert report.verifies == sum(report.runs_by_step.values()) + 1
+    assert report.verifies == sum(report.runs_by_step.values()) + 2
     assert report.acknowledged > 0 and report.events >= report.acknowledged
-    assert report.toc_equal and report.toc_nodes > 20
+    assert report.toc_equal and report.toc_nodes > 20 and report.rebuilt_equal
 
 
 def test_soak_detects_a_lost_acknowledged_event(tmp_path: Path) -> None:

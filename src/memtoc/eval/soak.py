@@ -17,7 +17,8 @@ moves it halfway to the measured time). After **every** child, killed or not:
 
 At the end the remaining work is finished without kills and the TOC (every latest node's content
 and the grips its bullets cite, without versions or timestamps) must equal that of a reference
-store built from the final transcript in one go, without crashes.
+store built from the final transcript in one go, without crashes; then a ``rebuild --all`` run to
+its end must leave it equal (and ``verify`` passing).
 """
 
 from __future__ import annotations
@@ -98,12 +99,14 @@ class SoakReport:
     backups_verified: int = 0
     toc_nodes: int = 0
     toc_equal: bool = False
+    rebuilt_equal: bool = False
+    """After the comparison, a ``rebuild --all`` run to its end leaves the TOC equal too."""
     seconds: float = 0.0
     problems: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
-        return not self.problems and self.toc_equal
+        return not self.problems and self.toc_equal and self.rebuilt_equal
 
     def to_dict(self) -> dict[str, JsonValue]:
         d: dict[str, JsonValue] = asdict(self)
@@ -323,6 +326,17 @@ def run_soak(
         differ = sorted(k for k in set(got) | set(want) if got.get(k) != want.get(k))
         report.problems.append(
             f"TOC differs from the crash-free build in {len(differ)} nodes: {differ[:5]}"
+        )
+    # a rebuild that runs to its end (the loop's are mostly killed) derives the same TOC again
+    _run_child(["rebuild-all", str(db)], None)
+    _check_store(db, acknowledged, written, report)
+    with SqliteStore(db) as rebuilt:
+        again = toc_snapshot(rebuilt)
+    report.rebuilt_equal = again == want
+    if not report.rebuilt_equal:
+        differ = sorted(k for k in set(again) | set(want) if again.get(k) != want.get(k))
+        report.problems.append(
+            f"after rebuild --all the TOC differs in {len(differ)} nodes: {differ[:5]}"
         )
     report.seconds = round(time.monotonic() - started, 1)
     return report

@@ -281,7 +281,7 @@ def bench_soak(
             f"{len(report.problems)}; events {report.events:,} (acknowledged {report.acknowledged:,},"
             f" checked after every run); backups verified "
             f"{report.backups_verified}; TOC equal to the crash-free build: {report.toc_equal}"
-            f" ({report.toc_nodes} nodes)"
+            f" ({report.toc_nodes} nodes), and after rebuild --all: {report.rebuilt_equal}"
         )
         for problem in report.problems:
             console.print(f"[red]problem:[/] {problem}", highlight=False)
