@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Sequence
+from functools import lru_cache
 
 from memtoc.model import Event, Grip, TocNode
 from memtoc.text.keyphrases import key_terms
@@ -108,15 +109,23 @@ def best_range(
     return top, top
 
 
+@lru_cache(maxsize=256)
+def _sentence_terms(text: str) -> tuple[tuple[str, ...], tuple[frozenset[str], ...]]:
+    """The sentences of ``text`` (its first ``SEARCH_CHARS``) and their key terms: read once per
+    event, however many bullets of its segment look for their excerpt in it."""
+    sentences = [m.group(0).strip() for m in _SENTENCE.finditer(text[:SEARCH_CHARS])]
+    kept = tuple(s for s in sentences if s)
+    return kept, tuple(frozenset(key_terms(s)) for s in kept)
+
+
 def excerpt_of(text: str, bullet_terms: set[str], limit: int = EXCERPT_CHARS) -> str:
     """The sentence of ``text`` sharing most key terms with the bullet, cut to ``limit`` chars."""
-    sentences = [m.group(0).strip() for m in _SENTENCE.finditer(text[:SEARCH_CHARS])]
-    sentences = [s for s in sentences if s]
+    sentences, terms = _sentence_terms(text)
     if not sentences:
         return text.strip()[:limit]
     best = max(
         range(len(sentences)),
-        key=lambda k: (len(bullet_terms & key_terms(sentences[k])), -k),
+        key=lambda k: (len(bullet_terms & terms[k]), -k),
     )
     chosen = sentences[best]
     if len(chosen) < limit // 2:  # a short sentence: add what follows for context
