@@ -1,24 +1,8 @@
 """Teleport: BM25 over TOC nodes, grips, bookmarks and events, with filters (DESIGN §5).
 
-Two FTS5 indexes answer: ``docs_fts`` (nodes, grips, bookmarks — the ``docs`` table) and
-``events_fts`` (events, by ``seq``). Both index ``fts_text.search_text`` of their text, and a
-query becomes a quoted, code-aware FTS5 expression (``fts_text.build_match``), so any user text is
-a valid query and a query with no searchable term returns nothing.
-
-Ranking and speed
------------------
-Each index is asked for at most ``candidates`` rows ordered by ``bm25()``. The query runs
-*AND-first*: rows holding every query term are ranked first; only when they are fewer than the
-candidate cap does the *OR* query (any term) rank the rest. On common words the AND query is
-also what keeps latency down (FTS5 ranks only rows that survive the intersection).
-
-Scores
-------
-FTS5's ``bm25()`` is unbounded and its scale differs between the two indexes, so each index's
-scores are normalised to 0..1 by dividing by the best score that index returned for the query, and
-multiplied by the fraction of the query's terms the row matched in the AND pass (1.0) or 0.5
-(OR-only rows: they miss at least one term). A row that matches every term and ranks first in its
-index scores 1.0.
+Each store ranks its own text indexes — docs (nodes, grips, bookmarks) and events — AND-first,
+scores normalised to 0..1 per index (``Stores`` below); a query with no searchable term returns
+nothing, and any user text is a valid query.
 
 Filters
 -------
