@@ -205,3 +205,83 @@ def test_the_reply_to_a_question_hit_joins_at_part_of_its_score(tmp_path: Path) 
         assert REPLY_TURNS[3][1] not in result.context(), result.context()
     finally:
         memory.close()
+
+
+def _coding_memory(path: Path, steps: list[tuple[str, str]]) -> Memory:
+    """One coding session: ``(event_type, text)`` steps a minute apart."""
+    clock = ManualClock(_ms("2024-03-01T12:00"))
+    store = SqliteStore(path, clock=clock)
+    semantic = SemanticIndex(store, kind="static", model=str(require_model()))
+    memory = Memory(store, clock=clock, tz=UTC_TZ, semantic=semantic)
+    records: list[dict[str, Any]] = [
+        {
+            "session_id": "work",
+            "timestamp": _ms("2024-02-01T10:00") + n * 60_000,
+            "event_type": kind,
+            "text": text,
+        }
+        for n, (kind, text) in enumerate(steps)
+    ]
+    return file_records(memory, records)
+
+
+# the question's words are in the agent's proposal and the tool output; the user's decision
+# about it and the agent's conclusion after the tool steps share none of them
+CODING_STEPS = [
+    ("user_message", "The nightly export job keeps timing out, can you look into it?"),
+    ("tool_call", '{"command": "grep -rn export_batch_size src/export/"}'),
+    (
+        "tool_result",
+        "src/export/job.py:12: export_batch_size = 50000  # nightly export batch size\n"
+        "src/export/job.py:40: for batch in chunks(rows, export_batch_size):",
+    ),
+    ("tool_call", '{"command": "pytest tests/export -q"}'),
+    ("tool_result", "4 passed in 2.1s"),
+    (
+        "assistant_message",
+        "I propose lowering the nightly export batch size from 50000 to 5000 so each "
+        "transaction finishes before the statement timeout.",
+    ),
+    ("user_message", "No, stream the rows with a server-side cursor instead."),
+    ("assistant_message", "Done: rows now stream through a named cursor; all tests pass."),
+]
+
+
+def test_tools_are_working_material_and_turns_step_over_them(tmp_path: Path) -> None:
+    memory = _coding_memory(tmp_path / "m.db", CODING_STEPS)
+    try:
+        store = memory.sqlite_store("test")
+        question = "What did we decide about the nightly export batch size?"
+        kwargs = rank_scope(memory, "p")
+        ids = {e.text: e.event_id for e in store.scan_events()}
+        output, proposal = ids[CODING_STEPS[2][1]], ids[CODING_STEPS[5][1]]
+        decision = ids[CODING_STEPS[6][1]]
+        flat = rank_only(store, question, config=RankConfig(w_tool=1.0), **kwargs)
+        ranked = rank_only(store, question, **kwargs)
+        # the tool prior: a tool output keeps w_tool of its score, a turn all of its own
+        assert ranked.scores[output] == pytest.approx(RankConfig().w_tool * flat.scores[output])
+        assert ranked.scores[proposal] == pytest.approx(flat.scores[proposal])
+        order = [e.event_id for e in ranked.ranked_events()]
+        assert order.index(proposal) < order.index(output), [e.text for e in ranked.ranked_events()]
+        # the user's answer to the agent's proposal joins at w_reply of the proposal's score
+        alone = RankConfig(neighbours=0, substance_words=0, w_speaker=0)
+        no_reply = rank_only(store, question, config=replace(alone, w_reply=0), **kwargs)
+        reply = rank_only(store, question, config=alone, **kwargs)
+        assert reply.scores[decision] == pytest.approx(
+            max(no_reply.scores.get(decision, 0.0), alone.w_reply * no_reply.scores[proposal])
+        )
+        assert reply.scores[decision] > no_reply.scores.get(decision, 0.0)
+        assert order.index(decision) <= 2, [e.text for e in ranked.ranked_events()]
+        # the turn before the proposal is the user's request, not the tool output between them
+        first, _ = store.session_neighbors(
+            store.get_event(proposal),
+            before=1,
+            after=0,
+            event_types=("user_message", "assistant_message"),
+        )
+        assert [e.event_id for e in first] == [ids[CODING_STEPS[0][1]]]
+        # through recall: a budget of about two turns holds the proposal and the decision
+        result = recall(store, default_counter(), question, budget=70, time_limit_ms=None, **kwargs)
+        assert CODING_STEPS[6][1] in result.context(), result.context()
+    finally:
+        memory.close()

@@ -103,6 +103,23 @@ def test_session_neighbors(store: SqliteStore) -> None:
     assert [e.event_id for e in before_w] == ["E00000008", "E00000009"]
 
 
+def test_session_neighbors_of_some_types_step_over_the_others(store: SqliteStore) -> None:
+    """The turns of a conversation around the tool calls and outputs between them."""
+    kinds = ["user_message", "tool_call", "tool_result", "assistant_message", "tool_call"]
+    kinds += ["user_message", "assistant_message"]
+    store.append_events([replace(ev(i), event_type=kind) for i, kind in enumerate(kinds)])
+    turns = ("user_message", "assistant_message")
+    before, after = store.session_neighbors(
+        store.get_event("E00000003"), before=2, after=1, event_types=turns
+    )
+    assert [e.event_id for e in before] == ["E00000000"]
+    assert [e.event_id for e in after] == ["E00000005"]
+    plain_before, plain_after = store.session_neighbors(
+        store.get_event("E00000003"), before=1, after=1
+    )
+    assert [e.event_id for e in (*plain_before, *plain_after)] == ["E00000002", "E00000004"]
+
+
 def test_checkpoints_commit_with_events(store: SqliteStore) -> None:
     store.append_events([ev(1)], {"ingest:abc": {"offset": 120}})
     assert store.get_checkpoint("ingest:abc") == {"offset": 120}

@@ -26,13 +26,13 @@ from dataclasses import dataclass
 from datetime import tzinfo
 
 from memtoc.config import DEFAULTS
-from memtoc.errors import NotFoundError, QueryError
+from memtoc.errors import QueryError
 from memtoc.model import JsonValue, iso_ms
 from memtoc.retrieval.embedding_index import SemanticIndex
 from memtoc.retrieval.recall_pack import Packer, Unit, context_text
 from memtoc.retrieval.recall_rank import Deadline, RankConfig, Ranker, Ranking
 from memtoc.retrieval.teleport import SearchFilters
-from memtoc.retrieval.tiers import SearchItem, TierRenderer, find_bookmark
+from memtoc.retrieval.tiers import SearchItem, TierRenderer
 from memtoc.retrieval.time_search import ResolvedTime
 from memtoc.retrieval.timeparse import parse_time
 from memtoc.store.capabilities import SearchStore
@@ -93,25 +93,24 @@ class RecallResult:
         }
 
 
-def _units(ranking: Ranking, store: SearchStore) -> list[Unit]:
-    """Pinned bookmarks first, then events and docs by score."""
+def _units(ranking: Ranking) -> list[Unit]:
+    """Events and matching bookmarks by score, then grips and segments.
+
+    A bookmark is its content (a sentence or two, citing its events), ranked with the events at
+    its match score times the best event's: packing its events whole ahead of everything (as
+    recall once did) spent most of a budget on the few long turns a bookmark cites."""
+    top = max(ranking.scores.values(), default=1.0)
     units: list[Unit] = []
     for project, bookmark_id, score in ranking.bookmarks:
-        try:
-            bookmark = find_bookmark(store, project, bookmark_id)
-        except NotFoundError:  # forgotten since it was ranked
-            continue
-        events = tuple(store.get_events(bookmark.event_ids))
-        units.append(Unit("bookmark", project, bookmark_id, score, events, pinned=True))
+        units.append(Unit("bookmark", project, bookmark_id, score * top, ()))
     ranked: list[Unit] = [
         Unit("event", e.project, e.event_id, ranking.scores[e.event_id], (e,))
         for e in ranking.ranked_events()
     ]
-    ranked.sort(key=lambda u: -u.score)
     # grips/segments last: their events came in one by one already (boosted by the doc's
     # match); what is left of the budget may hold a summary of a matching segment (L1/L0)
     docs = [
-        Unit(kind, project, item_id, score, events)
+        Unit(kind, project, item_id, score, events, last=True)
         for (kind, project, item_id), score, events in ranking.docs
     ]
     return units + ranked + docs
@@ -186,7 +185,7 @@ def recall(
         TierRenderer(store, counter), counter, tz, budget, deadline, headers=headers,
         terms=key_terms(text), cite=cite,
     )  # fmt: skip
-    packer.pack(_units(ranking, store))
+    packer.pack(_units(ranking))
     items, tokens = packer.finish()
     truncated = bool(ranking.skipped) or packer.truncated
     if truncated:

@@ -1,6 +1,6 @@
 """Recall's packing: ranked units into a token budget, stepping tiers down instead of cutting.
 
-Units are packed best first (pinned bookmarks, then events, grips and segments by score). Each
+Units are packed best first (events and bookmarks by score, then grips and segments). Each
 unit is tried at L2 (its events' text, compact: one line per event, the event's own text — prefixed
 ``[role]`` only for tool and system events); if that does not fit the tokens left it is tried at
 L1, then L0 (``tiers.TierRenderer``: a grip's bullets and excerpt, a segment's overview or
@@ -64,7 +64,8 @@ class Unit:
     id: str
     score: float
     events: tuple[Event, ...]
-    pinned: bool = False
+    last: bool = False
+    """Packed after every unit that is not (grips and segments: their events came one by one)."""
     passage: Passage | None = None
     """For an event unit: the one passage of its text this unit stands for (``None``: whole)."""
 
@@ -252,11 +253,11 @@ class Packer:
         return False
 
     def pack(self, units: Sequence[Unit]) -> None:
-        """Pack ``units`` best first (pinned ones before all). An event longer than a passage
+        """Pack ``units`` best first (grips and segments after the rest). An event longer than a passage
         enters as its passages (``recall_passages``), each at the event's score times its relevance
         relative to the event's best passage: a long event's relevant parts compete with other
         events one by one, and its irrelevant parts never spend the budget."""
-        queue = [(0 if u.pinned else 1, -u.score, n, u) for n, u in enumerate(units)]
+        queue = [(1 if u.last else 0, -u.score, n, u) for n, u in enumerate(units)]
         heapq.heapify(queue)
         order = len(queue)
         misses = 0

@@ -18,25 +18,31 @@ says so):
    evidence tends to sit together, so a turn in a session with several hits beats an isolated one.
 6. **Neighbours**: the turns adjacent (in its session) to each of the ``neighbours`` strongest
    hits join with ``w_neighbour *`` that hit's score — answers often follow the question's turn.
+   Turns are user and assistant messages: the tool calls and outputs between two turns are not
+   one (an agent's conclusion sits after ten tool steps, still the next turn).
    **Replies**: a hit among the ``replies`` strongest that asks a question (its text ends with
    "?": "What else do you guys like doing together?") passes ``w_reply *`` its score on to the
    next turn of its session, the answer — a question matches the words of a question about the
    same thing, while the fact asked for is in the reply (on LoCoMo the turn after a top-8 hit
-   ending in "?" is gold 13-17 % of the time, after any other hit 1-3 %).
+   ending in "?" is gold 13-17 % of the time, after any other hit 1-3 %). An agent's turn among
+   them passes it to the user's next turn the same way: the user decides, corrects or confirms
+   what the agent proposed ("no, keep the old schema"), in words of its own.
 7. **Time** (``recall_time``): with a time expression in the question ("last week", "in March")
    an extra BM25/vector pass restricted to its window brings in-window events into the pool;
    events told inside the window get ``+ w_time``, events whose own words name a time inside it
    ("yesterday I went bowling", told the day after) ``+ w_mention``. A question asking *when*
    gives the turns that carry a time expression ``+ w_when``.
-8. **Speaker and substance** (``recall_subject``): a turn spoken by a participant the question
-   names ("What does Melanie like?" — Melanie's own turns, not "Thanks, Melanie!") gets
+8. **Speaker, substance and tools** (``recall_subject``): a turn spoken by a participant the
+   question names ("What does Melanie like?" — Melanie's own turns, not "Thanks, Melanie!") gets
    ``+ w_speaker``; every turn's score is multiplied by its substance prior, ``((min(n, full) + 1)
-   / (full + 1)) ** power`` for ``n`` content words, so chit-chat does not crowd the budget.
+   / (full + 1)) ** power`` for ``n`` content words, so chit-chat does not crowd the budget; a
+   tool call or output (or a system event) is multiplied by ``w_tool``: it is the agent's working
+   material, long and repeated, and shares the question's words with every other read of the same
+   file, while what a person asks about was said in the turns around it.
 9. **Bookmarks**: those matching the query (every term by BM25, or cosine ≥ ``bookmark_cosine``)
-   are *pinned*: recall packs them first, expanded to their source events. A pin goes ahead of
-   all evidence with its whole events, so it must be a strong match: 0.75 (0.6 before the
-   detector found the moments of coding sessions, where a topical corpus puts many bookmarks
-   above 0.6 for any question about it — docs/benchmarks.md, "Bookmarks").
+   are ranked with the events (``recall._units``): a bookmark is a sentence or two citing its
+   events, at its match score times the best event's. They were once pinned ahead of all evidence
+   with their whole events, which spent most of a budget on the few long turns a bookmark cites.
 """
 
 from __future__ import annotations
@@ -56,6 +62,8 @@ from memtoc.retrieval.teleport import Hit, SearchFilters, bm25_search
 from memtoc.retrieval.tiers import grip_events
 from memtoc.store.capabilities import SearchStore
 
+TURN_TYPES = ("user_message", "assistant_message")
+"""A conversation's turns (stages 6 and 8); tool calls and outputs and system events sit between."""
 SEGMENT_PREFIX = "toc:segment:"
 """Segment node ids start so (``toc:{level}:{period}``, DESIGN §2)."""
 Key = tuple[str, str, str]
@@ -102,6 +110,10 @@ class RankConfig:
     w_when: float = 0.2
     time_candidates: int = 100
     """Candidates (best first) whose text is parsed for time expressions (``recall_time``)."""
+    w_tool: float = 0.5
+    """A tool call's or output's share of its score (stage 8): the agent's working material —
+    long, repetitive (the same file read ten times), rarely what a person asks about; what was
+    concluded from it is in the turns around it."""
     w_speaker: float = 0.2
     substance_words: int = 7
     substance_power: float = 0.5
@@ -128,7 +140,7 @@ class Deadline:
 
 @dataclass
 class Ranking:
-    """What the ranking found: scored events, doc units, pinned bookmarks and how it went."""
+    """What the ranking found: scored events, doc units, matching bookmarks and how it went."""
 
     scores: dict[str, float] = field(default_factory=dict)
     """Event id → final score (higher is better)."""
@@ -291,11 +303,15 @@ class Ranker:
                 scores[i] += cfg.w_when
 
     def _subject(self, query: str, scores: dict[str, float], out: Ranking) -> None:
-        """Stage 8: the substance prior, then ``+ w_speaker`` for the named speakers' turns."""
+        """Stage 8: the substance and tool priors, then ``+ w_speaker`` for the named speakers'
+        turns."""
         cfg = self.cfg
         if cfg.substance_words > 0 and cfg.substance_power > 0 and self._stage(out, "substance"):
             for i in scores:
-                scores[i] *= substance(out.events[i], cfg.substance_words, cfg.substance_power)
+                event = out.events[i]
+                scores[i] *= substance(event, cfg.substance_words, cfg.substance_power)
+                if event.event_type not in TURN_TYPES:
+                    scores[i] *= cfg.w_tool
         if cfg.w_speaker <= 0:
             return
         by = {i: speaker(out.events[i]) for i in scores}
@@ -348,29 +364,37 @@ class Ranker:
         return {i: s + cfg.w_session * sess[events[i].session_id] / best for i, s in scores.items()}
 
     def _neighbours(self, scores: dict[str, float], out: Ranking) -> None:
-        """Stage 6: the turns next to the strongest hits, and the replies to the hits that ask."""
+        """Stage 6: the turns next to the strongest hits, and the replies to the hits that ask
+        or that the user answers. Turns are user and assistant messages: the tool calls and
+        outputs between two of them are not a turn of the conversation."""
         cfg = self.cfg
         ranked = sorted(scores, key=lambda i: -scores[i])
         top = ranked[: cfg.neighbours] if cfg.w_neighbour > 0 else []
-        # the hits that ask, with their scores before any neighbour gain
-        asking = [
+        # the hits a reply answers, with their scores before any neighbour gain: one that asks,
+        # or an agent's turn (the user's next turn decides, corrects or confirms what it said)
+        answered = [
             (i, scores[i])
             for i in (ranked[: cfg.replies] if cfg.w_reply > 0 else [])
-            if asks_question(out.events[i])
+            if asks_question(out.events[i]) or out.events[i].event_type == "assistant_message"
         ]
         replies: dict[str, list[Event]] = {}
         for i in top:
-            before, after = self.store.session_neighbors(out.events[i], before=1, after=1)
+            before, after = self.store.session_neighbors(
+                out.events[i], before=1, after=1, event_types=TURN_TYPES
+            )
             replies[i] = after
             for n in (*before, *after):
                 self._join(scores, out, n, cfg.w_neighbour * scores[i])
-        for i, score in asking:
+        for i, score in answered:
             if i in replies:
                 answer = replies[i]
             else:
-                _, answer = self.store.session_neighbors(out.events[i], before=0, after=1)
+                _, answer = self.store.session_neighbors(
+                    out.events[i], before=0, after=1, event_types=TURN_TYPES
+                )
             for n in answer:
-                self._join(scores, out, n, cfg.w_reply * score)
+                if n.event_type == "user_message" or asks_question(out.events[i]):
+                    self._join(scores, out, n, cfg.w_reply * score)
 
     @staticmethod
     def _join(scores: dict[str, float], out: Ranking, event: Event, gain: float) -> None:

@@ -96,9 +96,17 @@ class Store(Protocol):
         ...
 
     def session_neighbors(
-        self, event: Event, *, before: int, after: int, window_ms: int | None = None
+        self,
+        event: Event,
+        *,
+        before: int,
+        after: int,
+        window_ms: int | None = None,
+        event_types: tuple[str, ...] | None = None,
     ) -> tuple[list[Event], list[Event]]:
-        """Up to ``before`` events preceding and ``after`` following ``event`` in its session."""
+        """Up to ``before`` events preceding and ``after`` following ``event`` in its session
+        (only events of ``event_types`` count, when given: the turns of a conversation around
+        its tool steps)."""
         ...
 
     def count_events(self, project: str | None = None) -> int: ...

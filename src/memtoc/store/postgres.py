@@ -253,7 +253,13 @@ class PostgresStore(PgPipeline, PgSearch, PgVectors, PgProjects, PgForget, PgUpk
         return [(int(r[0]), row_to_event(r)) for r in rows]
 
     def session_neighbors(
-        self, event: Event, *, before: int, after: int, window_ms: int | None = None
+        self,
+        event: Event,
+        *,
+        before: int,
+        after: int,
+        window_ms: int | None = None,
+        event_types: tuple[str, ...] | None = None,
     ) -> tuple[list[Event], list[Event]]:
         found = self._query("SELECT seq FROM events WHERE event_id = %s", (event.event_id,))
         if not found:
@@ -262,14 +268,18 @@ class PostgresStore(PgPipeline, PgSearch, PgVectors, PgProjects, PgForget, PgUpk
         lo = event.ts_ms - window_ms if window_ms is not None else -(1 << 62)
         hi = event.ts_ms + window_ms if window_ms is not None else 1 << 62
         base = f"SELECT {EVENT_COLS} FROM events WHERE session_id = %s AND project = %s AND {LIVE} "
+        only: tuple[object, ...] = ()
+        if event_types:
+            base += "AND event_type = ANY(%s) "
+            only = (list(event_types),)
         prev_rows = self._query(
             base + "AND (ts_ms, seq) < (%s, %s) AND ts_ms >= %s "
             "ORDER BY ts_ms DESC, seq DESC LIMIT %s",
-            (event.session_id, event.project, event.ts_ms, seq, lo, before),
+            (event.session_id, event.project, *only, event.ts_ms, seq, lo, before),
         )
         next_rows = self._query(
             base + "AND (ts_ms, seq) > (%s, %s) AND ts_ms <= %s ORDER BY ts_ms, seq LIMIT %s",
-            (event.session_id, event.project, event.ts_ms, seq, hi, after),
+            (event.session_id, event.project, *only, event.ts_ms, seq, hi, after),
         )
         return [row_to_event(r) for r in reversed(prev_rows)], [row_to_event(r) for r in next_rows]
 

@@ -574,7 +574,13 @@ class SqliteStore(SqliteSearch, SqliteForget, SqliteUpkeep, SqliteMerge):
         return [(r[0], _row_to_event(r)) for r in rows]
 
     def session_neighbors(
-        self, event: Event, *, before: int, after: int, window_ms: int | None = None
+        self,
+        event: Event,
+        *,
+        before: int,
+        after: int,
+        window_ms: int | None = None,
+        event_types: tuple[str, ...] | None = None,
     ) -> tuple[list[Event], list[Event]]:
         found = self._query("SELECT seq FROM events WHERE event_id = ?", (event.event_id,))
         if not found:
@@ -589,6 +595,8 @@ class SqliteStore(SqliteSearch, SqliteForget, SqliteUpkeep, SqliteMerge):
             lo, hi = max(lo, event.ts_ms - window_ms), min(hi, event.ts_ms + window_ms)
         ts = event.ts_ms
         where = f"project = ? AND ts_ms >= ? AND ts_ms <= ? AND +session_id = ? AND {self._live}"
+        if event_types:
+            where += f" AND +event_type IN ({', '.join('?' * len(event_types))})"
 
         def side(earlier: bool, first: int, last: int, n: int) -> list[Event]:
             """The ``n`` events nearest ``event`` on one side, in time order."""
@@ -598,7 +606,17 @@ class SqliteStore(SqliteSearch, SqliteForget, SqliteUpkeep, SqliteMerge):
             rows = self._query(
                 f"SELECT {_EVENT_COLS} FROM events WHERE {where} AND (ts_ms {cmp} ? OR "
                 f"(ts_ms = ? AND seq {cmp} ?)) ORDER BY {session_order(earlier)} LIMIT ?",
-                (event.project, first, last, event.session_id, ts, ts, seq, n),
+                (
+                    event.project,
+                    first,
+                    last,
+                    event.session_id,
+                    *(event_types or ()),
+                    ts,
+                    ts,
+                    seq,
+                    n,
+                ),
             )
             return [_row_to_event(r) for r in (reversed(rows) if earlier else rows)]
 
