@@ -61,6 +61,23 @@ def test_long_lines_are_cut_and_passages_stay_small() -> None:
     assert max(COUNTER.count(p.text) for p in passages) <= PASSAGE_TOKENS + 10
 
 
+def test_a_long_line_is_cut_at_sentence_ends() -> None:
+    """A paragraph on one line (as agents write them) is cut after a sentence, not mid-sentence:
+    an answer is a sentence, and cut in two neither half holds it."""
+    sentences = [
+        f"Sentence {n} says the cache {n} was {'warm ' * (n % 5)}enough." for n in range(60)
+    ]
+    line = " ".join(sentences)
+    passages = split_passages(line, COUNTER, limit=40)
+    assert len(passages) > 5
+    for p in passages[:-1]:
+        assert p.text.endswith("enough."), p.text
+    assert all(any(s in p.text for p in passages) for s in sentences)
+    # a line without a sentence end is still cut, at words
+    words = split_passages("word " * 400, COUNTER, limit=40)
+    assert len(words) > 5 and all(p.text.split() == ["word"] * len(p.text.split()) for p in words)
+
+
 def test_the_passage_holding_the_rare_terms_ranks_first() -> None:
     text = _plan(20).replace(
         "- update the renderer7 helper", "- the CSV exporter must escape semicolons in the helper"

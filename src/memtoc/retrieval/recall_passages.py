@@ -5,7 +5,7 @@ assistant's report — hold many facts, and a question asks about one. Packing s
 spends most of a budget on text that does not answer, and its head (the first lines) often misses
 the part that does. So recall's packing unit is the *passage*: an event of at most
 ``PASSAGE_TOKENS`` is one passage; a longer one is cut at line ends into runs of lines of at most
-``PASSAGE_TOKENS`` (a line longer than that is cut at word boundaries).
+``PASSAGE_TOKENS`` (a line longer than that is cut at a sentence's end, else at a word boundary).
 
 A passage's relevance to the question is the IDF-weighted sum of the question's key terms it
 holds, with the IDF taken over the event's own passages: a term on every passage of a plan says
@@ -17,6 +17,7 @@ message's opening usually says what it is about: a plan's title, a report's conc
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -28,6 +29,9 @@ PASSAGE_TOKENS = 120
 parts (gold quotes, a sentence or two, are 25-200 characters)."""
 _CHARS_PER_TOKEN = 4
 """A cheap upper estimate of text length per token, used to skip counting lines that are short."""
+_SENTENCE_END = re.compile(r"[.!?;][\"')\]*_`]*(?=\s)")
+"""Where a sentence ends inside a line: a long line is cut there rather than mid-sentence (an
+answer is a sentence or two: cut in two, neither half holds it)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +65,10 @@ def _pieces(text: str, counter: TokenCounter, limit: int) -> list[tuple[int, int
         while at < len(line):
             rest = line[at:]
             part = truncate_to_tokens(counter, rest, limit - 1) or rest[: limit * _CHARS_PER_TOKEN]
+            if len(part) < len(rest):  # end on a sentence's end when one is not too early
+                ends = [m.end() for m in _SENTENCE_END.finditer(part)]
+                if ends and ends[-1] > len(part) // 3:
+                    part = part[: ends[-1]]
             out.append((start + at, start + at + len(part), limit))
             at += len(part)
             while at < len(line) and line[at].isspace():
