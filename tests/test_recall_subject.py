@@ -250,7 +250,7 @@ CODING_STEPS = [
 def test_tools_are_working_material_and_turns_step_over_them(tmp_path: Path) -> None:
     memory = _coding_memory(tmp_path / "m.db", CODING_STEPS)
     try:
-        store = memory.sqlite_store("test")
+        store = memory.store
         question = "What did we decide about the nightly export batch size?"
         kwargs = rank_scope(memory, "p")
         ids = {e.text: e.event_id for e in store.scan_events()}
