@@ -88,11 +88,16 @@ def test_content_words_leave_out_the_label_and_stopwords() -> None:
     assert substance(chat, 0, 0.5) == substance(chat, 7, 0.0) == 1.0  # off
 
 
-def _memory(path: Path, turns: list[tuple[str, str]]) -> Memory:
+def _filed(path: Path, records: list[dict[str, Any]]) -> Memory:
+    """A SQLite memory with the real static model, asked on 2024-03-01, holding ``records``."""
     clock = ManualClock(_ms("2024-03-01T12:00"))
     store = SqliteStore(path, clock=clock)
     semantic = SemanticIndex(store, kind="static", model=str(require_model()))
     memory = Memory(store, clock=clock, tz=UTC_TZ, semantic=semantic)
+    return file_records(memory, records)
+
+
+def _memory(path: Path, turns: list[tuple[str, str]]) -> Memory:
     records: list[dict[str, Any]] = [
         {
             "session_id": f"s{n // 4}",
@@ -102,7 +107,7 @@ def _memory(path: Path, turns: list[tuple[str, str]]) -> Memory:
         }
         for n, (who, text) in enumerate(turns)
     ]
-    return file_records(memory, records)
+    return _filed(path, records)
 
 
 TURNS = [
@@ -209,10 +214,6 @@ def test_the_reply_to_a_question_hit_joins_at_part_of_its_score(tmp_path: Path) 
 
 def _coding_memory(path: Path, steps: list[tuple[str, str]]) -> Memory:
     """One coding session: ``(event_type, text)`` steps a minute apart."""
-    clock = ManualClock(_ms("2024-03-01T12:00"))
-    store = SqliteStore(path, clock=clock)
-    semantic = SemanticIndex(store, kind="static", model=str(require_model()))
-    memory = Memory(store, clock=clock, tz=UTC_TZ, semantic=semantic)
     records: list[dict[str, Any]] = [
         {
             "session_id": "work",
@@ -222,7 +223,7 @@ def _coding_memory(path: Path, steps: list[tuple[str, str]]) -> Memory:
         }
         for n, (kind, text) in enumerate(steps)
     ]
-    return file_records(memory, records)
+    return _filed(path, records)
 
 
 # the question's words are in the agent's proposal and the tool output; the user's decision
