@@ -40,7 +40,6 @@ from memtoc.errors import NotFoundError
 from memtoc.eval.coding import CodingQuestion
 from memtoc.eval.coding_methods import Answer
 from memtoc.eval.coding_score import SEPARATOR, ContextItem, context_tokens
-from memtoc.eval.coding_store import sqlite_of
 from memtoc.eval.modes import ModeContext
 from memtoc.eval.summary_coverage import node_text
 from memtoc.memory import Memory
@@ -124,7 +123,7 @@ class BrowseMethod:
         self.project = project
         self.ctx = ctx
         self.teleport = teleport
-        self.store = sqlite_of(memory)
+        self.store = memory.store
         nodes = self.store.list_nodes(project)
         self.nodes = {n.node_id: n for n in nodes}
         self.roots = [n for n in nodes if n.level == "year"] or [

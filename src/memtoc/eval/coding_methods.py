@@ -26,7 +26,6 @@ import numpy as np
 from memtoc.eval.baselines import RRF_K, Turns, rrf
 from memtoc.eval.coding import CodingQuestion
 from memtoc.eval.coding_score import ContextItem, pack_whole
-from memtoc.eval.coding_store import sqlite_of
 from memtoc.eval.modes import ModeContext
 from memtoc.memory import Memory
 from memtoc.retrieval.recall import rank_only
@@ -83,7 +82,7 @@ class RecallMethod:
         """Recall's ranked events (its ranking without packing), best first."""
         memory = self.memory
         ranked = rank_only(
-            sqlite_of(memory),
+            memory.store,
             q.question,
             projects=(self.project,),
             at_ms=ref_ms,

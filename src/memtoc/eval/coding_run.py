@@ -30,7 +30,7 @@ from memtoc.eval.coding_score import (
     quote_positions,
     unresolved,
 )
-from memtoc.eval.coding_store import BuiltStore, sqlite_of
+from memtoc.eval.coding_store import BuiltStore
 from memtoc.eval.metrics import mean, percentile
 from memtoc.eval.modes import ModeContext
 from memtoc.model import JsonValue, iso_ms
@@ -222,7 +222,7 @@ def run_coding(
     )
     run.seconds["store"] = built.seconds
     run.seconds["prepare"] = time.perf_counter() - started
-    store = sqlite_of(memory)
+    store = memory.store
 
     def known(ids: Sequence[str]) -> set[str]:
         return {e.event_id for e in store.get_events(list(ids))}

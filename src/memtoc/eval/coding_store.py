@@ -11,6 +11,10 @@ With a store folder (``--store``) the build is kept in ``<folder>/<corpus>/`` be
 redaction, and a fingerprint of the code that builds a store (ingest, pipeline, store, text, the
 model, the facade, bookmark detection). A later run reuses it only when all of these match, so
 recall can be iterated on in seconds while an importer or pipeline change rebuilds.
+
+With a PostgreSQL server (``--db``, team mode) the store is instead a fresh database on it,
+``memtoc_eval_coding_<corpus>`` (any leftover dropped first), built every run and dropped once the
+run is over (``drop_store``): the same build, read through the same store protocol.
 """
 
 from __future__ import annotations
@@ -23,10 +27,12 @@ import time
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from memtoc.clock import ManualClock
 from memtoc.errors import StoreError
 from memtoc.eval.coding import Corpus
+from memtoc.eval.harness import drop_eval_database, fresh_eval_database
 from memtoc.eval.modes import ModeContext
 from memtoc.ids import UlidFactory
 from memtoc.memory import Memory
@@ -34,6 +40,9 @@ from memtoc.model import JsonValue
 from memtoc.retrieval.embedding_index import SemanticIndex
 from memtoc.services import store_timezone
 from memtoc.store.sqlite import SqliteStore
+
+if TYPE_CHECKING:
+    from memtoc.store.postgres import PostgresStore
 
 _BUILD_CODE = ("ingest", "pipeline", "store", "text")
 _BUILD_FILES = ("model.py", "memory.py", "services.py", "retrieval/bookmark_step.py",
@@ -88,11 +97,21 @@ def _manifest(corpus: Corpus, ctx: ModeContext, tz: str, redact: bool) -> dict[s
     }
 
 
-def _memory(path: Path, ctx: ModeContext, tz: str, redact: bool) -> tuple[Memory, ManualClock]:
+def _memory(
+    path: Path, ctx: ModeContext, tz: str, redact: bool, pg_url: str | None = None
+) -> tuple[Memory, ManualClock]:
     from memtoc.ingest.redact import Redactor
 
     clock = ManualClock(0)
-    store = SqliteStore(path, durability="off", clock=clock)
+    store: SqliteStore | PostgresStore
+    if pg_url is not None:
+        from memtoc.store.postgres import PostgresStore
+
+        store = PostgresStore(
+            fresh_eval_database(pg_url, "coding_" + path.parent.name), clock=clock, pool_size=2
+        )
+    else:
+        store = SqliteStore(path, durability="off", clock=clock)
     ids = UlidFactory(clock, random.Random(zlib.crc32(path.parent.name.encode("utf-8"))))
     semantic = SemanticIndex(store, embedder=ctx.embedder) if ctx.embedder else None
     memory = Memory(
@@ -107,19 +126,17 @@ def _memory(path: Path, ctx: ModeContext, tz: str, redact: bool) -> tuple[Memory
     return memory, clock
 
 
-def sqlite_of(memory: Memory) -> SqliteStore:
-    """The eval's store: ``eval coding`` builds and reads SQLite stores (``--store`` paths)."""
-    if isinstance(memory.store, SqliteStore):
-        return memory.store
-    raise StoreError(f"eval coding reads SQLite stores ({memory.store.location} is not one)")
-
-
 def _last_event_ms(memory: Memory, project: str) -> tuple[int, int]:
-    store = sqlite_of(memory)
-    count, last = store.connection.execute(
-        "SELECT count(*), max(ts_ms) FROM events WHERE project = ?", (project,)
-    ).fetchone()
-    return int(count), int(last or 0)
+    """The project's event count and its newest event's time."""
+    events = memory.events(project=project)
+    return len(events), max((e.ts_ms for e in events), default=0)
+
+
+def drop_store(built: BuiltStore) -> None:
+    """Close the store; a PostgreSQL one (``--db``) is dropped too (a SQLite file stays where
+    ``open_store`` put it: a temporary folder or the kept ``--store``)."""
+    built.memory.close()
+    drop_eval_database(built.memory)
 
 
 def open_store(
@@ -131,15 +148,20 @@ def open_store(
     tz: str | None = None,
     redact: bool = True,
     rebuild: bool = False,
+    pg_url: str | None = None,
 ) -> BuiltStore:
     """The corpus's store in ``folder``: reused when ``keep`` and its manifest matches (and not
-    ``rebuild``), else built fresh there. Any rejected record is noted, never silent."""
+    ``rebuild``), else built fresh there; with ``pg_url`` built in a fresh PostgreSQL database on
+    that server instead (never reused; ``drop_store`` drops it). Any rejected record is noted,
+    never silent."""
     zone = tz or corpus.timezone
     home = folder / corpus.name
     db = home / "memtoc.db"
     manifest = _manifest(corpus, ctx, zone, redact)
     notes: list[str] = []
     started = time.perf_counter()
+    if pg_url is not None:
+        return _build(corpus, ctx, home, zone, redact, manifest, notes, started, pg_url)
     if keep and not rebuild and db.is_file() and (home / "build.json").is_file():
         try:
             old = json.loads((home / "build.json").read_text(encoding="utf-8"))
@@ -159,11 +181,44 @@ def open_store(
     if home.exists():
         shutil.rmtree(home)
     home.mkdir(parents=True)
-    memory, clock = _memory(db, ctx, zone, redact)
+    return _build(corpus, ctx, home, zone, redact, manifest, notes, started, None)
+
+
+def _build(
+    corpus: Corpus,
+    ctx: ModeContext,
+    home: Path,
+    zone: str,
+    redact: bool,
+    manifest: dict[str, JsonValue],
+    notes: list[str],
+    started: float,
+    pg_url: str | None,
+) -> BuiltStore:
+    """Ingest, process and roll up the corpus into a new store (``home``'s SQLite file, or a
+    fresh PostgreSQL database with ``pg_url``); the SQLite build leaves its manifest."""
+    memory, clock = _memory(home / "memtoc.db", ctx, zone, redact, pg_url)
+    try:
+        return _fill(corpus, memory, clock, manifest, home, notes, started, pg_url)
+    except BaseException:
+        memory.close()
+        drop_eval_database(memory)  # a half-built PostgreSQL store is not left on the server
+        raise
+
+
+def _fill(
+    corpus: Corpus,
+    memory: Memory,
+    clock: ManualClock,
+    manifest: dict[str, JsonValue],
+    home: Path,
+    notes: list[str],
+    started: float,
+    pg_url: str | None,
+) -> BuiltStore:
     report = memory.ingest([corpus.data], project=corpus.name)
     events, last = _last_event_ms(memory, corpus.name)
     if events == 0:
-        memory.close()
         raise StoreError(f"{corpus.data}: no events imported ({report.rejected} rejected)")
     if report.rejected:
         first = report.rejections[0]
@@ -182,6 +237,9 @@ def open_store(
     seconds = time.perf_counter() - started
     notes.append(f"store built in {seconds:.1f} s: {report.files} files, {events:,} events "
                  f"({report.skipped:,} parts skipped: thinking, bookkeeping)")  # fmt: skip
+    if pg_url is not None:
+        notes.append(f"PostgreSQL store {memory.store.location} (dropped after the run)")
+        return BuiltStore(memory, clock, corpus.name, events, last, False, seconds, notes)
     (home / "build.json").write_text(
         json.dumps({**manifest, "built_at": time.strftime("%Y-%m-%dT%H:%M:%S"), "notes": notes},
                    indent=2) + "\n", encoding="utf-8",

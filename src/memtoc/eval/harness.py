@@ -155,7 +155,7 @@ def build_memory(path: Path, ref_ms: int, ctx: ModeContext, *, pg_url: str | Non
     if pg_url is not None:
         from memtoc.store.postgres import PostgresStore
 
-        store = PostgresStore(_fresh_database(pg_url, path.stem), clock=clock, pool_size=2)
+        store = PostgresStore(fresh_eval_database(pg_url, path.stem), clock=clock, pool_size=2)
     else:
         for suffix in ("", "-wal", "-shm"):
             Path(f"{path}{suffix}").unlink(missing_ok=True)
@@ -175,8 +175,9 @@ def _database_url(pg_url: str, name: str) -> str:
     return urlunsplit(parts._replace(path="/" + name))
 
 
-def _fresh_database(pg_url: str, stem: str) -> str:
-    """Create (dropping any leftover) the database ``memtoc_eval_<stem>``; return its URL."""
+def fresh_eval_database(pg_url: str, stem: str) -> str:
+    """Create (dropping any leftover) the database ``memtoc_eval_<stem>`` on ``pg_url``'s server;
+    return its URL (``drop_eval_database`` drops it)."""
     import psycopg
 
     name = EVAL_DB_PREFIX + re.sub(r"[^a-z0-9_]+", "_", stem.lower())[:40]

@@ -58,6 +58,17 @@ WorkdirOpt = Annotated[
 ]
 
 
+def _pg_url(ctx: typer.Context, db: str | None) -> str | None:
+    """The PostgreSQL server an eval builds its stores on: ``--db``, else the ``db`` setting when
+    it is a PostgreSQL URL; None for SQLite."""
+    pg_url = db or state(ctx).settings.db
+    if pg_url.startswith(("postgresql://", "postgres://")):
+        return pg_url
+    if db is not None:
+        raise fail(f"--db must be a postgresql:// URL here (got {db!r})")
+    return None
+
+
 def _ints(value: str, option: str) -> tuple[int, ...]:
     try:
         out = tuple(int(v) for v in value.split(",") if v.strip())
@@ -153,12 +164,7 @@ def eval_locomo(
     """Evidence recall@k, recall within token budgets, tokens and latency per mode on LoCoMo."""
     from memtoc.eval.locomo_run import run_locomo
 
-    pg_url = db or state(ctx).settings.db
-    if not pg_url.startswith(("postgresql://", "postgres://")):
-        if db is not None:
-            raise fail(f"--db must be a postgresql:// URL here (got {db!r})")
-        pg_url = ""
-
+    pg_url = _pg_url(ctx, db)
     cfg = RunConfig(ks=_ints(k, "--k"), budgets=_ints(budgets, "--budgets"))
     mctx = _context(ctx, embedder, embed_model)
     chosen, skipped = _modes(modes, mctx)
@@ -166,7 +172,7 @@ def eval_locomo(
         report = run_locomo(path, chosen, mctx, cfg, skipped_modes=skipped,
                             conversations=conversations, workdir=workdir,
                             command=_command_line(), progress=progress,
-                            pg_url=pg_url or None,
+                            pg_url=pg_url,
                             workers=workers or default_workers())  # fmt: skip
     _finish(report, out, json_out)
 
@@ -303,6 +309,14 @@ def eval_coding(
     ] = False,
     embedder: EmbedderOpt = None,
     embed_model: EmbedModelOpt = None,
+    db: Annotated[
+        str | None,
+        typer.Option(
+            "--db",
+            help="postgresql://… : build the store in a fresh database on that server (team "
+            "mode), dropped after the run.",
+        ),
+    ] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Answered share within token budgets on a real coding history: recall against BM25, dense,
@@ -315,8 +329,12 @@ def eval_coding(
     from memtoc.eval.coding_methods import METHODS
     from memtoc.eval.coding_report import rich_table, write_outputs
     from memtoc.eval.coding_run import run_coding
-    from memtoc.eval.coding_store import open_store
+    from memtoc.eval.coding_store import drop_store, open_store
 
+    pg_url = _pg_url(ctx, db)
+    if pg_url is not None and (store is not None or rebuild):
+        raise ConfigError("--store and --rebuild are for a SQLite store; with a PostgreSQL "
+                          "server the store is built fresh every run", setting="--db")  # fmt: skip
     corpus = load_corpus(path)
     chosen = select(corpus.questions, questions)
     names = [m.strip() for m in methods.split(",") if m.strip()] if methods else list(METHODS)
@@ -329,14 +347,15 @@ def eval_coding(
     settings = state(ctx).settings
     with tempfile.TemporaryDirectory(prefix="memtoc-eval-coding-") as tmp:
         built = open_store(corpus, mctx, folder=store or Path(tmp), keep=store is not None,
-                           tz=tz, redact=settings.redact, rebuild=rebuild)  # fmt: skip
+                           tz=tz, redact=settings.redact, rebuild=rebuild,
+                           pg_url=pg_url)  # fmt: skip
         try:
             with _progress(json_out) as progress:
                 run = run_coding(corpus, chosen, built, mctx, methods=names, budgets=cuts,
                                  command=_command_line(), progress=progress,
                                  time_limit_ms=math.inf if no_time_limit else None)  # fmt: skip
         finally:
-            built.memory.close()
+            drop_store(built)
     paths = write_outputs(run, out) if out is not None else {}
     if json_out:
         emit_json({**run.summary(), "outputs": {k: str(v) for k, v in paths.items()}})
