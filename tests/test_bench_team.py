@@ -8,7 +8,7 @@ import pytest
 
 from memtoc.errors import StoreError
 from memtoc.eval.bench_team import DB_PREFIX, measure_team, run_team_bench
-from memtoc.store import postgres_ann
+from memtoc.store.postgres import ann as postgres_ann
 from search_support import STATIC_MODEL
 
 

@@ -30,8 +30,8 @@ from mcp import Client
 import memtoc
 from memtoc.eval.soak import toc_snapshot, write_lines
 from memtoc.eval.soak_child import open_memory
-from memtoc.store.maintenance import verify
 from memtoc.store.sqlite import SqliteStore
+from memtoc.store.sqlite.maintenance import verify
 from memtoc.surfaces.http.app import create_app
 from memtoc.surfaces.mcp_server import build_server
 

@@ -25,8 +25,8 @@ from memtoc.config import load_settings
 from memtoc.errors import StoreError
 from memtoc.memory import Memory
 from memtoc.retrieval.embedding_index import SemanticIndex
-from memtoc.store.maintenance import verify
 from memtoc.store.sqlite import SqliteStore
+from memtoc.store.sqlite.maintenance import verify
 from memtoc.surfaces.cli.app import app
 
 T0 = 1_705_572_000_000

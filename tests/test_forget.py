@@ -441,8 +441,8 @@ def test_postgres_scrub_waits_for_an_older_snapshot_then_finishes(
     status), the bytes still in the files; once it ends, the next ``process`` rewrites them."""
     import psycopg
 
-    from memtoc.store import postgres_forget
     from memtoc.store.postgres import PostgresStore
+    from memtoc.store.postgres import forget as postgres_forget
 
     monkeypatch.setattr(postgres_forget, "SNAPSHOT_WAIT_S", 0.3)
     clock = ManualClock(BASE + 10 * DAY)

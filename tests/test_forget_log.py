@@ -18,8 +18,8 @@ from memtoc import forget_log, forgetting
 from memtoc.config import Settings, load_settings
 from memtoc.errors import StoreError
 from memtoc.memory import Memory
-from memtoc.store import sqlite_scrub
 from memtoc.store.sqlite import SqliteStore
+from memtoc.store.sqlite import scrub as sqlite_scrub
 from memtoc.surfaces.cli import app
 
 BASE = 1_705_572_000_000  # 2024-01-18T10:00:00Z
@@ -101,7 +101,7 @@ def test_restoring_a_pre_forget_backup_forgets_again(tmp_path: Path) -> None:
 
 
 def test_a_read_only_open_refuses_a_store_with_forgotten_events_back(tmp_path: Path) -> None:
-    from memtoc.store import maintenance
+    from memtoc.store.sqlite import maintenance
 
     settings = settings_at(tmp_path / "home")
     backup = tmp_path / "before.db"

@@ -1,4 +1,4 @@
-"""Forget leaves no byte behind (store/sqlite_scrub.py): not in free space inside live pages, not
+"""Forget leaves no byte behind (store/sqlite/scrub.py): not in free space inside live pages, not
 in the WAL, not in a backup taken right after — and no reader keeps the text past the forget.
 
 Before: in 3 of 44 forgets a fragment stayed in the unallocated gap of a live ``doc_vectors`` or
@@ -21,8 +21,8 @@ import pytest
 from memtoc.clock import ManualClock
 from memtoc.memory import Memory
 from memtoc.retrieval.embedding_index import SemanticIndex
-from memtoc.store import sqlite_scrub
 from memtoc.store.sqlite import SqliteStore
+from memtoc.store.sqlite import scrub as sqlite_scrub
 from memtoc.text.embed import HashEmbedder
 from pipeline_support import make_events
 

@@ -16,7 +16,7 @@ from memtoc.memory import Memory
 from memtoc.pipeline.embed_step import EmbedStep
 from memtoc.retrieval.embedding_index import SemanticIndex
 from memtoc.retrieval.hybrid import Fusion, fusion_from_settings
-from memtoc.store.sqlite_vectors import count_vectors, recorded_embedder
+from memtoc.store.sqlite.vectors import count_vectors, recorded_embedder
 from memtoc.surfaces.cli.app import app
 from memtoc.surfaces.cli.commands import search_cmds
 from search_support import CORPUS, build_memory, require_model

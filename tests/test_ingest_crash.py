@@ -14,8 +14,8 @@ import time
 from pathlib import Path
 
 from memtoc.memory import Memory
-from memtoc.store.maintenance import verify
 from memtoc.store.sqlite import SqliteStore
+from memtoc.store.sqlite.maintenance import verify
 
 ROOT = Path(__file__).resolve().parent.parent
 N_EVENTS = 60_000

@@ -25,10 +25,10 @@ from memtoc.pipeline.embed_step_pg import PgEmbedStep
 from memtoc.pipeline.summarize.extractive import ExtractiveSummarizer
 from memtoc.pipeline.worker import PipelineConfig, Processor
 from memtoc.retrieval.bookmark_step import bookmark_doc
-from memtoc.store import postgres_maintenance
 from memtoc.store.base import PipelineStore
 from memtoc.store.migrate import CHECKPOINT_PREFIX, migrate_store
 from memtoc.store.postgres import PostgresStore
+from memtoc.store.postgres import maintenance as postgres_maintenance
 from memtoc.store.sqlite import SqliteStore
 from memtoc.text.embed import HashEmbedder
 from memtoc.text.tokens import default_counter

@@ -31,10 +31,10 @@ from memtoc.memory import Memory
 from memtoc.model import Bookmark, Event, Grip
 from memtoc.pipeline.summarize.extractive import ExtractiveSummarizer
 from memtoc.pipeline.worker import PipelineConfig, Processor
-from memtoc.store import postgres_maintenance
 from memtoc.store.base import DocRow, PipelineStore
 from memtoc.store.postgres import PostgresStore
-from memtoc.store.postgres_base import redact_url
+from memtoc.store.postgres import maintenance as postgres_maintenance
+from memtoc.store.postgres.base import redact_url
 from memtoc.store.sqlite import SqliteStore
 from memtoc.text.tokens import default_counter
 from pipeline_support import make_events, toc_snapshot

@@ -14,9 +14,9 @@ from memtoc.clock import ManualClock
 from memtoc.memory import Memory
 from memtoc.pipeline.embed_step_pg import PgEmbedStep
 from memtoc.retrieval.embedding_index import SemanticIndex
-from memtoc.store import postgres_ann
 from memtoc.store.postgres import PostgresStore
-from memtoc.store.postgres_ann import ann_index_name
+from memtoc.store.postgres import ann as postgres_ann
+from memtoc.store.postgres.ann import ann_index_name
 from memtoc.text.embed import HashEmbedder
 from search_support import BASE, CORPUS, DAY
 

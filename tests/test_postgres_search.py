@@ -19,7 +19,7 @@ from memtoc.retrieval.teleport import SearchFilters, bm25_search, filter_keys
 from memtoc.store.capabilities import TextScope
 from memtoc.store.postgres import PostgresStore
 from memtoc.store.sqlite import SqliteStore
-from memtoc.store.sqlite_vectors import VectorKey
+from memtoc.store.sqlite.vectors import VectorKey
 from memtoc.text.embed import HashEmbedder
 from search_support import BASE, CORPUS, DAY
 

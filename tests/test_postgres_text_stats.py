@@ -15,10 +15,11 @@ import pytest
 
 from memtoc.errors import StoreError
 from memtoc.model import Event
-from memtoc.store import postgres_search, postgres_text_stats
 from memtoc.store.capabilities import TextScope
 from memtoc.store.postgres import PostgresStore
-from memtoc.store.postgres_text_stats import ESTIMATE_ABOVE, index_stats, terms
+from memtoc.store.postgres import search as postgres_search
+from memtoc.store.postgres import text_stats as postgres_text_stats
+from memtoc.store.postgres.text_stats import ESTIMATE_ABOVE, index_stats, terms
 
 BASE = 1_705_312_800_000
 ALL = ("node", "grip", "bookmark", "event")

@@ -16,8 +16,7 @@ from memtoc.errors import QueryError, UnknownProjectError
 from memtoc.memory import Memory
 from memtoc.model import Event
 from memtoc.projects import ProjectRegistry
-from memtoc.store import migrations
-from memtoc.store.sqlite import SqliteStore
+from memtoc.store.sqlite import SqliteStore, migrations
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
 T0 = 1_705_572_000_000
@@ -252,8 +251,8 @@ def test_appends_register_projects_the_registry_lacks(store: SqliteStore) -> Non
 def test_an_old_postgres_store_migrates_its_projects(
     pg_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from memtoc.store import postgres_migrations
     from memtoc.store.postgres import PostgresStore
+    from memtoc.store.postgres import migrations as postgres_migrations
 
     names = [m.name for m in postgres_migrations.MIGRATIONS]
     cut = names.index("0008_projects")

@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 from memtoc.config import load_settings
 from memtoc.errors import MemtocError
 from memtoc.memory import Memory
-from memtoc.store.maintenance import verify
+from memtoc.store.sqlite.maintenance import verify
 from memtoc.surfaces.cli.app import app
 
 HOSTILE = [

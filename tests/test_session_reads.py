@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 from memtoc.model import Event
-from memtoc.store.maintenance import verify
-from memtoc.store.migrations import MIGRATIONS, _split
 from memtoc.store.sqlite import SqliteStore
-from memtoc.store.sqlite_forget import select_events
-from memtoc.store.sqlite_sessions import session_spans
+from memtoc.store.sqlite.forget import select_events
+from memtoc.store.sqlite.maintenance import verify
+from memtoc.store.sqlite.migrations import MIGRATIONS, _split
+from memtoc.store.sqlite.sessions import session_spans
 
 STORE_BACKENDS = ("sqlite", "postgres")
 T0 = 1_700_000_000_000

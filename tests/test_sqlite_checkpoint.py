@@ -1,4 +1,4 @@
-"""Background WAL checkpoints beside bulk appends (``store/sqlite_checkpoint.py``), on real
+"""Background WAL checkpoints beside bulk appends (``store/sqlite/checkpoint.py``), on real
 SQLite files."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from memtoc.model import Event
-from memtoc.store.maintenance import compact, verify
 from memtoc.store.sqlite import SqliteStore
-from memtoc.store.sqlite_checkpoint import MIN_EVENTS, BackgroundCheckpointer
+from memtoc.store.sqlite.checkpoint import MIN_EVENTS, BackgroundCheckpointer
+from memtoc.store.sqlite.maintenance import compact, verify
 
 
 def _events(start: int, n: int) -> list[Event]:
@@ -97,7 +97,7 @@ def test_a_failed_checkpoint_is_logged_and_leaves_the_writer_alone(
     """A checkpoint that cannot open the file fails in its thread: counted, logged once, never
     raised into the writer (whose own automatic checkpoint still runs)."""
     checkpointer = BackgroundCheckpointer(tmp_path / "missing" / "m.db", "FULL", min_events=1)
-    with caplog.at_level(logging.WARNING, logger="memtoc.store.sqlite_checkpoint"):
+    with caplog.at_level(logging.WARNING, logger="memtoc.store.sqlite.checkpoint"):
         for _ in range(3):
             checkpointer.appended(5)
             checkpointer.wait()

@@ -215,8 +215,8 @@ def test_two_term_pass_finds_an_old_row_beyond_the_scan_cap(
     from zoneinfo import ZoneInfo
 
     from memtoc.clock import ManualClock
-    from memtoc.store import sqlite_search as teleport  # the FTS5 ranking lives in the store
     from memtoc.store.sqlite import SqliteStore
+    from memtoc.store.sqlite import search as teleport  # the FTS5 ranking lives in the store
 
     clock = ManualClock(BASE + 10 * DAY)
     mem = Memory(SqliteStore(tmp_path / "memtoc.db", clock=clock), clock=clock, tz=ZoneInfo("UTC"))
@@ -255,7 +255,7 @@ def test_two_term_pass_finds_an_old_row_beyond_the_scan_cap(
 
 
 def test_pairs_join_different_words_only() -> None:
-    from memtoc.store.sqlite_search import _pairs
+    from memtoc.store.sqlite.search import _pairs
     from memtoc.text.fts_text import build_match
 
     match = build_match("refresh_token sockets socket limit")

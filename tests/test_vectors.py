@@ -18,7 +18,7 @@ from memtoc.retrieval.vectors import VectorIndex
 from memtoc.retrieval.vectors_ann import faiss_available
 from memtoc.store.base import DocRow
 from memtoc.store.sqlite import SqliteStore
-from memtoc.store.sqlite_vectors import (
+from memtoc.store.sqlite.vectors import (
     VectorKey,
     clear_vectors,
     count_vectors,

@@ -52,7 +52,7 @@ if _TYPE_CHECKING:
     from memtoc.retrieval.tiers import SearchItem
     from memtoc.retrieval.time_search import ResolvedTime
     from memtoc.store.capabilities import AuditEntry
-    from memtoc.store.maintenance import VerifyReport
+    from memtoc.store.derived import VerifyReport
 
     __version__: str
 
@@ -82,7 +82,7 @@ _LAZY = {
     "SearchItem": ("memtoc.retrieval.tiers", "SearchItem"),
     "SearchResult": ("memtoc.retrieval.hybrid", "SearchResult"),
     "TimelineView": ("memtoc.retrieval.navigate", "TimelineView"),
-    "VerifyReport": ("memtoc.store.maintenance", "VerifyReport"),
+    "VerifyReport": ("memtoc.store.sqlite.maintenance", "VerifyReport"),
 }
 
 

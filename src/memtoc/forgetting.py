@@ -17,7 +17,7 @@
    up again bottom-up at once (or retired when emptied: ``derived.rebuild.reroll``, which
    ``memtoc rebuild`` uses too), their older versions and any retired
    node overlapping the forgotten span are deleted, vectors of changed documents are dropped (and
-   re-embedded when an embedder is configured), and ``store/sqlite_scrub.py`` erases the bytes:
+   re-embedded when an embedder is configured), and ``store/sqlite/scrub.py`` erases the bytes:
    the FTS indexes merged (deleted terms leave them), every table that can hold text rewritten
    (copies SQLite left in rebalanced pages' free space are gone), the WAL truncated once every
    reader on an older snapshot has finished (or the scrub stays pending, visibly, until then).

@@ -62,7 +62,7 @@ if TYPE_CHECKING:
     from memtoc.retrieval.navigate import ExpandView, NodeView, TimelineView
     from memtoc.retrieval.recall import RecallResult
     from memtoc.store.capabilities import AuditEntry
-    from memtoc.store.maintenance import VerifyReport
+    from memtoc.store.derived import VerifyReport
     from memtoc.store.postgres import PostgresStore
 
 
@@ -204,7 +204,7 @@ class Memory:
         which a forgotten event is back is refused. None when nothing needed doing."""
         store = self.store
         if not isinstance(store, ForgetLogged):
-            return None  # a server's backups are its operator's (store/postgres_forget.py)
+            return None  # a server's backups are its operator's (store/postgres/forget.py)
         if store.read_only:
             forget_log.check_read_only(store)
             return None
@@ -397,7 +397,7 @@ class Memory:
         progress: Callable[[ProcessReport], None] | None = None,
     ) -> ProcessReport:
         """Drain the outbox: segments, summaries, grips, search indexes, then due rollups; and
-        finish a forget's scrub left pending by a reader (``store/sqlite_scrub.py``)."""
+        finish a forget's scrub left pending by a reader (``store/sqlite/scrub.py``)."""
         if retry_failed:
             self.processor.retry_failed()
         report = self.processor.run(until_idle=until_idle, rollup=rollup, progress=progress)
@@ -619,7 +619,7 @@ class Memory:
             "embedder_degraded": self.semantic.degraded or self.semantic.partial,
             "vectors": self.semantic.state().to_dict(),
             "summaries": self._summary_status(),
-            # forget (store/sqlite_scrub.py): a forget whose WAL a reader still holds
+            # forget (store/sqlite/scrub.py): a forget whose WAL a reader still holds
             "forget_scrub_pending": self._scrub_pending(),
             # serve & status (surfaces/serve.py): the last run of each rollup level
             "rollups": {
@@ -975,7 +975,7 @@ class Memory:
         if len(self._touched) > 10_000:  # a long-lived server: forget the oldest uses
             self._touched = dict(sorted(self._touched.items(), key=lambda kv: kv[1])[-5_000:])
 
-    # -- forget (memtoc.forgetting, store/sqlite_forget.py, store/postgres_forget.py) -------------
+    # -- forget (memtoc.forgetting, store/sqlite/forget.py, store/postgres/forget.py) -------------
     def forget(
         self,
         *,
@@ -991,7 +991,7 @@ class Memory:
     ) -> ForgetReport:
         """Forget events for good: tombstones, re-derived summaries, grips, vectors and bookmarks,
         the raw text purged from the store's files (``memtoc.forgetting``; on PostgreSQL by
-        ``VACUUM FULL``: ``store/postgres_forget.py``). Filters combine with AND;
+        ``VACUUM FULL``: ``store/postgres/forget.py``). Filters combine with AND;
         ``query`` selects every event whose text or metadata contains each of its words.
         ``max_events``: refuse, changing nothing, when more events match. ``dry_run`` only
         reports what would be forgotten; ``plan`` (a dry run's report) executes exactly its event

@@ -10,7 +10,7 @@ How (one transaction, then the ordinary pipeline):
 
 1. the source's events — and the target's events of sessions found in both projects (a split
    session must be segmented as one) — leave their segments: ``segment_events`` and ``events_fts``
-   rows are removed (``sqlite_forget.unfile_events``);
+   rows are removed (``sqlite/forget.unfile_events``);
 2. everything derived from them is retired: the source's segments, nodes of every level (and all
    their versions), grips, search documents, bookmarks, doc vectors, rollup marks and bookmark
    checkpoints; the target's segments of shared sessions, with their nodes and grips, and their
@@ -22,7 +22,7 @@ How (one transaction, then the ordinary pipeline):
 5. the source's folders move to the target and the source leaves the registry, so later sessions
    in its folders file into the target.
 
-The SQL is the store's (``ProjectMerging``: ``store/sqlite_merge.py``); a PostgreSQL store has no
+The SQL is the store's (``ProjectMerging``: ``store/sqlite/merge.py``); a PostgreSQL store has no
 merge yet and ``Memory.merge_projects`` says so.
 """
 

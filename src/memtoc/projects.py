@@ -42,7 +42,7 @@ from memtoc.clock import Clock
 from memtoc.errors import QueryError, StoreError, UnknownProjectError
 from memtoc.model import JsonValue, Project
 from memtoc.store.base import ProjectStore
-from memtoc.store.sqlite_projects import NameTaken
+from memtoc.store.sqlite.projects import NameTaken
 from memtoc.workspace import Workspace, find_workspace
 
 __all__ = ["ProjectRegistry", "Scope", "UnknownProjectError"]

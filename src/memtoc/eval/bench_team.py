@@ -11,12 +11,12 @@ For each size N, in a fresh database ``memtoc_bench_team_<N>`` on the server (dr
    summaries, grips, full text; no embedder), then one ``rollup(force=True)``. Timed the same way.
 3. **Query**, after an ``ANALYZE`` (timed: the planner statistics autovacuum would have gathered
    a minute or so after the load; full-text frequencies of common lexemes come from them, see
-   ``store/postgres_text_stats.py``): the planted facts' questions, cycled to ``queries``, through
+   ``store/postgres/text_stats.py``): the planted facts' questions, cycled to ``queries``, through
    ``Memory.search(q, mode="bm25", limit=10)`` over all projects: p50/p95 latency (wall clock, and
    this process's CPU time per query) and the hit rate (the fact's event among the items' events or
    cites).
 4. **Vectors** (with ``embedder``): the embed step in this process (every event and doc, timed),
-   the approximate index built when the store has enough vectors (``postgres_ann``, timed), then
+   the approximate index built when the store has enough vectors (``postgres/ann``, timed), then
    the same questions through ``mode="hybrid"`` — and the first ``EXACT_QUERIES`` again with exact
    vectors (``PostgresStore.use_ann = False``) for comparison.
 
@@ -154,7 +154,7 @@ def _vectors(store: Any, embedder: tuple[str, str], asked: list[Any]) -> dict[st
     from memtoc.memory import Memory
     from memtoc.pipeline.embed_step_pg import PgEmbedStep
     from memtoc.retrieval.embedding_index import SemanticIndex
-    from memtoc.store.postgres_ann import ANN_MIN_ROWS
+    from memtoc.store.postgres.ann import ANN_MIN_ROWS
 
     semantic = SemanticIndex(store, kind=embedder[0], model=embedder[1])
     emb = semantic.embedder

@@ -41,8 +41,8 @@ from typing import Any
 import memtoc
 from memtoc.errors import MemtocError
 from memtoc.model import JsonValue
-from memtoc.store.maintenance import verify
 from memtoc.store.sqlite import SqliteStore
+from memtoc.store.sqlite.maintenance import verify
 
 STEPS = ("ingest", "process", "rollup", "rebuild", "rebuild-all", "backup")
 _START_MS = 1_704_096_000_000  # 2024-01-01T08:00:00Z

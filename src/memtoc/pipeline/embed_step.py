@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from memtoc.model import JsonValue
 from memtoc.store.capabilities import generation_key
 from memtoc.store.sqlite import SqliteStore
-from memtoc.store.sqlite_vectors import (
+from memtoc.store.sqlite.vectors import (
     VectorKey,
     clear_vectors,
     delete_vectors,

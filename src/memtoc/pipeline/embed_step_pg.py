@@ -7,7 +7,7 @@ their vector came from (``vectors.source_md5``), vectors of vanished docs delete
 a change. Texts are the original text (``original_text``), truncated to ``max_chars``.
 
 Once the embedder has ``ann_min_rows`` vectors, a run that changed something builds its IVFFlat
-index (``PostgresStore.ensure_vector_index``, ``store/postgres_ann.py``: concurrently; rebuilt when
+index (``PostgresStore.ensure_vector_index``, ``store/postgres/ann.py``: concurrently; rebuilt when
 the rows have outgrown it; searches use it from then on).
 """
 
@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from memtoc.pipeline.embed_step import DEFAULT_BATCH, DEFAULT_MAX_CHARS, EmbedReport
 from memtoc.store.capabilities import generation_key
-from memtoc.store.sqlite_vectors import VectorKey
+from memtoc.store.sqlite.vectors import VectorKey
 from memtoc.text.embed import Embedder
 from memtoc.text.fts_text import original_text
 
@@ -37,7 +37,7 @@ class PgEmbedStep:
         max_chars: int = DEFAULT_MAX_CHARS,
         ann_min_rows: int | None = None,
     ) -> None:
-        from memtoc.store.postgres_ann import ANN_MIN_ROWS
+        from memtoc.store.postgres.ann import ANN_MIN_ROWS
 
         self.store = store
         self.embedder = embedder

@@ -29,14 +29,14 @@ from typing import TYPE_CHECKING
 from memtoc.errors import EmbedderError
 from memtoc.model import JsonValue
 from memtoc.store.sqlite import SqliteStore
-from memtoc.store.sqlite_vectors import VectorProgress, vector_progress
+from memtoc.store.sqlite.vectors import VectorProgress, vector_progress
 
 if TYPE_CHECKING:  # numpy-backed modules load on first use: plain commands stay quick to start
     from memtoc.pipeline.embed_step import EmbedStep
     from memtoc.pipeline.embed_step_pg import PgEmbedStep
     from memtoc.retrieval.vectors import VectorIndex
     from memtoc.store.postgres import PostgresStore
-    from memtoc.store.sqlite_vectors import VectorKey
+    from memtoc.store.sqlite.vectors import VectorKey
     from memtoc.text.embed import Embedder
 
 log = logging.getLogger("memtoc")

@@ -14,9 +14,9 @@ left out), ``role`` (events only: other kinds are left out).
 Stores
 ------
 Ranking is a store capability (``TextRanking``, ``store/capabilities.py``): the SQLite store ranks
-its FTS5 indexes (``store/sqlite_search.py``: ``bm25()`` over quoted, code-aware expressions,
+its FTS5 indexes (``store/sqlite/search.py``: ``bm25()`` over quoted, code-aware expressions,
 AND-first, then pairs, then OR), the PostgreSQL store its ``tsvector`` indexes
-(``store/postgres_search.py``: the same filters, passes and 0..1 normalisation). This module holds
+(``store/postgres/search.py``: the same filters, passes and 0..1 normalisation). This module holds
 what both share: the filters' validation, the merge of both indexes, and the ``Hit`` type.
 """
 

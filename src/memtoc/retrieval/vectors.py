@@ -26,7 +26,7 @@ import numpy.typing as npt
 
 from memtoc.errors import QueryError
 from memtoc.retrieval.vectors_ann import IvfAnn, faiss_available
-from memtoc.store.sqlite_vectors import EmbedderIdentity, VectorKey, load_vectors, put_vectors
+from memtoc.store.sqlite.vectors import EmbedderIdentity, VectorKey, load_vectors, put_vectors
 
 if TYPE_CHECKING:
     from memtoc.store.sqlite import SqliteStore

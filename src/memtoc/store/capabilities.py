@@ -5,8 +5,8 @@ store, and every statement of SQL stays inside ``store/``. Both backends impleme
 here unless it says otherwise; what only one backend has is a separate protocol the caller checks
 for (``isinstance`` on the protocol, never on a concrete store class):
 
-- ``TextRanking``: BM25 over the text indexes (SQLite FTS5: ``store/sqlite_search.py``;
-  PostgreSQL ``tsvector``: ``store/postgres_search.py``) and the same filters for keys found
+- ``TextRanking``: BM25 over the text indexes (SQLite FTS5: ``store/sqlite/search.py``;
+  PostgreSQL ``tsvector``: ``store/postgres/search.py``) and the same filters for keys found
   another way (vectors).
 - ``SearchStore``: what recall, drill, search and the time search read (the pipeline's store plus
   ``TextRanking``).
@@ -33,8 +33,8 @@ from memtoc.model import JsonValue
 from memtoc.store.base import PipelineStore
 
 if TYPE_CHECKING:
-    from memtoc.store.maintenance import VerifyReport
-    from memtoc.store.sqlite_vectors import EmbedderIdentity
+    from memtoc.store.derived import VerifyReport
+    from memtoc.store.sqlite.vectors import EmbedderIdentity
 
 ScoredRow = tuple[str, str, str, int, float, float, bool]
 """A ranked row: ``kind, project, item_id, ts_ms, score (0..1), raw score, every_term``."""
@@ -43,7 +43,7 @@ Key = tuple[str, str, str]
 DOC_KINDS: tuple[str, ...] = ("node", "grip", "bookmark")
 """The kinds of item held in the ``docs`` table (events are the other index)."""
 DEFAULT_SCAN_CAP = 5_000
-"""Most rows one unfiltered FTS5 expression is ranked over (``store/sqlite_search.py``): keeps
+"""Most rows one unfiltered FTS5 expression is ranked over (``store/sqlite/search.py``): keeps
 BM25 in milliseconds however large the store; only queries made of very common terms are affected
 (they rank their newest matches)."""
 OR_ONLY_FACTOR = 0.5
@@ -314,7 +314,7 @@ class MergeReport:
 
 @runtime_checkable
 class ProjectMerging(Protocol):
-    """Merging one project into another (``memtoc.merging``; SQLite: ``sqlite_merge.py``)."""
+    """Merging one project into another (``memtoc.merging``; SQLite: ``sqlite/merge.py``)."""
 
     def merge_projects(self, source: str, target: str) -> MergeReport:
         """File project ``source``'s events under ``target``, retire what was derived from them

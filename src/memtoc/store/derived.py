@@ -3,9 +3,9 @@
 Everything derived from events — segments, TOC nodes and their versions, grips, bookmarks, search
 documents, the BM25 indexes and vectors — can be checked against the events and rebuilt from them
 (DESIGN §3). The logic lives above the store (``memtoc.derived``); the SQL lives here, behind the
-narrow ``DerivedStore`` protocol, mirrored by ``SqliteDerived`` (``sqlite_audit.py``: verify's
-checks, ``sqlite_derived.py``: rebuild's repairs) and ``PgDerived`` (``postgres_audit.py``,
-``postgres_derived.py``). ``derived_ops(store)`` returns the right one.
+narrow ``DerivedStore`` protocol, mirrored by ``SqliteDerived`` (``sqlite/audit.py``: verify's
+checks, ``sqlite/derived.py``: rebuild's repairs) and ``PgDerived`` (``postgres/audit.py``,
+``postgres/derived.py``). ``derived_ops(store)`` returns the right one.
 
 ``audit`` runs the checks that are plain SQL (coverage of every event by exactly one segment,
 membership and segment rows, nodes of built segments, grips' event ranges, bookmarks' events,
@@ -17,7 +17,7 @@ a few examples (ids, so a user can look) and the command that repairs it.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 from memtoc.model import Grip, JsonValue, TocNode
@@ -26,7 +26,7 @@ from memtoc.store.base import SegmentRecord
 if TYPE_CHECKING:
     from memtoc.store.postgres import PostgresStore
     from memtoc.store.sqlite import SqliteStore
-    from memtoc.store.sqlite_vectors import EmbedderIdentity
+    from memtoc.store.sqlite.vectors import EmbedderIdentity
 
 EXAMPLES = 3
 """Examples listed per finding."""
@@ -72,6 +72,45 @@ class Audit:
     pending: tuple[str, ...] = ()
     """Work in flight that is not a problem (events waiting in the outbox, vectors not yet
     computed by a running pipeline)."""
+
+
+@dataclass(slots=True)
+class VerifyReport:
+    """What ``verify`` checked, every problem it found (``findings``: what, how many, where, the
+    fix) and the work in flight it saw (``pending``: not problems)."""
+
+    checks: list[str] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+    pending: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.findings
+
+    @property
+    def problems(self) -> list[str]:
+        """Each finding as one line, ``check: message``."""
+        return [f"{f.check}: {f.message()}" for f in self.findings]
+
+    def check(self, name: str, problem: str | None, fix: str | None = None) -> None:
+        self.checks.append(name)
+        if problem:
+            self.findings.append(Finding(name, problem, 1, fix=fix))
+
+    def add(self, audit: Audit) -> None:
+        """Take over an audit's checks, findings and pending work."""
+        self.checks.extend(c for c in audit.checks if c not in self.checks)
+        self.findings.extend(audit.findings)
+        self.pending.extend(audit.pending)
+
+    def to_dict(self) -> dict[str, JsonValue]:
+        return {
+            "ok": self.ok,
+            "checks": list(self.checks),
+            "problems": list(self.problems),
+            "findings": [f.to_dict() for f in self.findings],
+            "pending": list(self.pending),
+        }
 
 
 class DerivedStore(Protocol):
@@ -179,9 +218,9 @@ def derived_ops(store: SqliteStore | PostgresStore) -> DerivedStore:
     from memtoc.store.sqlite import SqliteStore
 
     if isinstance(store, SqliteStore):
-        from memtoc.store.sqlite_derived import SqliteDerived
+        from memtoc.store.sqlite.derived import SqliteDerived
 
         return SqliteDerived(store)
-    from memtoc.store.postgres_derived import PgDerived
+    from memtoc.store.postgres.derived import PgDerived
 
     return PgDerived(store)

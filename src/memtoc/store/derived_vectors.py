@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memtoc.store.derived import Finding
-from memtoc.store.sqlite_vectors import EmbedderIdentity
+from memtoc.store.sqlite.vectors import EmbedderIdentity
 
 FIX = "memtoc rebuild --vectors"
 

@@ -18,7 +18,7 @@ refused. The source must not be written while it is copied (stop the agents and 
 
 **Verified.** After the copy, every table is compared: row counts and an order-independent content
 hash (the sum of each row's SHA-256, over the values as stored in PostgreSQL — the source side is
-converted exactly as it was for the copy), then ``postgres_maintenance.verify`` checks the target.
+converted exactly as it was for the copy), then ``postgres/maintenance.verify`` checks the target.
 
 Not copied: ``forget_audit`` (the PostgreSQL schema has no audit table yet) and ``doc_vectors``
 as such — each doc vector's source text becomes its ``vectors.source_md5`` instead.
@@ -43,7 +43,7 @@ from pgvector.psycopg import register_vector
 from memtoc.clock import Clock, SystemClock
 from memtoc.errors import StoreError
 from memtoc.model import JsonValue
-from memtoc.store.postgres_base import pg_text, redact_url
+from memtoc.store.postgres.base import pg_text, redact_url
 
 Row = tuple[Any, ...]
 CHECKPOINT_PREFIX = "migrate-store:"
@@ -443,8 +443,8 @@ def migrate_store(
 ) -> MigrateReport:
     """Copy the SQLite store at ``source`` into the PostgreSQL database at ``url`` (resuming an
     interrupted copy), then compare every table and verify the target."""
-    from memtoc.store import postgres_maintenance
     from memtoc.store.postgres import PostgresStore
+    from memtoc.store.postgres import maintenance as postgres_maintenance
     from memtoc.store.sqlite import SqliteStore
 
     clock = clock or SystemClock()

@@ -18,7 +18,7 @@ an offline machine fails at once instead of hanging). Every failure to load or r
 is degraded. Nothing here falls back silently to another embedder.
 
 The store records the embedder's name with every vector and its dimension and version in ``meta``
-(see ``memtoc.store.sqlite_vectors``), so a changed model is detected and ``memtoc rebuild
+(see ``memtoc.store.sqlite.vectors``), so a changed model is detected and ``memtoc rebuild
 --vectors`` re-embeds.
 """
 

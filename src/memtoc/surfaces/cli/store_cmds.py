@@ -19,7 +19,7 @@ from rich.table import Table
 
 from memtoc.ingest.importer import discover
 from memtoc.model import IngestReport, iso_ms
-from memtoc.store import maintenance
+from memtoc.store.sqlite import maintenance
 from memtoc.surfaces.cli.app import (
     JsonOpt,
     app,

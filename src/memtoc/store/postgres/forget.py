@@ -1,9 +1,9 @@
 """Forgetting in the PostgreSQL store (``ForgetStore``, ``store/capabilities.py``).
 
-The same contract as ``store/sqlite_forget.py`` (``memtoc.forgetting`` decides what to forget and
+The same contract as ``store/sqlite/forget.py`` (``memtoc.forgetting`` decides what to forget and
 re-derives the TOC): a forgotten event stays as a tombstone row (``0010_forget``: text, exact text
 and metadata purged, ``forgotten_ms`` set, listed in ``tombstones``) so re-importing it is still a
-duplicate, and every read of events leaves tombstones out (``postgres_base.LIVE``); its
+duplicate, and every read of events leaves tombstones out (``postgres/base.LIVE``); its
 ``event_search`` row, segment membership, vectors, the bookmarks citing it, and every stored
 version of the nodes built from it are deleted.
 
@@ -38,7 +38,7 @@ import psycopg
 from memtoc.errors import StoreError
 from memtoc.model import JsonValue
 from memtoc.store.capabilities import DOC_KINDS, AuditEntry, EventRef, ScrubReport
-from memtoc.store.postgres_base import LIVE, PgBase
+from memtoc.store.postgres.base import LIVE, PgBase
 
 SCRUBBED: tuple[str, ...] = (
     "events",

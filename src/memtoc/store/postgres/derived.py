@@ -1,6 +1,6 @@
-"""``DerivedStore`` on PostgreSQL: the audit (``postgres_audit``) plus ``rebuild``'s repairs.
+"""``DerivedStore`` on PostgreSQL: the audit (``postgres/audit``) plus ``rebuild``'s repairs.
 
-The same operations as ``sqlite_derived``; ``rebuild_text_index`` refills ``event_search`` and
+The same operations as ``sqlite/derived``; ``rebuild_text_index`` refills ``event_search`` and
 recomputes document texts (``docs.tsv`` is generated from them) and drops this process's cached
 BM25 statistics.
 """
@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from memtoc.store.postgres_audit import LATEST_VERSIONS, STALE_DOCS, PgAudit
-from memtoc.store.postgres_base import pg_text
+from memtoc.store.postgres.audit import LATEST_VERSIONS, STALE_DOCS, PgAudit
+from memtoc.store.postgres.base import pg_text
 from memtoc.text.fts_text import original_text, search_text
 
 
 class PgDerived(PgAudit):
-    """``DerivedStore``: the audit (``postgres_audit``) and the repairs ``rebuild`` needs."""
+    """``DerivedStore``: the audit (``postgres/audit``) and the repairs ``rebuild`` needs."""
 
     # -- rebuild --------------------------------------------------------------------------------------
     def sessions(self, project: str | None = None) -> list[tuple[str, str]]:

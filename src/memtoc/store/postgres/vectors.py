@@ -9,7 +9,7 @@ version are recorded in ``meta`` under ``embedder:<name>`` exactly as on SQLite 
 
 Search (``nearest``) is exact — ``ORDER BY vec <=> q`` over one embedder's rows, filtered by
 project and kind (and by time for events) — or, once the embedder has its IVFFlat index
-(``postgres_ann``), approximate through it: the same filters, the index's order re-sorted by
+(``postgres/ann``), approximate through it: the same filters, the index's order re-sorted by
 (distance, item id); a search the index answers with fewer than k rows (a selective filter) is run
 exactly. ``explain_nearest`` shows the server's plan.
 """
@@ -25,9 +25,9 @@ import numpy.typing as npt
 from psycopg import sql
 
 from memtoc.errors import StoreError
-from memtoc.store.postgres_ann import PgAnn, ann_index_name
-from memtoc.store.postgres_base import LIVE
-from memtoc.store.sqlite_vectors import (
+from memtoc.store.postgres.ann import PgAnn, ann_index_name
+from memtoc.store.postgres.base import LIVE
+from memtoc.store.sqlite.vectors import (
     BEHIND_CAP,
     EmbedderIdentity,
     VectorKey,
@@ -77,7 +77,7 @@ class PgVectors(PgAnn):
         return recorded != (int(embedder.dim), embedder.version)
 
     def vector_progress(self, name: str) -> VectorProgress:
-        """How far ``name``'s vectors cover the store (``sqlite_vectors.VectorProgress``)."""
+        """How far ``name``'s vectors cover the store (``sqlite/vectors.VectorProgress``)."""
         row = self._query(
             "SELECT (SELECT value FROM meta WHERE key = %s), (SELECT value FROM checkpoints "
             "WHERE job = %s), (SELECT COALESCE(MAX(seq), 0) FROM segment_events)",

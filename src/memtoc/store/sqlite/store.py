@@ -37,7 +37,6 @@ from memtoc.model import (
     Project,
     TocNode,
 )
-from memtoc.store import sqlite_projects
 from memtoc.store.base import DirtyPeriod, DocRow, EventRow, SegmentRecord
 from memtoc.store.event_checks import (
     VALID_TS_SQL,
@@ -47,19 +46,20 @@ from memtoc.store.event_checks import (
     split_valid,
     storable_text,
 )
-from memtoc.store.migrations import migrate
-from memtoc.store.sqlite_checkpoint import BackgroundCheckpointer
-from memtoc.store.sqlite_forget import SqliteForget
-from memtoc.store.sqlite_merge import SqliteMerge
-from memtoc.store.sqlite_search import SqliteSearch
-from memtoc.store.sqlite_sessions import (
+from memtoc.store.sqlite import projects as sqlite_projects
+from memtoc.store.sqlite.checkpoint import BackgroundCheckpointer
+from memtoc.store.sqlite.forget import SqliteForget
+from memtoc.store.sqlite.merge import SqliteMerge
+from memtoc.store.sqlite.migrations import migrate
+from memtoc.store.sqlite.search import SqliteSearch
+from memtoc.store.sqlite.sessions import (
     SPAN_UPSERT,
     session_order,
     session_scope,
     session_spans,
     spans_of,
 )
-from memtoc.store.sqlite_upkeep import SqliteUpkeep
+from memtoc.store.sqlite.upkeep import SqliteUpkeep
 
 _SYNCHRONOUS = {"full": "FULL", "normal": "NORMAL", "off": "OFF"}
 PAGE_SIZE = 16_384
@@ -298,7 +298,7 @@ class SqliteStore(SqliteSearch, SqliteForget, SqliteUpkeep, SqliteMerge):
                 # larger pages make the insert cheaper (measured: 5.6 -> 4.8 µs CPU per event).
                 self._conn.execute(f"PRAGMA page_size = {PAGE_SIZE}")
                 # freed cells and pages are zeroed, whatever the build's default (forget relies
-                # on it: store/sqlite_scrub.py); Debian's SQLite already defaults to it
+                # on it: store/sqlite/scrub.py); Debian's SQLite already defaults to it
                 self._conn.execute("PRAGMA secure_delete = ON")
                 mode = self._conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
                 if str(mode).lower() != "wal":
@@ -323,7 +323,7 @@ class SqliteStore(SqliteSearch, SqliteForget, SqliteUpkeep, SqliteMerge):
             None if read_only else BackgroundCheckpointer(self.path, _SYNCHRONOUS[durability])
         )
         """Copies bulk appends' WAL pages into the database file in the background
-        (``sqlite_checkpoint``); ``None`` for a read-only store."""
+        (``sqlite/checkpoint``); ``None`` for a read-only store."""
 
     # -- plumbing ---------------------------------------------------------------------------------
     @property

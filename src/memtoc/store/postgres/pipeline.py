@@ -22,8 +22,8 @@ from typing import Any
 from memtoc.errors import NotFoundError, StoreError
 from memtoc.model import Event, Grip
 from memtoc.store.base import DirtyPeriod, DocRow, SegmentRecord
-from memtoc.store.postgres_base import LIVE, PgBase, Row, pg_text
-from memtoc.store.sqlite import _GRIP_COLS, _grip_from_row, _segment_from_row, _segment_row
+from memtoc.store.postgres.base import LIVE, PgBase, Row, pg_text
+from memtoc.store.sqlite.store import _GRIP_COLS, _grip_from_row, _segment_from_row, _segment_row
 
 EVENT_COLS = (
     "seq, event_id, ts_ms, project, session_id, agent, event_type, role, text, metadata, "

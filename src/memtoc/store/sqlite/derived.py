@@ -1,4 +1,4 @@
-"""``DerivedStore`` on SQLite: the audit (``sqlite_audit``) plus the repairs ``rebuild`` needs.
+"""``DerivedStore`` on SQLite: the audit (``sqlite/audit``) plus the repairs ``rebuild`` needs.
 
 See ``memtoc.store.derived`` for the contract and ``memtoc.derived.rebuild`` for their use:
 sessions to re-segment, membership and BM25 presence of events, segments to queue, the processed
@@ -10,12 +10,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from memtoc.store.event_checks import storable_text
-from memtoc.store.sqlite_audit import LATEST_VERSIONS, STALE_DOCS, SqliteAudit, chunks
+from memtoc.store.sqlite.audit import LATEST_VERSIONS, STALE_DOCS, SqliteAudit, chunks
 from memtoc.text.fts_text import original_text, search_text
 
 
 class SqliteDerived(SqliteAudit):
-    """``DerivedStore``: the audit (``sqlite_audit``) and the repairs ``rebuild`` needs."""
+    """``DerivedStore``: the audit (``sqlite/audit``) and the repairs ``rebuild`` needs."""
 
     # -- rebuild --------------------------------------------------------------------------------------
     def sessions(self, project: str | None = None) -> list[tuple[str, str]]:

@@ -20,7 +20,7 @@ functions do the store-level work, each joining the caller's ``store.transaction
 ``secure_delete`` wraps the whole operation in ``PRAGMA secure_delete = ON`` (the store sets it on
 every writing connection too), so every freed cell and page is overwritten with zeros. What
 SQLite never frees — copies left in rebalanced pages' free space — and the WAL are handled by
-``store/sqlite_scrub.py``, which ends every forget: after it the forgotten bytes are in neither the
+``store/sqlite/scrub.py``, which ends every forget: after it the forgotten bytes are in neither the
 database file nor the WAL, nor in a backup taken afterwards (the online backup copies pages, free
 ones included). ``memtoc compact`` (VACUUM) also shrinks the file.
 """
@@ -35,12 +35,12 @@ from typing import TYPE_CHECKING, Any, cast
 
 from memtoc.errors import StoreError
 from memtoc.model import Event, JsonValue
-from memtoc.store import sqlite_scrub
 from memtoc.store.capabilities import AuditEntry, EventRef, ScrubReport
-from memtoc.store.sqlite_sessions import session_scope
+from memtoc.store.sqlite import scrub as sqlite_scrub
+from memtoc.store.sqlite.sessions import session_scope
 
 if TYPE_CHECKING:
-    from memtoc.store.sqlite import SqliteStore
+    from memtoc.store.sqlite.store import SqliteStore
 from memtoc.text.fts_text import search_text
 
 _CHUNK = 500
@@ -76,7 +76,7 @@ def select_events(
     match in any case, other characters exactly; in metadata the word as JSON escapes it)."""
     clauses: list[str] = []
     args: list[Any] = []
-    if session_id is not None:  # within the session's span (store/sqlite_sessions.py)
+    if session_id is not None:  # within the session's span (store/sqlite/sessions.py)
         scope = session_scope(
             store._query, session_id, project, since_ms, until_ms, table=store._spans
         )
@@ -386,7 +386,7 @@ def list_audit(store: SqliteStore, limit: int = 50) -> list[AuditEntry]:
 
 class SqliteForget:
     """``ForgetStore`` and ``ForgetLogged`` for ``SqliteStore`` (a mixin: the functions above,
-    and ``store/sqlite_scrub.py``'s, as its methods)."""
+    and ``store/sqlite/scrub.py``'s, as its methods)."""
 
     def _store(self) -> SqliteStore:
         return cast("SqliteStore", self)

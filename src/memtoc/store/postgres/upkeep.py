@@ -1,4 +1,4 @@
-"""``Verifiable`` for ``PostgresStore`` (a mixin over ``store/postgres_maintenance.py``, imported
+"""``Verifiable`` for ``PostgresStore`` (a mixin over ``store/postgres/maintenance.py``, imported
 when called: it needs the store class). No ``FileBackups``: a server is backed up with
 ``pg_dump`` and compacts itself (autovacuum)."""
 
@@ -7,13 +7,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, cast
 
 if TYPE_CHECKING:
-    from memtoc.store.maintenance import VerifyReport
-    from memtoc.store.postgres import PostgresStore
-    from memtoc.store.sqlite_vectors import EmbedderIdentity
+    from memtoc.store.derived import VerifyReport
+    from memtoc.store.postgres.store import PostgresStore
+    from memtoc.store.sqlite.vectors import EmbedderIdentity
 
 
 class PgUpkeep:
     def verify_store(self, embedder: EmbedderIdentity | None = None) -> VerifyReport:
-        from memtoc.store import postgres_maintenance
+        from memtoc.store.postgres import maintenance as postgres_maintenance
 
         return postgres_maintenance.verify(cast("PostgresStore", self), embedder)

@@ -9,7 +9,7 @@ from memtoc.store.base import DirtyPeriod
 from memtoc.store.capabilities import MergeReport, generation_key
 
 if TYPE_CHECKING:
-    from memtoc.store.sqlite import SqliteStore
+    from memtoc.store.sqlite.store import SqliteStore
 
 REFILE_BATCH = 2_000
 """Events per outbox entry queued for filing again."""

@@ -1,6 +1,6 @@
 """The approximate vector index on PostgreSQL: pgvector IVFFlat, one per (embedder, dimension).
 
-Vector search is exact (``postgres_vectors.nearest``) until an embedder has ``ANN_MIN_ROWS``
+Vector search is exact (``postgres/vectors.nearest``) until an embedder has ``ANN_MIN_ROWS``
 vectors; then the embed step calls ``ensure_vector_index``, which builds a partial expression
 index — ``USING ivfflat ((vec::vector(dim)) vector_cosine_ops) WITH (lists = L) WHERE embedder =
 … AND dim = …`` (one ``vector`` column holds every embedder's rows, so the index needs a fixed
@@ -33,7 +33,7 @@ from psycopg import sql
 
 from memtoc.errors import StoreError
 from memtoc.model import JsonValue
-from memtoc.store.postgres_base import PgBase
+from memtoc.store.postgres.base import PgBase
 
 ANN_MIN_ROWS = 100_000
 """Vectors of one embedder from which the embed step builds its index."""

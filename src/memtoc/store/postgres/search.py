@@ -22,7 +22,7 @@ FTS5 queries stay in teleport). Two ``tsvector`` indexes answer, as on SQLite: `
   nodes), role (events only).
 
 Two round trips per search, whatever the number of lexemes and indexes:
-``postgres_text_stats.terms`` returns the query's lexemes with their document frequency in each
+``postgres/text_stats.terms`` returns the query's lexemes with their document frequency in each
 index wanted (statistics: that module); one statement then runs both
 passes of both indexes (``_pass``; the OR pass of an index only runs when its AND pass found fewer
 than the cap). Per pass, the newest ``SCAN_CAP`` matches are scored. How they are found depends on
@@ -41,7 +41,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from memtoc.store import postgres_text_stats as text_stats
 from memtoc.store.capabilities import (
     DEFAULT_SCAN_CAP,
     DOC_KINDS,
@@ -50,8 +49,9 @@ from memtoc.store.capabilities import (
     ScoredRow,
     TextScope,
 )
-from memtoc.store.postgres_base import PgBase
-from memtoc.store.postgres_text_stats import index_stats, terms
+from memtoc.store.postgres import text_stats
+from memtoc.store.postgres.base import PgBase
+from memtoc.store.postgres.text_stats import index_stats, terms
 
 SCAN_CAP = 5_000
 """Most matching rows one pass scores (the newest), as SQLite's ``DEFAULT_SCAN_CAP``: keeps

@@ -29,7 +29,7 @@ import numpy.typing as npt
 from memtoc.errors import NotFoundError, QueryError, StoreError
 from memtoc.model import AppendResult, Bookmark, Event, JsonValue, OutboxEntry, TocNode
 from memtoc.store.event_checks import Stored, classify, out_of_range_count, row_problem
-from memtoc.store.postgres_base import (
+from memtoc.store.postgres.base import (
     APPEND_LOCK,
     CLAIM_LOCK,
     LIVE,
@@ -37,13 +37,13 @@ from memtoc.store.postgres_base import (
     dumps,
     pg_text,
 )
-from memtoc.store.postgres_forget import PgForget
-from memtoc.store.postgres_pipeline import EVENT_COLS, PgPipeline, row_to_event
-from memtoc.store.postgres_projects import PgProjects
-from memtoc.store.postgres_search import PgSearch
-from memtoc.store.postgres_upkeep import PgUpkeep
-from memtoc.store.postgres_vectors import PgVectors
-from memtoc.store.sqlite import _asdict, _bookmark_from_row, _node_data, _node_from_row
+from memtoc.store.postgres.forget import PgForget
+from memtoc.store.postgres.pipeline import EVENT_COLS, PgPipeline, row_to_event
+from memtoc.store.postgres.projects import PgProjects
+from memtoc.store.postgres.search import PgSearch
+from memtoc.store.postgres.upkeep import PgUpkeep
+from memtoc.store.postgres.vectors import PgVectors
+from memtoc.store.sqlite.store import _asdict, _bookmark_from_row, _node_data, _node_from_row
 
 _OUTBOX_COLS = "entry_id, kind, payload, created_ms, attempts, status, error"
 _LATEST = (

@@ -32,7 +32,7 @@ import numpy.typing as npt
 from memtoc.errors import StoreError
 
 if TYPE_CHECKING:
-    from memtoc.store.sqlite import SqliteStore
+    from memtoc.store.sqlite.store import SqliteStore
 
 _LE_F32 = np.dtype("<f4")
 

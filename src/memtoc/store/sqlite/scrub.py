@@ -41,7 +41,7 @@ from memtoc.errors import StoreError
 from memtoc.store.capabilities import ScrubReport
 
 if TYPE_CHECKING:
-    from memtoc.store.sqlite import SqliteStore
+    from memtoc.store.sqlite.store import SqliteStore
 
 PENDING_KEY = "forget_scrub_pending"
 """``meta`` key: the epoch-ms of a forget whose WAL could not be truncated yet."""

@@ -1,5 +1,5 @@
 """BM25 statistics of the PostgreSQL store's text indexes: rows, average length, document
-frequencies — what ``postgres_search`` needs before it can rank, read cheaply at any size.
+frequencies — what ``postgres/search`` needs before it can rank, read cheaply at any size.
 
 - **Rows and average length** (``index_stats``) per index, cached ``STATS_TTL_S`` per store: exact
   (``COUNT``, ``AVG(length(tsv))``) below ``SAMPLE_ABOVE`` rows; above, the row count is the
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import time
 
-from memtoc.store.postgres_base import PgBase, pg_text
+from memtoc.store.postgres.base import PgBase, pg_text
 
 STATS_TTL_S = 60.0
 SAMPLE_ABOVE = 200_000
@@ -30,7 +30,7 @@ DF_CAP = 10_000
 """Most rows a document frequency is counted up to: a lexeme the statistics do not know (none yet:
 a freshly loaded store before autovacuum's first ``ANALYZE``) costs at most this many row visits.
 A count that reaches it is returned as ``DF_CAP + 1`` ("more"): weighted as that many rows, and
-``postgres_search`` plans its passes as unbounded. (At 50,000, a 100k store queried right after
+``postgres/search`` plans its passes as unbounded. (At 50,000, a 100k store queried right after
 its bulk load had p95 627 ms, 123 ms once analysed.)"""
 ESTIMATE_ABOVE = 5_000
 """Lexemes the statistics put above this many rows get the estimate instead of a count."""
@@ -40,7 +40,7 @@ _QUOTED = (
     "CAST(chr(39) || replace(replace(w, chr(92), chr(92) || chr(92)), chr(39), chr(39) || chr(39)) "
     "|| chr(39) AS tsquery)"
 )
-"""A lexeme ``w`` as a tsquery, quoted as ``postgres_search.tsquery_text`` quotes it."""
+"""A lexeme ``w`` as a tsquery, quoted as ``postgres/search.tsquery_text`` quotes it."""
 _DF = (
     "COALESCE((SELECT round(m.f * %s)::bigint FROM m WHERE m.t = '{t}' AND m.w = q.w AND "
     "m.f * %s > %s), (SELECT COUNT(*) FROM (SELECT 1 FROM {t} WHERE tsv @@ q.t LIMIT %s) c))"

@@ -4,56 +4,16 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from memtoc.errors import StoreError
-from memtoc.model import EVENT_TYPES, ROLES, JsonValue
-from memtoc.store.derived import Audit, Finding
+from memtoc.model import EVENT_TYPES, ROLES
+from memtoc.store.derived import VerifyReport
 from memtoc.store.event_checks import OUT_OF_RANGE_SQL, out_of_range_problem
-from memtoc.store.migrations import MIGRATIONS
-from memtoc.store.sqlite import SqliteStore, prepare_private_file
-from memtoc.store.sqlite_audit import SqliteAudit
-from memtoc.store.sqlite_vectors import EmbedderIdentity
-
-
-@dataclass(slots=True)
-class VerifyReport:
-    """What ``verify`` checked, every problem it found (``findings``: what, how many, where, the
-    fix) and the work in flight it saw (``pending``: not problems)."""
-
-    checks: list[str] = field(default_factory=list)
-    findings: list[Finding] = field(default_factory=list)
-    pending: list[str] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        return not self.findings
-
-    @property
-    def problems(self) -> list[str]:
-        """Each finding as one line, ``check: message``."""
-        return [f"{f.check}: {f.message()}" for f in self.findings]
-
-    def check(self, name: str, problem: str | None, fix: str | None = None) -> None:
-        self.checks.append(name)
-        if problem:
-            self.findings.append(Finding(name, problem, 1, fix=fix))
-
-    def add(self, audit: Audit) -> None:
-        """Take over an audit's checks, findings and pending work."""
-        self.checks.extend(c for c in audit.checks if c not in self.checks)
-        self.findings.extend(audit.findings)
-        self.pending.extend(audit.pending)
-
-    def to_dict(self) -> dict[str, JsonValue]:
-        return {
-            "ok": self.ok,
-            "checks": list(self.checks),
-            "problems": list(self.problems),
-            "findings": [f.to_dict() for f in self.findings],
-            "pending": list(self.pending),
-        }
+from memtoc.store.sqlite.audit import SqliteAudit
+from memtoc.store.sqlite.migrations import MIGRATIONS
+from memtoc.store.sqlite.store import SqliteStore, prepare_private_file
+from memtoc.store.sqlite.vectors import EmbedderIdentity
 
 
 def backup(store: SqliteStore, dest: Path) -> int:
@@ -176,7 +136,7 @@ def verify(store: SqliteStore, embedder: EmbedderIdentity | None = None) -> Veri
     if problem is None and covered != total[1]:
         problem = f"outbox announces {covered} event slots but the log holds {total[1]}"
     report.check("event/outbox atomicity", problem)
-    if store._spans:  # session reads are bounded by these spans (store/sqlite_sessions.py)
+    if store._spans:  # session reads are bounded by these spans (store/sqlite/sessions.py)
         outside = q(
             "SELECT COUNT(*) FROM events e LEFT JOIN sessions s ON s.session_id = e.session_id "
             "AND s.project = e.project WHERE s.first_ms IS NULL OR e.ts_ms < s.first_ms "

@@ -29,7 +29,7 @@ from memtoc.clock import Clock, SystemClock
 from memtoc.errors import StoreError
 from memtoc.model import JsonValue
 from memtoc.store.event_checks import storable_text
-from memtoc.store.postgres_migrations import migrate
+from memtoc.store.postgres.migrations import migrate
 
 APPEND_LOCK = 0x6D656D746F630002
 """Advisory lock held while one append allocates its seqs (so they form a range of its own)."""
@@ -107,11 +107,11 @@ class PgBase:
         self._bm25_stats: dict[str, tuple[float, int, float]] = {}
         """Per text index: (when read, rows, average length) — search statistics, briefly cached."""
         self._ann_cache: dict[str, tuple[float, bool, int]] = {}
-        """Per vector index name: (when read, usable, lists) — see ``postgres_ann``."""
+        """Per vector index name: (when read, usable, lists) — see ``postgres/ann``."""
         self._pgvector: tuple[int, ...] | None = None
         self.ann_min_rows = ann_min_rows
         """Vectors of one embedder from which the embed step builds its approximate index (None:
-        ``postgres_ann.ANN_MIN_ROWS``)."""
+        ``postgres/ann.ANN_MIN_ROWS``)."""
         self.use_ann = True
         """Search vectors through an embedder's approximate index when it has one (False: always
         exact, for comparisons)."""

@@ -19,7 +19,7 @@ scores are normalised to 0..1 by dividing by the best score that index returned 
 multiplied by the fraction of the query's terms the row matched in the AND pass (1.0) or 0.5
 (OR-only rows: they miss at least one term). A row that matches every term and ranks first in its
 index scores 1.0. (The PostgreSQL store ranks its ``tsvector`` indexes the same way:
-``store/postgres_search.py``.)
+``store/postgres/search.py``.)
 
 Filters (``TextScope``)
 -----------------------
@@ -47,7 +47,7 @@ from memtoc.text.fts_text import MatchQuery, build_match, quote
 from memtoc.text.keyphrases import normalize_term
 
 if TYPE_CHECKING:
-    from memtoc.store.sqlite import SqliteStore
+    from memtoc.store.sqlite.store import SqliteStore
 
 PAIR_ENOUGH_DIVISOR = 3
 """After the two-term pass, the bounded OR pass is skipped once a third of the candidates wanted

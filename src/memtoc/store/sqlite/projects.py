@@ -21,7 +21,7 @@ from memtoc.errors import StoreError
 from memtoc.model import Project
 
 if TYPE_CHECKING:
-    from memtoc.store.sqlite import SqliteStore
+    from memtoc.store.sqlite.store import SqliteStore
 
 
 class NameTaken(StoreError):

@@ -1,6 +1,6 @@
 """The project registry on PostgreSQL (migration ``0008_projects``): SQLite's, in PostgreSQL SQL.
 
-See ``store/sqlite_projects.py`` for the tables and ``memtoc.projects`` for the rule. Concurrent
+See ``store/sqlite/projects.py`` for the tables and ``memtoc.projects`` for the rule. Concurrent
 registrations of one folder serialise on a transaction-scoped advisory lock on the folder, so two
 processes that meet a new repository at once agree on one project.
 """
@@ -11,8 +11,8 @@ from collections.abc import Iterable
 
 from memtoc.errors import StoreError
 from memtoc.model import Project
-from memtoc.store.postgres_base import PgBase
-from memtoc.store.sqlite_projects import NameTaken, fallback_name
+from memtoc.store.postgres.base import PgBase
+from memtoc.store.sqlite.projects import NameTaken, fallback_name
 
 _REGISTRY_LOCK = "memtoc:projects"
 

@@ -19,7 +19,7 @@ Differences from SQLite worth knowing:
 - Vectors are pgvector ``vector`` values of any dimension (one table for every embedder).
   Search is an exact scan restricted to one project and embedder (about 90 ms at 100k rows,
   notes/dependencies.md §6); beyond that an IVFFlat index per (embedder, dimension) is built at
-  run time, not by a migration (``postgres_ann.py``: it needs rows to train on).
+  run time, not by a migration (``postgres/ann.py``: it needs rows to train on).
 - ``segments`` carries a build lease (``lease_owner``, ``lease_until_ms``) and ``outbox`` the
   (project, session) keys of its events, so several workers share the pipeline safely.
 """
@@ -237,7 +237,7 @@ MIGRATIONS: tuple[PgMigration, ...] = (
         CREATE INDEX rollup_dirty_level ON rollup_dirty(level, project);
         """,
     ),
-    # Vector provenance per doc (store/postgres_vectors.py): the MD5 of the doc text a vector was
+    # Vector provenance per doc (store/postgres/vectors.py): the MD5 of the doc text a vector was
     # computed from, so a changed doc is re-embedded (SQLite keeps the text in ``doc_vectors``).
     PgMigration(
         "0005_vector_sources",
@@ -267,7 +267,7 @@ MIGRATIONS: tuple[PgMigration, ...] = (
         ALTER TABLE rollup_dirty ADD COLUMN seq BIGINT NOT NULL DEFAULT nextval('rollup_mark_seq');
         """,
     ),
-    # Project identity (memtoc.projects, store/postgres_projects.py): as SQLite's 0009_projects.
+    # Project identity (memtoc.projects, store/postgres/projects.py): as SQLite's 0009_projects.
     PgMigration(
         "0008_projects",
         """
@@ -299,7 +299,7 @@ MIGRATIONS: tuple[PgMigration, ...] = (
             AND jsonb_typeof(value::jsonb -> 'path') = 'string';
         """,
     ),
-    # Forget (store/postgres_forget.py), as SQLite's 0003_forget: a forgotten event stays as a
+    # Forget (store/postgres/forget.py), as SQLite's 0003_forget: a forgotten event stays as a
     # tombstone row (text and metadata purged, ``forgotten_ms`` set) so re-importing it is still a
     # duplicate; every read of events leaves tombstones out. The audit keeps ids and counts only.
     PgMigration(

@@ -219,7 +219,7 @@ MIGRATIONS: tuple[Migration, ...] = (
         ) WITHOUT ROWID;
         """,
     ),
-    # Forget (memtoc.forgetting, store/sqlite_forget.py): a forgotten event's row stays as a
+    # Forget (memtoc.forgetting, store/sqlite/forget.py): a forgotten event's row stays as a
     # tombstone (id, time, session, project, seq; text and metadata purged, ``forgotten_ms`` set),
     # so re-importing it is still a duplicate and the outbox still tiles the log. The partial
     # index keeps "live" counts cheap (total minus tombstones). ``forget_audit`` records what
@@ -238,7 +238,7 @@ MIGRATIONS: tuple[Migration, ...] = (
         );
         """,
     ),
-    # Session reads without a session index (store/sqlite_sessions.py): the UUID-keyed
+    # Session reads without a session index (store/sqlite/sessions.py): the UUID-keyed
     # (session_id, ts_ms) index took each batch's rows at random places and was the costliest
     # part of the insert. Each session's span (first/last ts_ms per project) is kept in
     # ``sessions``, and the time index carries the session id, so a session's events are found
@@ -272,7 +272,7 @@ MIGRATIONS: tuple[Migration, ...] = (
         INSERT OR IGNORE INTO meta(key, value) VALUES ('rollup_mark_seq', '0');
         """,
     ),
-    # Project identity (memtoc.projects, store/sqlite_projects.py): every project id the rows
+    # Project identity (memtoc.projects, store/sqlite/projects.py): every project id the rows
     # carry is registered with a readable name (renamable) and the folders whose sessions file
     # into it (a repository's main worktree top, or a plain folder). Existing projects keep their
     # id, which is also their name; their folders are unknown until a session names one.

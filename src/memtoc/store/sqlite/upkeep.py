@@ -1,4 +1,4 @@
-"""``Verifiable`` and ``FileBackups`` for ``SqliteStore`` (a mixin over ``store/maintenance.py``,
+"""``Verifiable`` and ``FileBackups`` for ``SqliteStore`` (a mixin over ``store/sqlite/maintenance.py``,
 imported when called: maintenance needs the store class)."""
 
 from __future__ import annotations
@@ -7,23 +7,23 @@ from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
 if TYPE_CHECKING:
-    from memtoc.store.maintenance import VerifyReport
-    from memtoc.store.sqlite import SqliteStore
-    from memtoc.store.sqlite_vectors import EmbedderIdentity
+    from memtoc.store.derived import VerifyReport
+    from memtoc.store.sqlite.store import SqliteStore
+    from memtoc.store.sqlite.vectors import EmbedderIdentity
 
 
 class SqliteUpkeep:
     def verify_store(self, embedder: EmbedderIdentity | None = None) -> VerifyReport:
-        from memtoc.store import maintenance
+        from memtoc.store.sqlite import maintenance
 
         return maintenance.verify(cast("SqliteStore", self), embedder)
 
     def backup(self, dest: Path) -> int:
-        from memtoc.store import maintenance
+        from memtoc.store.sqlite import maintenance
 
         return maintenance.backup(cast("SqliteStore", self), Path(dest))
 
     def compact(self) -> dict[str, int]:
-        from memtoc.store import maintenance
+        from memtoc.store.sqlite import maintenance
 
         return maintenance.compact(cast("SqliteStore", self))

@@ -1,17 +1,16 @@
-"""Verify's SQL on SQLite: ``SqliteAudit.audit`` checks derived data against the events.
+"""Verify's SQL on PostgreSQL: ``PgAudit.audit``, ``SqliteAudit``'s checks in PostgreSQL's SQL.
 
-See ``memtoc.store.derived`` for the contract. Checks read with one statement each (an anti-join
-or a ``GROUP BY``), keep only a count and a few examples, and never hold more than a chunk of rows
-in memory. ``events_fts`` and ``docs_fts`` are contentless FTS5 tables: their rows are counted
-(``COUNT(*)`` reads FTS5's per-row size table) and probed with a word of a stored text on that
-text's rowid, which finds nothing when the index was wiped or lost the row. The structure scans
-(``scan_nodes``, ``scan_grips``, ``doc_texts``, …) feed ``memtoc.derived.verify``.
+See ``memtoc.store.derived`` for the contract. The differences from SQLite: the events' BM25
+index is ``event_search`` (a ``tsvector`` per filed event), a document's is the generated
+``docs.tsv``, so the probe asks ``tsv @@ plainto_tsquery(word)`` on the probed row; the outbox
+keeps each entry's seq range in columns; a document's vector records the MD5 of the text it came
+from (``vectors.source_md5``) instead of SQLite's ``doc_vectors`` rows, so a document whose vector
+was deleted is seen only as "no vector" — a problem once the pipeline is idle.
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from memtoc.model import Grip, TocNode
@@ -19,41 +18,54 @@ from memtoc.store.base import SegmentRecord
 from memtoc.store.derived import EXAMPLES, Audit, Finding
 from memtoc.store.derived_vectors import VectorCounts, vector_findings
 from memtoc.store.event_checks import IN_RANGE_SQL
-from memtoc.store.sqlite import (
-    _GRIP_COLS,
-    _SEGMENT_COLS,
-    SqliteStore,
-    _grip_from_row,
-    _node_from_row,
-    _segment_from_row,
-)
-from memtoc.store.sqlite_vectors import EmbedderIdentity
+from memtoc.store.postgres.pipeline import SEGMENT_COLS
+from memtoc.store.postgres.store import PostgresStore
+from memtoc.store.sqlite.audit import PROBES, probe_words
+from memtoc.store.sqlite.store import _GRIP_COLS, _grip_from_row, _node_from_row, _segment_from_row
+from memtoc.store.sqlite.vectors import EmbedderIdentity
 from memtoc.text.fts_text import original_text
 
-_CHUNK = 500
-_WORD = re.compile(r"[A-Za-z][A-Za-z0-9]{3,30}")
-PROBES = 4
-"""Stored texts tried per BM25 probe (the newest and oldest filed ones)."""
+LATEST_VERSIONS = (
+    "SELECT x.project, x.node_id, x.version, x.level, x.start_ms, x.end_ms, x.parent_id "
+    "FROM toc_node_versions x WHERE x.version = (SELECT MAX(y.version) FROM toc_node_versions y "
+    "WHERE y.project = x.project AND y.node_id = x.node_id)"
+)
+"""Each node's latest version (numbering only grows: a retired node's comes back after it)."""
+STALE_DOCS = (
+    "FROM docs d WHERE (d.kind = 'node' AND NOT EXISTS (SELECT 1 FROM toc_nodes n "
+    "WHERE n.project = d.project AND n.node_id = d.doc_id)) OR (d.kind = 'grip' AND NOT EXISTS "
+    "(SELECT 1 FROM grips g WHERE g.project = d.project AND g.grip_id = d.doc_id)) OR "
+    "(d.kind = 'bookmark' AND NOT EXISTS (SELECT 1 FROM bookmarks b WHERE b.project = d.project "
+    "AND b.bookmark_id = d.doc_id)) OR d.kind NOT IN ('node', 'grip', 'bookmark')"
+)
 
 
-def chunks(items: Sequence[Any]) -> Iterator[Sequence[Any]]:
-    for i in range(0, len(items), _CHUNK):
-        yield items[i : i + _CHUNK]
+def _scope(column: str, project: str | None) -> tuple[str, tuple[Any, ...]]:
+    return (f" AND {column} = %s", (project,)) if project is not None else ("", ())
 
 
-def probe_words(text: str) -> list[str]:
-    """Plain words of ``text`` a BM25 index of it must find (letters and digits, 4+ chars)."""
-    return list(dict.fromkeys(m.group() for m in _WORD.finditer(text[:4000])))[:3]
+class PgAudit:
+    """``DerivedStore`` over a ``PostgresStore``."""
 
-
-class SqliteAudit:
-    """``DerivedStore`` over a ``SqliteStore``."""
-
-    def __init__(self, store: SqliteStore) -> None:
+    def __init__(self, store: PostgresStore) -> None:
         self.store = store
         self.q = store._query
-        self.live = "e.forgotten_ms IS NULL" if store._live != "1" else "1"
+        forget = self.q(
+            "SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema() "
+            "AND table_name = 'events' AND column_name = 'forgotten_ms'"
+        )
+        self.live = "e.forgotten_ms IS NULL" if forget else "TRUE"
         """Live events (not tombstones), for a query that names ``events`` as ``e``."""
+        self._stray_sql = (
+            "FROM segment_events s LEFT JOIN events e ON e.seq = s.seq LEFT JOIN segments g "
+            "ON g.project = s.project AND g.node_id = s.node_id WHERE e.seq IS NULL "
+            f"OR NOT ({self.live}) OR e.project <> s.project OR g.node_id IS NULL "
+            "OR g.session_id <> e.session_id"
+        )
+        """Membership rows pointing at no live event or at no segment row."""
+
+    def _n(self, sql: str, params: Sequence[Any] = ()) -> int:
+        return int(self.q(sql, params)[0][0])
 
     # -- verify -------------------------------------------------------------------------------------
     def audit(self, embedder: EmbedderIdentity | None, *, examples: int = EXAMPLES) -> Audit:
@@ -74,64 +86,42 @@ class SqliteAudit:
         check("grips resolve", *self._grips(examples))
         check("bookmark events", self._bookmark_events(examples))
         check("search documents", *self._docs(examples))
-        for table, total, probe in (
-            ("events_fts", self._filed_count(), self._event_probe),
-            ("docs_fts", int(self.q("SELECT COUNT(*) FROM docs")[0][0]), self._doc_probe),
-        ):
-            check(f"{table} rows", self._fts_rows(table, total))
-            check(f"{table} probe", probe())
+        filed = self._n("SELECT COUNT(*) FROM segment_events")
+        check("event_search rows", self._index_rows(filed))
+        check("event_search probe", self._event_probe())
+        check("docs.tsv probe", self._doc_probe())
         for name, results in self._vectors(embedder, examples, pending):
             check(name, *results)
         return Audit(tuple(checks), tuple(found), tuple(pending))
 
-    def _filed_count(self) -> int:
-        return int(self.q("SELECT COUNT(*) FROM segment_events")[0][0])
-
     def _coverage(self, examples: int, pending: list[str]) -> Finding | None:
-        """Every live event in exactly one segment (``segment_events.seq`` is unique), except
-        the events whose outbox entry is not processed yet."""
-        waiting = [
-            (int(r[0]), int(r[1]))
-            for r in self.q(
-                "SELECT json_extract(payload, '$.first_seq'), json_extract(payload, '$.last_seq') "
-                "FROM outbox WHERE kind = 'events' AND status != 'done'"
-            )
-        ]
-        unfiled = queued = 0
-        shown: list[str] = []
-        with self.store._lock:
-            cur = self.store.connection.execute(
-                "SELECT e.seq, e.event_id, e.project, e.session_id FROM events e "
-                "WHERE NOT EXISTS (SELECT 1 FROM segment_events s WHERE s.seq = e.seq) "
-                f"AND {self.live} AND e.{IN_RANGE_SQL} ORDER BY e.seq"
-            )
-            for seq, event_id, project, session_id in cur:
-                if any(lo <= seq <= hi for lo, hi in waiting):
-                    queued += 1
-                    continue
-                unfiled += 1
-                if len(shown) < examples:
-                    shown.append(f"event {event_id} of {project}/{session_id}")
+        queued = self._n(
+            "SELECT COALESCE(SUM(last_seq - first_seq + 1), 0) FROM outbox "
+            "WHERE kind = 'events' AND status <> 'done'"
+        )
         if queued:
-            pending.append(f"{queued} events wait in the outbox (memtoc process files them)")
-        if not unfiled:
+            pending.append(f"about {queued} events wait in the outbox (memtoc process files them)")
+        rows = self.q(
+            "SELECT e.event_id, e.project, e.session_id, COUNT(*) OVER () FROM events e "
+            "WHERE NOT EXISTS (SELECT 1 FROM segment_events s WHERE s.seq = e.seq) "
+            f"AND {self.live} AND e.{IN_RANGE_SQL} AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.kind = 'events' "
+            "AND o.status <> 'done' AND e.seq BETWEEN o.first_seq AND o.last_seq) "
+            "ORDER BY e.seq LIMIT %s",
+            (examples,),
+        )
+        if not rows:
             return None
+        n = int(rows[0][3])
         return Finding(
             "segment coverage",
-            f"{unfiled} processed events are in no segment",
-            unfiled,
-            tuple(shown),
+            f"{n} processed events are in no segment",
+            n,
+            tuple(f"event {r[0]} of {r[1]}/{r[2]}" for r in rows),
             "memtoc rebuild --segments",
         )
 
     def _stray(self, examples: int) -> Finding | None:
-        rows = self.q(
-            "SELECT s.seq, s.project, s.node_id FROM segment_events s "
-            "LEFT JOIN events e ON e.seq = s.seq LEFT JOIN segments g "
-            "ON g.project = s.project AND g.node_id = s.node_id WHERE e.seq IS NULL "
-            f"OR NOT ({self.live}) OR e.project != s.project OR g.node_id IS NULL "
-            "OR g.session_id != e.session_id"
-        )
+        rows = self.q(f"SELECT s.seq, s.project, s.node_id {self._stray_sql} ORDER BY s.seq")
         if not rows:
             return None
         return Finding(
@@ -146,7 +136,8 @@ class SqliteAudit:
         rows = self.q(
             "SELECT g.project, g.node_id, g.event_count, COUNT(s.seq) FROM segments g "
             "LEFT JOIN segment_events s ON s.project = g.project AND s.node_id = g.node_id "
-            "GROUP BY g.project, g.node_id HAVING COUNT(s.seq) != g.event_count"
+            "GROUP BY g.project, g.node_id, g.event_count HAVING COUNT(s.seq) <> g.event_count "
+            "ORDER BY 1, 2"
         )
         if not rows:
             return None
@@ -193,7 +184,7 @@ class SqliteAudit:
             f"SELECT n.project, n.node_id, n.version, v.version FROM toc_nodes n JOIN "
             f"({LATEST_VERSIONS}) v ON v.project = n.project AND v.node_id = n.node_id "
             "WHERE n.version != v.version OR n.level != v.level OR n.start_ms != v.start_ms "
-            "OR n.end_ms != v.end_ms OR n.parent_id IS NOT v.parent_id ORDER BY 1, 2"
+            "OR n.end_ms != v.end_ms OR n.parent_id IS DISTINCT FROM v.parent_id ORDER BY 1, 2"
         )
         return [
             Finding(
@@ -218,8 +209,12 @@ class SqliteAudit:
         ]
 
     def _failures(self, examples: int) -> list[Finding | None]:
-        entries = self.q("SELECT entry_id, error FROM outbox WHERE status = 'failed'")
-        segs = self.q("SELECT project, node_id, error FROM segments WHERE error IS NOT NULL")
+        entries = self.q(
+            "SELECT entry_id, error FROM outbox WHERE status = 'failed' ORDER BY entry_id"
+        )
+        segs = self.q(
+            "SELECT project, node_id, error FROM segments WHERE error IS NOT NULL ORDER BY 1, 2"
+        )
         return [
             Finding(
                 "pipeline failures",
@@ -242,15 +237,16 @@ class SqliteAudit:
         ]
 
     def _grips(self, examples: int) -> list[Finding | None]:
-        live = self.live
         unresolved = self.q(
-            "SELECT g.grip_id, g.project FROM grips g WHERE NOT EXISTS "
-            f"(SELECT 1 FROM events e WHERE e.event_id = g.event_id_start AND {live}) OR NOT EXISTS "
-            f"(SELECT 1 FROM events e WHERE e.event_id = g.event_id_end AND {live})"
+            "SELECT g.grip_id, g.project FROM grips g WHERE NOT EXISTS (SELECT 1 FROM events e "
+            f"WHERE e.event_id = g.event_id_start AND e.project = g.project AND {self.live}) "
+            "OR NOT EXISTS (SELECT 1 FROM events e WHERE e.event_id = g.event_id_end "
+            f"AND e.project = g.project AND {self.live}) ORDER BY 1"
         )
         orphans = self.q(
             "SELECT g.grip_id, g.project, g.toc_node_id FROM grips g LEFT JOIN toc_nodes n "
-            "ON n.project = g.project AND n.node_id = g.toc_node_id WHERE n.node_id IS NULL"
+            "ON n.project = g.project AND n.node_id = g.toc_node_id WHERE n.node_id IS NULL "
+            "ORDER BY 1"
         )
         return [
             Finding(
@@ -275,18 +271,17 @@ class SqliteAudit:
 
     def _bookmark_events(self, examples: int) -> Finding | None:
         rows = self.q(
-            "SELECT DISTINCT b.bookmark_id, b.project, j.value FROM bookmarks b, "
-            "json_each(b.event_ids) j WHERE NOT EXISTS (SELECT 1 FROM events e "
-            f"WHERE e.event_id = j.value AND {self.live}) ORDER BY b.bookmark_id"
+            "SELECT DISTINCT b.bookmark_id, b.project FROM bookmarks b, "
+            "jsonb_array_elements_text(b.event_ids::jsonb) j(id) WHERE NOT EXISTS "
+            f"(SELECT 1 FROM events e WHERE e.event_id = j.id AND {self.live}) ORDER BY 1"
         )
-        marks = list(dict.fromkeys((r[0], r[1]) for r in rows))
-        if not marks:
+        if not rows:
             return None
         return Finding(
             "bookmark events",
-            f"{len(marks)} bookmarks cite events that do not exist",
-            len(marks),
-            tuple(f"{b} in {p}" for b, p in marks[:examples]),
+            f"{len(rows)} bookmarks cite events that do not exist",
+            len(rows),
+            tuple(f"{r[0]} in {r[1]}" for r in rows[:examples]),
             "memtoc rebuild --bookmarks",
         )
 
@@ -300,7 +295,7 @@ class SqliteAudit:
             "FROM bookmarks b WHERE NOT EXISTS (SELECT 1 FROM docs d WHERE d.kind = 'bookmark' "
             "AND d.project = b.project AND d.doc_id = b.bookmark_id)"
         )
-        stale = self.q(STALE_DOCS.replace("SELECT d.doc_seq", "SELECT d.kind, d.project, d.doc_id"))
+        stale = self.q(f"SELECT d.kind, d.project, d.doc_id {STALE_DOCS}")
         return [
             Finding(
                 "search documents",
@@ -325,30 +320,38 @@ class SqliteAudit:
             else None,
         ]
 
-    def _fts_rows(self, table: str, expected: int) -> Finding | None:
-        rows = int(self.q(f"SELECT COUNT(*) FROM {table}")[0][0])
-        if rows == expected:
+    def _index_rows(self, filed: int) -> Finding | None:
+        rows = self._n("SELECT COUNT(*) FROM event_search")
+        indexed = self._n(
+            "SELECT COUNT(*) FROM event_search x JOIN segment_events s ON s.seq = x.seq"
+        )
+        if rows == filed == indexed:
             return None
-        source = "filed events" if table == "events_fts" else "search documents"
         return Finding(
-            f"{table} rows",
-            f"the BM25 index {table} holds {rows} rows for {expected} {source}",
-            abs(rows - expected),
+            "event_search rows",
+            f"the BM25 index event_search holds {rows} rows ({indexed} of filed events) for "
+            f"{filed} filed events",
+            abs(filed - indexed) + (rows - indexed),
             (),
             "memtoc rebuild --fts",
         )
 
-    def _probe(self, table: str, label: str, rows: list[Any]) -> Finding | None:
+    def _probe(
+        self, check: str, table: str, key: str, label: str, rows: list[Any]
+    ) -> Finding | None:
         for rowid, item_id, text in rows:
             for word in probe_words(original_text(text)):
-                hit = self.q(
-                    f"SELECT 1 FROM {table} WHERE {table} MATCH ? AND rowid = ?",
-                    (f'"{word}"', rowid),
-                )
+                hit, terms = self.q(
+                    f"SELECT EXISTS (SELECT 1 FROM {table} WHERE {key} = %s AND tsv @@ q), "
+                    "numnode(q) FROM plainto_tsquery('english'::regconfig, %s) q",
+                    (rowid, word),
+                )[0]
+                if not terms:  # a stop word: try another
+                    continue
                 if hit:
                     return None
                 return Finding(
-                    f"{table} probe",
+                    check,
                     f"the BM25 index {table} does not find {label} {item_id} by its word "
                     f"{word!r}: search would miss it",
                     1,
@@ -358,22 +361,22 @@ class SqliteAudit:
         return None
 
     def _event_probe(self) -> Finding | None:
-        rows = []
+        rows: list[Any] = []
         for order in ("DESC", "ASC"):
             rows += self.q(
                 "SELECT s.seq, e.event_id, e.text FROM segment_events s JOIN events e "
                 f"ON e.seq = s.seq WHERE {self.live} ORDER BY s.seq {order} LIMIT {PROBES // 2}"
             )
-        return self._probe("events_fts", "event", rows)
+        return self._probe("event_search probe", "event_search", "seq", "event", rows)
 
     def _doc_probe(self) -> Finding | None:
-        rows = []
+        rows: list[Any] = []
         for order in ("DESC", "ASC"):
             rows += self.q(
                 f"SELECT doc_seq, kind || ' ' || doc_id, text FROM docs ORDER BY doc_seq {order} "
                 f"LIMIT {PROBES // 2}"
             )
-        return self._probe("docs_fts", "document", rows)
+        return self._probe("docs.tsv probe", "docs", "doc_seq", "document", rows)
 
     # -- vectors ------------------------------------------------------------------------------------
     def _vectors(
@@ -381,15 +384,18 @@ class SqliteAudit:
     ) -> list[tuple[str, list[Finding | None]]]:
         recorded = {
             str(r[0]).removeprefix("embedder:"): str(r[1])
-            for r in self.q("SELECT key, value FROM meta WHERE key LIKE 'embedder:%'")
+            for r in self.q("SELECT key, value FROM meta WHERE key LIKE %s", ("embedder:%",))
         }
         rows = self.q(
-            "SELECT embedder, kind, dim, COUNT(*), SUM(length(vec) != 4 * dim) FROM vectors "
-            "GROUP BY embedder, kind, dim"
+            "SELECT embedder, kind, dim, COUNT(*), COUNT(*) FILTER (WHERE vector_dims(vec) <> dim) "
+            "FROM vectors GROUP BY embedder, kind, dim"
         )
         having = sorted({str(r[0]) for r in rows})
         names = sorted({*recorded, *having, *([embedder.name] if embedder else [])})
-        quiet = self._quiet()
+        quiet = not self.q(
+            "SELECT 1 FROM outbox WHERE status = 'pending' UNION ALL "
+            "SELECT 1 FROM segments WHERE built = 0 AND error IS NULL LIMIT 1"
+        )
         out = []
         for name in names:
             counts = VectorCounts.of(name, rows, recorded.get(name))
@@ -400,55 +406,34 @@ class SqliteAudit:
         return out
 
     def _count_vectors(self, c: VectorCounts, examples: int) -> None:
-        name = c.name
-        cp = self.store.get_checkpoint(f"embed:{name}")
+        cp = self.store.get_checkpoint(f"embed:{c.name}")
         c.checkpoint = int(cp) if isinstance(cp, int) else 0
-        c.expected_events = int(
-            self.q(
-                f"SELECT COUNT(*) FROM events e WHERE e.seq <= ? AND {self.live}", (c.checkpoint,)
-            )[0][0]
+        c.expected_events = self._n(
+            f"SELECT COUNT(*) FROM events e WHERE e.seq <= %s AND {self.live}", (c.checkpoint,)
         )
         if c.event_vectors != c.expected_events:
             c.missing_events = [
                 f"event {r[0]}"
                 for r in self.q(
-                    f"SELECT e.event_id FROM events e WHERE e.seq <= ? AND {self.live} AND NOT "
+                    f"SELECT e.event_id FROM events e WHERE e.seq <= %s AND {self.live} AND NOT "
                     "EXISTS (SELECT 1 FROM vectors v WHERE v.kind = 'event' AND "
-                    "v.project = e.project AND v.item_id = e.event_id AND v.embedder = ?) "
-                    f"LIMIT {examples}",
-                    (c.checkpoint, name),
+                    "v.project = e.project AND v.item_id = e.event_id AND v.embedder = %s) "
+                    "ORDER BY e.seq LIMIT %s",
+                    (c.checkpoint, c.name, examples),
                 )
             ]
-        lost = self.q(
-            "SELECT v.kind, v.project, v.doc_id FROM doc_vectors v JOIN docs d "
-            "ON d.kind = v.kind AND d.project = v.project AND d.doc_id = v.doc_id "
-            "AND d.text = v.text WHERE v.embedder = ? AND NOT EXISTS (SELECT 1 FROM vectors x "
-            "WHERE x.kind = v.kind AND x.project = v.project AND x.item_id = v.doc_id "
-            "AND x.embedder = v.embedder)",
-            (name,),
-        )
-        c.lost_docs = (len(lost), [f"{r[0]} {r[2]} in {r[1]}" for r in lost[:examples]])
         orphans = self.q(
-            "SELECT v.kind, v.project, v.item_id FROM vectors v WHERE v.embedder = ? "
-            "AND v.kind != 'event' AND NOT EXISTS (SELECT 1 FROM docs d WHERE "
-            "d.kind = v.kind AND d.project = v.project AND d.doc_id = v.item_id)",
-            (name,),
+            "SELECT v.kind, v.project, v.item_id FROM vectors v WHERE v.embedder = %s "
+            "AND v.kind <> 'event' AND NOT EXISTS (SELECT 1 FROM docs d WHERE "
+            "d.kind = v.kind AND d.project = v.project AND d.doc_id = v.item_id) ORDER BY 1, 2, 3",
+            (c.name,),
         )
         c.orphans = (len(orphans), [f"{r[0]} {r[2]} in {r[1]}" for r in orphans[:examples]])
-        c.unembedded_docs = int(
-            self.q(
-                "SELECT COUNT(*) FROM docs d WHERE NOT EXISTS (SELECT 1 FROM vectors x "
-                "WHERE x.kind = d.kind AND x.project = d.project AND x.item_id = d.doc_id "
-                "AND x.embedder = ?)",
-                (name,),
-            )[0][0]
-        )
-
-    def _quiet(self) -> bool:
-        """No pipeline work in flight (nothing pending in the outbox, no segment to build)."""
-        return not self.q(
-            "SELECT 1 FROM outbox WHERE status = 'pending' UNION ALL "
-            "SELECT 1 FROM segments WHERE built = 0 AND error IS NULL LIMIT 1"
+        c.unembedded_docs = self._n(
+            "SELECT COUNT(*) FROM docs d WHERE NOT EXISTS (SELECT 1 FROM vectors x "
+            "WHERE x.kind = d.kind AND x.project = d.project AND x.item_id = d.doc_id "
+            "AND x.embedder = %s)",
+            (c.name,),
         )
 
     # -- structure scans (memtoc.derived.verify) ------------------------------------------------------
@@ -456,60 +441,53 @@ class SqliteAudit:
         rows = self.q(
             "SELECT n.project, n.node_id, v.version, v.data FROM toc_nodes n "
             "JOIN toc_node_versions v ON v.project = n.project AND v.node_id = n.node_id "
-            "AND v.version = n.version WHERE (n.project, n.node_id) > (?, ?) "
-            "ORDER BY n.project, n.node_id LIMIT ?",
+            "AND v.version = n.version WHERE (n.project, n.node_id) > (%s, %s) "
+            "ORDER BY n.project, n.node_id LIMIT %s",
             (*after, limit),
         )
         return [_node_from_row(r[0], r[1], r[2], r[3]) for r in rows]
 
     def scan_grips(self, after: str, limit: int) -> list[Grip]:
         rows = self.q(
-            f"SELECT {_GRIP_COLS} FROM grips WHERE grip_id > ? ORDER BY grip_id LIMIT ?",
+            f"SELECT {_GRIP_COLS} FROM grips WHERE grip_id > %s ORDER BY grip_id LIMIT %s",
             (after, limit),
         )
         return [_grip_from_row(r) for r in rows]
 
     def doc_texts(self, kind: str, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], str]:
-        out: dict[tuple[str, str], str] = {}
-        for project in sorted({p for p, _ in keys}):
-            ids = [i for p, i in keys if p == project]
-            for chunk in chunks(ids):
-                marks = ",".join("?" * len(chunk))
-                for doc_id, text in self.q(
-                    f"SELECT doc_id, text FROM docs WHERE kind = ? AND project = ? "
-                    f"AND doc_id IN ({marks})",
-                    [kind, project, *chunk],
-                ):
-                    out[(project, doc_id)] = text
-        return out
+        if not keys:
+            return {}
+        rows = self.q(
+            "SELECT d.project, d.doc_id, d.text FROM docs d JOIN unnest(%s::text[], %s::text[]) "
+            "AS k(p, i) ON d.project = k.p AND d.doc_id = k.i WHERE d.kind = %s",
+            ([k[0] for k in keys], [k[1] for k in keys], kind),
+        )
+        return {(r[0], r[1]): r[2] for r in rows}
 
     def existing_grips(self, grip_ids: Sequence[str]) -> set[str]:
-        out: set[str] = set()
-        for chunk in chunks(list(dict.fromkeys(grip_ids))):
-            marks = ",".join("?" * len(chunk))
-            out.update(
-                r[0] for r in self.q(f"SELECT grip_id FROM grips WHERE grip_id IN ({marks})", chunk)
-            )
-        return out
+        if not grip_ids:
+            return set()
+        rows = self.q("SELECT grip_id FROM grips WHERE grip_id = ANY(%s)", (list(grip_ids),))
+        return {r[0] for r in rows}
 
     def pending_segments(self) -> list[SegmentRecord]:
         rows = self.q(
-            f"SELECT {_SEGMENT_COLS} FROM segments WHERE built = 0 OR error IS NOT NULL "
+            f"SELECT {SEGMENT_COLS} FROM segments WHERE built = 0 OR error IS NOT NULL "
             "ORDER BY project, start_ms"
         )
         return [_segment_from_row(r) for r in rows]
 
     def summary_backends(self) -> list[tuple[str, bool, int, str | None]]:
         rows = self.q(
-            "SELECT json_extract(v.data, '$.summarizer'), json_extract(v.data, '$.degraded') "
-            "IS NOT NULL, COUNT(*), MIN(json_extract(v.data, '$.degraded')) FROM toc_nodes n "
-            "JOIN toc_node_versions v ON v.project = n.project AND v.node_id = n.node_id "
-            "AND v.version = n.version GROUP BY 1, 2 ORDER BY 1, 2"
+            "SELECT d->>'summarizer', d->>'degraded' IS NOT NULL, COUNT(*), MIN(d->>'degraded') "
+            "FROM toc_nodes n JOIN toc_node_versions v ON v.project = n.project "
+            "AND v.node_id = n.node_id AND v.version = n.version, "
+            "LATERAL (SELECT v.data::jsonb AS d) j GROUP BY 1, 2 ORDER BY 1, 2"
         )
         return [(str(r[0] or "extractive"), bool(r[1]), int(r[2]), r[3]) for r in rows]
 
     def segments_without_node(self, project: str | None = None) -> list[tuple[str, str]]:
-        scope, params = (" AND g.project = ?", (project,)) if project is not None else ("", ())
+        scope, params = _scope("g.project", project)
         rows = self.q(
             "SELECT g.project, g.node_id FROM segments g LEFT JOIN toc_nodes n "
             "ON n.project = g.project AND n.node_id = g.node_id "
@@ -519,7 +497,7 @@ class SqliteAudit:
         return [(r[0], r[1]) for r in rows]
 
     def nodes_without_segment(self, project: str | None = None) -> list[tuple[str, str]]:
-        scope, params = (" AND n.project = ?", (project,)) if project is not None else ("", ())
+        scope, params = _scope("n.project", project)
         rows = self.q(
             "SELECT n.project, n.node_id FROM toc_nodes n LEFT JOIN segments g "
             "ON g.project = n.project AND g.node_id = n.node_id "
@@ -527,18 +505,3 @@ class SqliteAudit:
             params,
         )
         return [(r[0], r[1]) for r in rows]
-
-
-LATEST_VERSIONS = (
-    "SELECT x.project, x.node_id, x.version, x.level, x.start_ms, x.end_ms, x.parent_id "
-    "FROM toc_node_versions x WHERE x.version = (SELECT MAX(y.version) FROM toc_node_versions y "
-    "WHERE y.project = x.project AND y.node_id = x.node_id)"
-)
-"""Each node's latest version (numbering only grows: a retired node's comes back after it)."""
-STALE_DOCS = (
-    "SELECT d.doc_seq, d.text FROM docs d WHERE (d.kind = 'node' AND NOT EXISTS (SELECT 1 FROM "
-    "toc_nodes n WHERE n.project = d.project AND n.node_id = d.doc_id)) OR (d.kind = 'grip' AND "
-    "NOT EXISTS (SELECT 1 FROM grips g WHERE g.project = d.project AND g.grip_id = d.doc_id)) OR "
-    "(d.kind = 'bookmark' AND NOT EXISTS (SELECT 1 FROM bookmarks b WHERE b.project = d.project "
-    "AND b.bookmark_id = d.doc_id)) OR d.kind NOT IN ('node', 'grip', 'bookmark')"
-)
