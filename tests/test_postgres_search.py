@@ -94,6 +94,44 @@ def test_hits_say_whether_they_hold_every_term_on_both_stores(
     assert flags[0] == flags[1]
 
 
+def test_the_callers_scan_cap_bounds_both_stores_alike(pg_url: str, tmp_path: Path) -> None:
+    """``scan_cap`` is the caller's on both stores (recall's expansion asks for fewer rows than
+    search): the OR pass leaves out a lexeme matching more than it, a larger cap ranks every
+    match. (PostgreSQL used its own constant, so the expansion ranked 5,000 rows there.)"""
+    clock = ManualClock(BASE + 10 * DAY)
+    stores = {
+        "postgres": open_memory(PostgresStore(pg_url, clock=clock, pool_size=2), clock, None),
+        "sqlite": open_memory(SqliteStore(tmp_path / "m.db", clock=clock), clock, None),
+    }
+
+    def add(memory: Memory, texts: list[str], start: int) -> None:
+        records = [
+            {"session_id": f"s{start}", "timestamp": BASE + (start + i) * 60_000,
+             "role": "user", "text": t}
+            for i, t in enumerate(texts)
+        ]  # fmt: skip
+        assert memory.ingest_records(records, project="p").ingested == len(texts)
+        memory.process()
+
+    def found(memory: Memory, cap: int) -> set[str]:
+        f = SearchFilters(kinds=("event",))
+        hits = bm25_search(memory.store, "kestrel osprey", f, limit=10, scan_cap=cap)
+        return {memory.store.get_event(h.item_id).text for h in hits}
+
+    try:
+        for name, memory in stores.items():
+            add(memory, ["a kestrel hovered", "the kestrel again", "kestrel at dusk", "one osprey"],
+                0)  # fmt: skip
+            assert len(found(memory, 4)) == 4, name
+            add(memory, ["kestrel number four", "kestrel number five"], 100)
+            # kestrel now matches 5 rows > 4: the OR pass keeps only the rare lexeme
+            assert found(memory, 4) == {"one osprey"}, name
+            assert len(found(memory, 10)) == 6, name  # under a larger cap every match is ranked
+    finally:
+        for memory in stores.values():
+            memory.close()
+
+
 def test_filters_on_postgres(pair: tuple[Memory, Memory]) -> None:
     pg, lite = pair
     store = pg.store

@@ -23,10 +23,11 @@ FTS5 queries stay in teleport). Two ``tsvector`` indexes answer, as on SQLite: `
 
 Two round trips per search, whatever the number of lexemes and indexes:
 ``postgres/text_stats.terms`` returns the query's lexemes with their document frequency in each
-index wanted (statistics: that module); one statement then runs both
-passes of both indexes (``_pass``; the OR pass of an index only runs when its AND pass found fewer
-than the cap). Per pass, the newest ``SCAN_CAP`` matches are scored. How they are found depends on
-how many rows can match (known from the frequencies): few (``BITMAP_ROWS`` at most) — the GIN
+index wanted (statistics: that module); one statement then runs both passes of both indexes
+(``_pass``; the OR pass of an index only runs when its AND pass found fewer than the cap). Per
+pass, the newest ``scan_cap`` matches are scored (the caller's, as on SQLite: ``DEFAULT_SCAN_CAP``
+unless given; recall's expansion asks for fewer). How they are found depends on how many rows can
+match (known from the frequencies): few (``BITMAP_ROWS`` at most) — the GIN
 bitmap gives every match and the newest are kept (``ORDER BY seq + 0`` keeps the planner off the
 other plan); many — a backward walk of the primary key, testing each row, stops at the cap (dense
 matches). Left to itself the planner often walked 70,000 rows for 6,000 matches. Scoring reads
@@ -53,9 +54,6 @@ from memtoc.store.postgres import text_stats
 from memtoc.store.postgres.base import PgBase
 from memtoc.store.postgres.text_stats import index_stats, terms
 
-SCAN_CAP = 5_000
-"""Most matching rows one pass scores (the newest), as SQLite's ``DEFAULT_SCAN_CAP``: keeps
-queries made of very common words fast however large the store."""
 BITMAP_ROWS = 50_000
 """A pass whose matches are bounded by this many rows (by the lexemes' document frequencies) takes
 them all from the GIN index and keeps the newest; above it, it walks the newest rows."""
@@ -108,7 +106,9 @@ class PgSearch(PgBase):
         scan_cap: int = DEFAULT_SCAN_CAP,
     ) -> list[ScoredRow]:
         """Up to ``candidates`` rows per index matching ``query`` under the filters, scored 0..1
-        (see the module doc), best first per index."""
+        (see the module doc), best first per index; each pass scores at most the newest
+        ``scan_cap`` matches, and the OR pass keeps the lexemes matching at most ``scan_cap``
+        rows (when any does)."""
         doc_kinds = [k for k in DOC_KINDS if k in kinds]
         events = "event" in kinds
         if candidates <= 0 or not (doc_kinds or events):
@@ -131,11 +131,12 @@ class PgSearch(PgBase):
             where, where_params = (
                 _doc_where(doc_kinds, scope) if table == "docs" else _event_where(scope)
             )
-            for p, (tsq, bound) in enumerate(_passes(w)):
+            for p, (tsq, bound) in enumerate(_passes(w, scan_cap)):
                 name = f"p{n}_{p}"
                 gate = f" AND (SELECT COUNT(*) FROM p{n}_0) < %s" if p else ""
                 ctes.append(
-                    f"{name} AS MATERIALIZED ({_pass(table, where, gate, bound, scope.event_fields)})"
+                    f"{name} AS MATERIALIZED "
+                    f"({_pass(table, where, gate, bound, scope.event_fields, scan_cap)})"
                 )
                 params += [*w.bm25_params, tsq, *where_params, *([candidates] if p else []),
                            candidates]  # fmt: skip
@@ -191,9 +192,9 @@ class PgSearch(PgBase):
         return out
 
 
-def _passes(w: _Weights) -> list[tuple[str, int]]:
+def _passes(w: _Weights, scan_cap: int) -> list[tuple[str, int]]:
     """``(tsquery, bound on its matches)`` of the AND pass and (several lexemes) the OR pass —
-    over the rarer lexemes only (those matching at most ``SCAN_CAP`` rows) when there are any, as
+    over the rarer lexemes only (those matching at most ``scan_cap`` rows) when there are any, as
     SQLite's teleport does, so a rare term's rows are all ranked, not just the newest matches of a
     common one."""
     # a count that stopped at the cap ("more") bounds nothing
@@ -202,14 +203,14 @@ def _passes(w: _Weights) -> list[tuple[str, int]]:
     passes = [(tsquery_text(w.lexemes, "&"), min(bounds))]
     if len(w.lexemes) > 1:
         pairs = list(zip(w.lexemes, w.dfs, bounds, strict=True))
-        rare = [p for p in pairs if p[1] <= SCAN_CAP]
+        rare = [p for p in pairs if p[1] <= scan_cap and p[1] != more]
         used = rare or pairs
         passes.append((tsquery_text([p[0] for p in used], "|"), sum(p[2] for p in used)))
     return passes
 
 
-def _pass(table: str, where: str, gate: str, bound: int, join_events: bool) -> str:
-    """One pass over one index: the newest ``SCAN_CAP`` matches of the tsquery under the filters,
+def _pass(table: str, where: str, gate: str, bound: int, join_events: bool, scan_cap: int) -> str:
+    """One pass over one index: the newest ``scan_cap`` matches of the tsquery under the filters,
     scored, the best ``cap`` kept as ``(kind, project, item_id, ts_ms, r, seq)``."""
     seq, alias = ("doc_seq", "d") if table == "docs" else ("seq", "x")
     order = f"{alias}.{seq} + 0" if bound <= BITMAP_ROWS else f"{alias}.{seq}"
@@ -218,7 +219,7 @@ def _pass(table: str, where: str, gate: str, bound: int, join_events: bool) -> s
         source += " JOIN events e ON e.seq = x.seq"
     newest = (
         f"SELECT {alias}.{seq} AS s FROM {source} WHERE {alias}.tsv @@ CAST(%s AS tsquery) "
-        f"AND {where}{gate} ORDER BY {order} DESC LIMIT {SCAN_CAP}"
+        f"AND {where}{gate} ORDER BY {order} DESC LIMIT {max(1, int(scan_cap))}"
     )
     out, rows = (
         ("x.kind, x.project, x.doc_id, x.ts_ms", "docs x ON x.doc_seq = t.s")
