@@ -22,7 +22,7 @@ from memtoc.pipeline.summarize.extractive import (
     bookkeeping_summary,
 )
 from memtoc.pipeline.summarize.extractive_titles import past_tense
-from memtoc.pipeline.summarize.tool_calls import commit_message, render_tool_call
+from memtoc.pipeline.summarize.tool_calls import commit_body, commit_message, render_tool_call
 from memtoc.pipeline.summarize.tool_results import describe_result, output_fact
 from memtoc.text.tokens import TiktokenCounter
 
@@ -58,6 +58,9 @@ def test_test_tallies_in_every_runners_words() -> None:
     ]
     cargo = ev(1, "tool_result", "tool", "test result: ok. 5 passed; 0 failed; 0 ignored")
     assert kinds(cargo, bash) == [("tests", "Tests: 5 passed, 0 failed")]
+    # a wrapper's own "ok ✓" is no Go package passing (it once read as "Go tests: 2 packages ok")
+    wrapped = ev(1, "tool_result", "tool", "ok ✓ 1 file changed, 55 insertions(+)\nok ✓")
+    assert [k for k, _ in kinds(wrapped, bash)] == ["changed"]
 
 
 def test_commits_and_files_changed() -> None:
@@ -70,6 +73,26 @@ def test_commits_and_files_changed() -> None:
              " 2 files changed, 12 insertions(+), 4 deletions(-)\n", is_error=False)  # fmt: skip
     assert kinds(out, call) == [("commit", "Committed b567018: Fix diff viewer layout with CSS "
                                  "Grid (2 files changed, 12 insertions(+), 4 deletions(-))")]  # fmt: skip
+
+
+def test_a_commit_body_says_what_changed_and_why() -> None:
+    command = ("git add a.tsx && git commit -m \"$(cat <<'EOF'\nFix dead-end state when remediation "
+               "fails\n\nWhen a remediation failed, users were stuck: the config phase had no\n"
+               "delete button. Failed remediations are now detected on mount.\n\n"
+               "Co-Authored-By: Claude <noreply@anthropic.com>\nEOF\n)\"")  # fmt: skip
+    assert commit_body(command) == (
+        "When a remediation failed, users were stuck: the config phase had no delete button. "
+        "Failed remediations are now detected on mount."
+    )
+    assert commit_body('git commit -m "Subject" -m "Why it changed."') == "Why it changed."
+    assert commit_body('git commit -m "Subject only"') == ""
+    call = ev(0, "tool_call", "assistant", json.dumps({"command": command}), tool_name="Bash")
+    asked = ev(1, "user_message", "user", "Commit the fix for the stuck remediation please.")
+    s = ExtractiveSummarizer(COUNTER).summarize_events([asked, call])
+    said = " ".join([s.abstract, *s.bullets])
+    assert "users were stuck" in said and "Co-Authored" not in s.overview
+    # the L0 does not say the title again ("Committed: <the title>")
+    assert s.abstract.count("Fix dead-end state") <= 1
 
 
 def test_reads_and_succeeded_commands_show_no_error() -> None:

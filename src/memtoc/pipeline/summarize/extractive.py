@@ -254,12 +254,15 @@ class ExtractiveSummarizer:
         text = title
         used = count(text)
         seen = {_plain(title)}
+        named = frozenset(key_terms(title))
         for sentence in sentences:
             if used >= self.abstract_tokens:
                 break
             sentence = sentence.strip()
             if not sentence or _plain(sentence) in seen:
                 continue
+            if _jaccard(frozenset(key_terms(sentence)), named) >= TITLE_OVERLAP:
+                continue  # says the title again ("Committed: <the title>")
             piece = f"{'' if text.endswith(('.', '!', '?', '…')) else '.'} {sentence}"
             joined = text + piece
             # counted piece by piece (the whole again only near the limit, where a merge of

@@ -50,6 +50,9 @@ LEAD_IN_WORDS = 20
 """An agent's sentence ending in a colon and at most this long announces what follows."""
 LISTED_FILES = 3
 """Files named in a gathered edit or read fact before "and N more"."""
+COMMIT_SENTENCES = 3
+"""Sentences of a commit message's body read as facts (what changed and why)."""
+"""Files named in a gathered edit or read fact before "and N more"."""
 
 _MD_INLINE = re.compile(r"\*\*|__|~~|(?<!\w)\*(?=\S)|(?<=\S)\*(?!\w)")
 _MD_LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
@@ -278,6 +281,9 @@ def extract_facts(events: Sequence[Event], context: Sequence[Event] = ()) -> lis
                     add(action.text, index, action.kind)
                 continue
             add(action.text, index, action.kind)
+            if action.detail:  # a commit's body: what changed and why, in the author's words
+                for part in _sentences(action.detail)[:COMMIT_SENTENCES]:
+                    add(part.text, index, "done")
             continue
         if etype == "tool_result":
             for result in describe_result(event, results.get(index)):

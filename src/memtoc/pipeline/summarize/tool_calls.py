@@ -59,6 +59,8 @@ class ToolAction:
     whenever the text carries the arguments, so grips can find it."""
     note: str = ""
     """What the agent said the call was for (a shell command's ``description``), if it did."""
+    detail: str = ""
+    """A commit's message body (what changed and why, in the author's words), if it has one."""
 
 
 def tool_name(metadata: Mapping[str, object]) -> str:
@@ -155,6 +157,43 @@ def commit_message(command: str) -> str:
     return _one_line(m.group(1).strip(), 16) if m else ""
 
 
+_HEREDOC = re.compile(r"<<-?\s*(['\"]?)(\w+)\1[^\n]*\n(.*?)\n\s*\2\b", re.DOTALL)
+_MESSAGE_FLAG = re.compile(r"(?:-m|--message[= ])\s*(?:\"((?:[^\"\\]|\\.)*)\"|'([^']*)')")
+_TRAILER = re.compile(r"^\s*(?:[\w-]+-by:|Co-Authored-By:|Change-Id:|🤖|Generated with\b)", re.I)
+BODY_CHARS = 1_200
+"""How much of a commit message's body is read."""
+
+
+def commit_body(command: str) -> str:
+    """The body of a ``git commit``'s message in ``command`` — the paragraphs after its subject
+    line (heredoc, or a second ``-m``), wrapped lines joined, trailers (``Co-Authored-By:``)
+    and tool banners dropped — else ''. An agent writes there what it changed and why."""
+    at = re.search(r"\bgit\b[^\n|;&]*\bcommit\b", command)
+    if at is None:
+        return ""
+    rest = command[at.start() :]
+    heredoc = _HEREDOC.search(rest)
+    if heredoc is not None:
+        message = heredoc.group(3)
+    else:
+        parts = [a if a else b for a, b in _MESSAGE_FLAG.findall(rest)]
+        message = "\n\n".join(p.replace('\\"', '"') for p in parts)
+    lines = message.strip().splitlines()
+    body = [ln.strip() for ln in lines[1:] if not _TRAILER.match(ln)]
+    paragraphs: list[str] = []
+    current: list[str] = []
+    for line in body:
+        if not line or line.startswith(("- ", "* ")):
+            if current:
+                paragraphs.append(" ".join(current))
+            current = [line] if line else []
+            continue
+        current.append(line)
+    if current:
+        paragraphs.append(" ".join(current))
+    return "\n".join(paragraphs)[:BODY_CHARS].strip()
+
+
 def _str(args: Mapping[str, object], *keys: str) -> str:
     for key in keys:
         value = args.get(key)
@@ -176,7 +215,8 @@ def render_tool_call(text: str, metadata: Mapping[str, object]) -> ToolAction | 
         note = _one_line(_str(args, "description"), 14)
         message = commit_message(command)
         if message:
-            return ToolAction("commit", f"Committed: {message}", shown.rstrip("…"), note)
+            return ToolAction("commit", f"Committed: {message}", shown.rstrip("…"), note,
+                              commit_body(command))  # fmt: skip
         return ToolAction("command", f"Ran `{shown}`", shown.rstrip("…"), note)
     path = _str(args, "file_path", "notebook_path", "path", "filename")
     pattern = _str(args, "pattern", "query", "regex")

@@ -46,8 +46,12 @@ _PYTEST = re.compile(r"\b(\d+) (passed|failed|errors?|skipped)\b")
 _BUN_PASS = re.compile(r"^\s*(\d+) pass\s*$", re.MULTILINE)
 _BUN_FAIL = re.compile(r"^\s*(\d+) fail\s*$", re.MULTILINE)
 _JEST = re.compile(r"^\s*Tests?:?\s+(.*\d+ (?:passed|failed).*)$", re.MULTILINE)
-_GO_OK = re.compile(r"^ok\s+\S+", re.MULTILINE)
-_GO_FAIL_PKG = re.compile(r"^FAIL\s+(\S+)", re.MULTILINE)
+_GO_OK = re.compile(r"^ok\s+\S+\s+(?:\d+(?:\.\d+)?m?s|\(cached\)|\[no test files\])", re.MULTILINE)
+"""``go test``'s line for a package that passed ("ok  	example.com/pkg	0.012s"); not a tool's
+own "ok ✓"."""
+_GO_FAIL_PKG = re.compile(
+    r"^FAIL\s+(\S+)\s+(?:\d+(?:\.\d+)?m?s|\[(?:build|setup) failed\])", re.MULTILINE
+)
 _GO_FAIL_TEST = re.compile(r"^\s*--- FAIL: (\w+)", re.MULTILINE)
 _CARGO = re.compile(r"test result: (\w+)\. (\d+) passed; (\d+) failed")
 _COMMIT = re.compile(r"^\[([\w./-]+)(?: \(root-commit\))? ([0-9a-f]{7,12})\] (.+)$", re.MULTILINE)
