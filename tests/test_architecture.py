@@ -79,13 +79,7 @@ ENTRY_POINTS = ("surfaces", "eval", "__main__")
 """Where a concrete store may be named: the surfaces and the evaluation tools build and inspect
 the store a user names; everything else receives a store typed by a protocol
 (``store/base.py``, ``store/capabilities.py``)."""
-NOT_YET = {
-    "memory": "the facade's store type (one protocol of all it uses: to come)",
-    "pipeline/embed_step": "SQLite's vector upkeep SQL (one embed step: issue 18 part 2)",
-    "pipeline/embed_step_pg": "PostgreSQL's embed step (one embed step: issue 18 part 2)",
-    "retrieval/embedding_index": "in-memory vectors (SQLite) vs pgvector's nearest (PostgreSQL)",
-    "retrieval/vectors": "the in-memory index loads SQLite's vectors",
-}
+NOT_YET: dict[str, str] = {}
 """Modules that still name a concrete store or its SQL, each with why: the list only shrinks (a
 module leaving it must be removed from it, and no other module may join)."""
 

@@ -16,7 +16,6 @@ from memtoc.memory import Memory
 from memtoc.pipeline.embed_step import EmbedStep
 from memtoc.retrieval.embedding_index import SemanticIndex
 from memtoc.retrieval.hybrid import Fusion, fusion_from_settings
-from memtoc.store.sqlite.vectors import count_vectors, recorded_embedder
 from memtoc.surfaces.cli.app import app
 from memtoc.surfaces.cli.commands import search_cmds
 from search_support import CORPUS, build_memory, require_model
@@ -60,7 +59,7 @@ def test_unloadable_embedder_degrades_to_bm25(tmp_path: Path) -> None:
         assert result.mode == "bm25" and result.items
         assert result.degraded is not None and result.degraded.startswith("no embedder: ")
         assert "no-such-model" in result.degraded
-        assert count_vectors(mem.store) == {}
+        assert mem.store.count_vectors() == {}
     finally:
         mem.close()
 
@@ -84,7 +83,7 @@ def test_pipeline_embeds_events_and_docs(memory: Memory) -> None:
     docs = dict(memory.store._query("SELECT kind, COUNT(*) FROM docs GROUP BY kind"))
     assert counts.pop("event") == len(CORPUS)
     assert counts == docs
-    assert recorded_embedder(memory.store, embedder.name) == (embedder.dim, embedder.version)
+    assert memory.store.recorded_embedder(embedder.name) == (embedder.dim, embedder.version)
     again = EmbedStep(memory.store, embedder).run()
     assert not again.changed  # idempotent: nothing new
 
@@ -123,12 +122,12 @@ def test_new_events_and_changed_docs_are_embedded(tmp_path: Path) -> None:
     try:
         embedder = mem.semantic.embedder
         assert embedder is not None
-        before = count_vectors(mem.store)[embedder.name]
+        before = mem.store.count_vectors()[embedder.name]
         mem.remember("Kubernetes pod keeps crashing with OOMKilled", project="alpha")
         mem.process()
         hit = mem.search("pod memory crash", kinds=["event"], mode="vector", limit=1).items[0]
         assert "OOMKilled" in mem.store.get_event(hit.id).text
-        assert count_vectors(mem.store)[embedder.name] > before
+        assert mem.store.count_vectors()[embedder.name] > before
         # a doc that disappears loses its vector
         grip = mem.store._query("SELECT grip_id, project FROM grips LIMIT 1")[0]
         with mem.store.transaction():
@@ -142,7 +141,7 @@ def test_new_events_and_changed_docs_are_embedded(tmp_path: Path) -> None:
         # a changed embedder version is stale: the next run re-embeds everything
         mem.store.set_meta(f"embedder:{embedder.name}", json.dumps({"dim": 1, "version": "old"}))
         assert EmbedStep(mem.store, embedder).run().rebuilt
-        assert recorded_embedder(mem.store, embedder.name) == (embedder.dim, embedder.version)
+        assert mem.store.recorded_embedder(embedder.name) == (embedder.dim, embedder.version)
         rebuilt = mem.rebuild_vectors()
         assert rebuilt.rebuilt and rebuilt.events == mem.store.count_events()
     finally:

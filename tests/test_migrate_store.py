@@ -21,11 +21,11 @@ from memtoc.clock import ManualClock
 from memtoc.errors import StoreError
 from memtoc.model import Bookmark, Event
 from memtoc.pipeline.embed_step import EmbedStep
-from memtoc.pipeline.embed_step_pg import PgEmbedStep
 from memtoc.pipeline.summarize.extractive import ExtractiveSummarizer
 from memtoc.pipeline.worker import PipelineConfig, Processor
 from memtoc.retrieval.bookmark_step import bookmark_doc
 from memtoc.store.base import PipelineStore
+from memtoc.store.capabilities import TextScope
 from memtoc.store.migrate import CHECKPOINT_PREFIX, migrate_store
 from memtoc.store.postgres import PostgresStore
 from memtoc.store.postgres import maintenance as postgres_maintenance
@@ -116,10 +116,11 @@ def test_copy_is_whole_verified_and_the_pipeline_continues_on_postgres(
         hit = pg.nearest("hash:16", HashEmbedder(16).embed([event.text])[0], 1)[0]
         assert hit[0].item_id == event.event_id and hit[1] == pytest.approx(1.0, abs=1e-5)
         # the copied vectors are current: only the events appended after embedding are new
-        embedded = PgEmbedStep(pg, HashEmbedder(16)).run()
+        embedded = EmbedStep(pg, HashEmbedder(16)).run()
         assert (embedded.events, embedded.docs, embedded.rebuilt) == (len(pending), 0, False)
         node = next(n for n in pg.list_nodes("alpha") if n.keywords)
-        assert pg.search_text("alpha", node.keywords[0], kinds=("node", "event"))
+        alpha = TextScope(projects=("alpha",))
+        assert pg.rank_text(node.keywords[0], kinds=("node", "event"), scope=alpha)
         # the copy is a working store: the worker files the pending batch; appends continue
         proc = processor(pg)
         proc.run(rollup=False)
@@ -138,7 +139,7 @@ def test_copy_is_whole_verified_and_the_pipeline_continues_on_postgres(
                       "user_message", "user", "after the move")  # fmt: skip
         pg.append_events([extra])
         assert pg.events_by_seq(src.max_seq() + 1, src.max_seq() + 1)[0][1] == extra
-        PgEmbedStep(pg, HashEmbedder(16)).run()  # the pipeline's embedding step (no hook here)
+        EmbedStep(pg, HashEmbedder(16)).run()  # the pipeline's embedding step (no hook here)
         report = postgres_maintenance.verify(pg)
         assert report.ok, report.problems
     finally:

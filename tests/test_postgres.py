@@ -32,10 +32,12 @@ from memtoc.model import Bookmark, Event, Grip
 from memtoc.pipeline.summarize.extractive import ExtractiveSummarizer
 from memtoc.pipeline.worker import PipelineConfig, Processor
 from memtoc.store.base import DocRow, PipelineStore
+from memtoc.store.capabilities import TextScope, VectorKey
 from memtoc.store.postgres import PostgresStore
 from memtoc.store.postgres import maintenance as postgres_maintenance
 from memtoc.store.postgres.base import redact_url
 from memtoc.store.sqlite import SqliteStore
+from memtoc.text.embed import HashEmbedder
 from memtoc.text.tokens import default_counter
 from pipeline_support import make_events, toc_snapshot
 
@@ -109,9 +111,9 @@ def test_pipeline_on_postgres_builds_the_same_toc_as_sqlite(
     # full text over the documents the pipeline wrote, scores in 0..1
     project = pg.projects()[0]
     word = pg.list_nodes(project, level="segment")[0].keywords[0]
-    hits = pg.search_text(project, word, kinds=("node", "grip", "event"))
-    assert hits and all(0 < score < 1 for _, _, score in hits)
-    assert {kind for kind, _, _ in hits} >= {"node"}
+    hits = pg.rank_text(word, kinds=("node", "grip", "event"), scope=TextScope(projects=(project,)))
+    assert hits and all(0 < r[4] <= 1 for r in hits)
+    assert {r[0] for r in hits} >= {"node"}
 
 
 def _drain(url: str, worker_id: str, start: Any) -> tuple[int, int, int]:
@@ -235,8 +237,9 @@ def test_projects_are_isolated_on_every_read_path(pg: PostgresStore) -> None:
     )
     pg.put_docs([DocRow("bookmark", "bm-alpha", "alpha", 1, "alpha flexbox note")])
     unit = np.ones(8, dtype=np.float32)
-    pg.put_vectors("node", "alpha", "emb", [("n-alpha", unit)])
-    pg.put_vectors("node", "beta", "emb", [("n-beta", unit)])
+    emb = HashEmbedder(8)
+    keys = [VectorKey("node", "alpha", "n-alpha"), VectorKey("node", "beta", "n-beta")]
+    pg.put_item_vectors(emb, keys, np.stack([unit, unit]))
 
     assert {e.project for e in pg.scan_events(project="beta")} == {"beta"}
     assert pg.count_events("beta") == 6
@@ -255,12 +258,14 @@ def test_projects_are_isolated_on_every_read_path(pg: PostgresStore) -> None:
         } else pg.get_node("gamma", segment.node_id)
     assert pg.list_bookmarks("beta") == [] and pg.find_bookmarks("beta") == []
     assert [b.bookmark_id for b in pg.list_bookmarks("alpha")] == ["bm-alpha"]
+    beta = TextScope(projects=("beta",))
     for kinds in (("node", "grip"), ("event",), ("bookmark",)):
-        hits = pg.search_text("beta", "flexbox", kinds=kinds)
-        ids = {i for _, i, _ in hits}
+        hits = pg.rank_text("flexbox", kinds=kinds, scope=beta)
+        ids = {r[2] for r in hits}
         assert not any("alpha" in i for i in ids), (kinds, ids)
-    assert pg.search_text("beta", "flexbox", kinds=("event",))  # the path does return beta's
-    assert [i for _, i, _ in pg.search_vectors("beta", "emb", unit)] == ["n-beta"]
+    assert pg.rank_text("flexbox", kinds=("event",), scope=beta)  # the path does return beta's
+    near = pg.nearest(emb.name, unit, 20, projects=("beta",), kinds=("node", "grip"))
+    assert [k.item_id for k, _ in near] == ["n-beta"]
     assert pg.latest_nodes("beta", "segment", 50) == pg.list_nodes("beta", level="segment")[::-1]
 
 

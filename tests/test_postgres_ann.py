@@ -12,7 +12,7 @@ import pytest
 
 from memtoc.clock import ManualClock
 from memtoc.memory import Memory
-from memtoc.pipeline.embed_step_pg import PgEmbedStep
+from memtoc.pipeline.embed_step import EmbedStep
 from memtoc.retrieval.embedding_index import SemanticIndex
 from memtoc.store.postgres import PostgresStore
 from memtoc.store.postgres import ann as postgres_ann
@@ -51,9 +51,9 @@ def test_embed_step_builds_the_index_and_search_uses_it(
     queries = [EMB.embed([q])[0] for q in ("vacuum", "refresh token", "pytest passed")]
     exact = [store.nearest(EMB.name, q, 5) for q in queries]
     assert "vectors_ivf" not in store.explain_nearest(EMB.name, queries[0], 5)
-    PgEmbedStep(store, EMB, ann_min_rows=total + 1).rebuild()
+    EmbedStep(store, EMB, ann_min_rows=total + 1).rebuild()
     assert store.vector_indexes() == []  # below the threshold: still exact
-    PgEmbedStep(store, EMB, ann_min_rows=total).rebuild()  # at it: the step builds the index
+    EmbedStep(store, EMB, ann_min_rows=total).rebuild()  # at it: the step builds the index
     (info,) = store.vector_indexes()
     assert info == {"index": index, "valid": True, "lists": 10, "bytes": info["bytes"]}
     assert f"Index Scan using {index}" in store.explain_nearest(EMB.name, queries[0], 5)

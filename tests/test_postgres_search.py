@@ -16,10 +16,9 @@ from memtoc.clock import ManualClock
 from memtoc.memory import Memory
 from memtoc.retrieval.embedding_index import SemanticIndex
 from memtoc.retrieval.teleport import SearchFilters, bm25_search, filter_keys
-from memtoc.store.capabilities import TextScope
+from memtoc.store.capabilities import TextScope, VectorKey
 from memtoc.store.postgres import PostgresStore
 from memtoc.store.sqlite import SqliteStore
-from memtoc.store.sqlite.vectors import VectorKey
 from memtoc.text.embed import HashEmbedder
 from search_support import BASE, CORPUS, DAY
 

@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 from memtoc.errors import MigrationError, NotFoundError, QueryError
 from memtoc.model import Bookmark, Bullet, Event, Grip, TocNode
 from memtoc.store.base import DirtyPeriod
-from memtoc.store.sqlite.store import PAGE_SIZE, SqliteStore
+from memtoc.store.sqlite import SqliteStore
+from memtoc.store.sqlite.base import PAGE_SIZE
 
 STORE_BACKENDS = ("sqlite", "postgres")
 """Every test taking ``store`` runs on both backends (conftest.pytest_generate_tests); SQLite

@@ -17,17 +17,8 @@ from memtoc.model import Event
 from memtoc.retrieval.vectors import VectorIndex
 from memtoc.retrieval.vectors_ann import faiss_available
 from memtoc.store.base import DocRow
+from memtoc.store.capabilities import VectorKey
 from memtoc.store.sqlite import SqliteStore
-from memtoc.store.sqlite.vectors import (
-    VectorKey,
-    clear_vectors,
-    count_vectors,
-    delete_vectors,
-    load_vectors,
-    put_vectors,
-    recorded_embedder,
-    stale_embedder,
-)
 from memtoc.text.embed import HashEmbedder
 
 MODELS = Path(__file__).resolve().parents[2] / "shared" / "models"
@@ -258,7 +249,7 @@ def _fill_store(store: SqliteStore) -> tuple[list[VectorKey], np.ndarray]:
     ]
     emb = HashEmbedder(16)
     vecs = emb.embed(["node text", "same node id, other project", "grip", "an event", "x"])
-    put_vectors(store, emb, keys, vecs)
+    store.put_item_vectors(emb, keys, vecs)
     return keys, vecs
 
 
@@ -276,19 +267,19 @@ def test_store_round_trip(store: SqliteStore) -> None:
     beta = VectorIndex.from_store(store, emb, projects={"beta"})
     assert len(beta) == 1 and beta.search(vecs[1], 5)[0][0] == keys[1]
     assert len(VectorIndex.from_store(store, emb, kinds={"node", "grip"})) == 3
-    loaded = load_vectors(store, "hash:16")
+    loaded = store.load_vectors("hash:16")
     np.testing.assert_array_equal(loaded.matrix[loaded.keys.index(keys[3])], vecs[3])
     # write the index back under another embedder name, then delete and clear
     other = HashEmbedder(16)
     other.name = "hash:copy"
     assert index.to_store(store, other) == 5
-    assert count_vectors(store) == {"hash:16": 5, "hash:copy": 5}
-    assert delete_vectors(store, [keys[0]], embedder="hash:copy") == 1
-    assert delete_vectors(store, [keys[1]]) == 2
-    assert count_vectors(store) == {"hash:16": 4, "hash:copy": 3}
-    assert clear_vectors(store, "hash:copy") == 3 and recorded_embedder(store, "hash:copy") is None
+    assert store.count_vectors() == {"hash:16": 5, "hash:copy": 5}
+    assert store.delete_vectors([keys[0]], embedder="hash:copy") == 1
+    assert store.delete_vectors([keys[1]]) == 2
+    assert store.count_vectors() == {"hash:16": 4, "hash:copy": 3}
+    assert store.clear_vectors("hash:copy") == 3 and store.recorded_embedder("hash:copy") is None
     with pytest.raises(StoreError, match="4-d"):
-        put_vectors(store, HashEmbedder(4), [keys[0]], np.ones((1, 5)))
+        store.put_item_vectors(HashEmbedder(4), [keys[0]], np.ones((1, 5)))
 
 
 def test_store_vectors_are_little_endian_float32(store: SqliteStore) -> None:
@@ -301,18 +292,18 @@ def test_store_vectors_are_little_endian_float32(store: SqliteStore) -> None:
 
 def test_stale_embedder_detection(store: SqliteStore) -> None:
     emb = HashEmbedder(16)
-    assert not stale_embedder(store, emb)  # nothing stored: nothing to redo
+    assert not store.stale_embedder(emb)  # nothing stored: nothing to redo
     _fill_store(store)
-    assert recorded_embedder(store, "hash:16") == (16, "hash-v1")
-    assert not stale_embedder(store, emb)
+    assert store.recorded_embedder("hash:16") == (16, "hash-v1")
+    assert not store.stale_embedder(emb)
     changed = HashEmbedder(16)
     changed.version = "hash-v2"
-    assert stale_embedder(store, changed)
+    assert store.stale_embedder(changed)
     store.connection.execute("DELETE FROM meta WHERE key = 'embedder:hash:16'")
-    assert stale_embedder(store, emb)  # vectors of unknown provenance
+    assert store.stale_embedder(emb)  # vectors of unknown provenance
     store.connection.execute("UPDATE vectors SET dim = 8 WHERE item_id = 'g1'")
     with pytest.raises(StoreError, match="disagree on dimension"):
-        load_vectors(store, "hash:16")
+        store.load_vectors("hash:16")
 
 
 def test_real_static_model_end_to_end(store: SqliteStore) -> None:
@@ -331,8 +322,8 @@ def test_real_static_model_end_to_end(store: SqliteStore) -> None:
         "the kitten slept on a rug",
     ]
     keys = [VectorKey("grip", "alpha", f"g{i}") for i in range(len(texts))]
-    put_vectors(store, emb, keys, emb.embed(texts))
+    store.put_item_vectors(emb, keys, emb.embed(texts))
     index = VectorIndex.from_store(store, emb)
     hits = index.search(emb.embed(["a small cat lying on a carpet"])[0], 2)
     assert {h.item_id for h, _ in hits} == {"g0", "g3"}
-    assert not stale_embedder(store, emb)
+    assert not store.stale_embedder(emb)

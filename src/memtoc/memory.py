@@ -35,8 +35,7 @@ from memtoc.projects import ProjectRegistry, Scope
 from memtoc.retrieval.bookmark_decay import effective_importance
 from memtoc.retrieval.context import DEFAULT_BUDGET, TOP_BOOKMARKS, ContextView, build_context
 from memtoc.services import ROLLUP_LEVELS, store_timezone
-from memtoc.store.capabilities import FileBackups, ForgetLogged, ProjectMerging
-from memtoc.store.sqlite import SqliteStore
+from memtoc.store.capabilities import FileBackups, ForgetLogged, MemoryStore, ProjectMerging
 from memtoc.text.tokens import TokenCounter, default_counter
 
 # What only some verbs need is imported by them (ingest: the importer and redaction; search and
@@ -50,7 +49,6 @@ if TYPE_CHECKING:
     from memtoc.ingest.sources.base import EventDraft
     from memtoc.merging import MergeReport
     from memtoc.pipeline.embed_step import EmbedReport, EmbedStep
-    from memtoc.pipeline.embed_step_pg import PgEmbedStep
     from memtoc.pipeline.rollup import RollupReport
     from memtoc.pipeline.summarize.base import Summarizer
     from memtoc.pipeline.worker import PipelineConfig, Processor, ProcessReport
@@ -63,7 +61,6 @@ if TYPE_CHECKING:
     from memtoc.retrieval.recall import RecallResult
     from memtoc.store.capabilities import AuditEntry
     from memtoc.store.derived import VerifyReport
-    from memtoc.store.postgres import PostgresStore
 
 
 log = logging.getLogger("memtoc")
@@ -77,7 +74,7 @@ class Memory:
 
     def __init__(
         self,
-        store: SqliteStore | PostgresStore,
+        store: MemoryStore,
         *,
         settings: Settings | None = None,
         clock: Clock | None = None,
@@ -107,7 +104,7 @@ class Memory:
         # search (memtoc.retrieval.hybrid): the embedder loads lazily, on first search or process
         self._semantic = semantic
         self._fusion = fusion
-        self._embed_step: EmbedStep | PgEmbedStep | None = None
+        self._embed_step: EmbedStep | None = None
         # bookmarks (memtoc.retrieval.bookmark_step): a pass after each filed batch of events
         self._bookmark_detector = bookmark_detector
         self._bookmark_config = bookmark_config
@@ -631,13 +628,12 @@ class Memory:
     def _summary_status(self) -> dict[str, JsonValue]:
         """Which backends built the TOC's latest nodes: how many the LLM fallback built
         (``degraded``, with a reason) and how many another backend than the configured one."""
-        from memtoc.store.derived import derived_ops
 
         configured = self.summarizer.name
         by: dict[str, int] = {}
         degraded = other = total = 0
         reason: str | None = None
-        for name, fell_back, n, why in derived_ops(self.store).summary_backends():
+        for name, fell_back, n, why in self.store.derived().summary_backends():
             by[name] = by.get(name, 0) + n
             total += n
             if fell_back:
@@ -847,9 +843,8 @@ class Memory:
 
     def rebuild_fts(self) -> dict[str, int]:
         """Re-index events and docs for BM25 with the current tokenisation (``rebuild --fts``)."""
-        from memtoc.store.derived import derived_ops
 
-        return derived_ops(self.store).rebuild_text_index()
+        return self.store.derived().rebuild_text_index()
 
     def rebuild_vectors(self) -> EmbedReport:
         """Re-embed every event and doc with the configured embedder (``memtoc rebuild --vectors``)."""
@@ -870,7 +865,6 @@ class Memory:
         configured summariser, vectors with the configured embedder (skipped, with a note,
         without one)."""
         from memtoc.derived.rebuild import PARTS, Rebuilder
-        from memtoc.store.derived import derived_ops
 
         parts = PARTS if parts is None else parts
 
@@ -881,7 +875,7 @@ class Memory:
 
         rebuilder = Rebuilder(
             self.processor,
-            derived_ops(self.store),
+            self.store.derived(),
             bookmarks=self.bookmark_step,
             vectors=vectors if self.semantic.embedder is not None else None,
         )
@@ -1045,13 +1039,12 @@ class Memory:
         Vectors are checked against the configured embedder when it loads."""
         from memtoc.derived.verify import verify_structure
         from memtoc.pipeline.periods import Calendar
-        from memtoc.store.derived import derived_ops
 
         embedder = self.semantic.embedder
         report = self.store.verify_store(embedder)
         if embedder is None and self.semantic.degraded:
             report.pending.append(f"vectors not checked against a model: {self.semantic.degraded}")
-        report.add(verify_structure(self.store, derived_ops(self.store), Calendar(self.tz)))
+        report.add(verify_structure(self.store, self.store.derived(), Calendar(self.tz)))
         return report
 
     def backup(self, dest: str | Path) -> int:

@@ -32,7 +32,8 @@ from memtoc.ingest.importer import Importer, IngestOptions
 from memtoc.ingest.redact import Redactor
 from memtoc.ingest.sources.base import EventDraft
 from memtoc.model import Event, JsonValue
-from memtoc.store.sqlite.store import _SYNCHRONOUS, SqliteStore
+from memtoc.store.sqlite import SqliteStore
+from memtoc.store.sqlite.base import _SYNCHRONOUS
 
 _BASELINE_SCHEMA = (
     "CREATE TABLE events (event_id TEXT PRIMARY KEY, ts_ms INTEGER, project TEXT, "

@@ -152,7 +152,7 @@ def _vectors(store: Any, embedder: tuple[str, str], asked: list[Any]) -> dict[st
     """Embed everything (one process, the embed step), build the approximate index when the
     store is big enough for it, then hybrid search through it and (``EXACT_QUERIES``) without."""
     from memtoc.memory import Memory
-    from memtoc.pipeline.embed_step_pg import PgEmbedStep
+    from memtoc.pipeline.embed_step import EmbedStep
     from memtoc.retrieval.embedding_index import SemanticIndex
     from memtoc.store.postgres.ann import ANN_MIN_ROWS
 
@@ -162,7 +162,7 @@ def _vectors(store: Any, embedder: tuple[str, str], asked: list[Any]) -> dict[st
         raise StoreError(f"bench team: no embedder ({semantic.degraded})")
     out: dict[str, JsonValue] = {"embedder": emb.name, "load_embed": _load()}
     t0 = time.perf_counter()
-    report = PgEmbedStep(store, emb, ann_min_rows=2**62).run()  # the index is timed apart
+    report = EmbedStep(store, emb, ann_min_rows=2**62).run()  # the index is timed apart
     embed_s = time.perf_counter() - t0
     vectors = report.events + report.docs
     out.update(embed_s=round(embed_s, 3), vectors=vectors,

@@ -12,10 +12,10 @@ this embedder while events are filed (``missing``) are not used — search runs 
 use and ``partial`` says how many are missing. Every change of state is logged once. The state is
 read from the store (three indexed lookups) at most every ``STATE_TTL_S`` seconds.
 
-Vectors are searched exactly (``VectorIndex``) from a matrix loaded from the store on the first
-search and reloaded when the embedding step has written since (``vectors_gen:<name>`` in
-``meta``). On a PostgreSQL store the server searches them (pgvector, ``PostgresStore.nearest``)
-and ``PgEmbedStep`` keeps them current: nothing is loaded into memory.
+A store that searches its vectors itself (``NearestVectors``: PostgreSQL's pgvector) is asked;
+from any other (``LoadableVectors``: SQLite) they are loaded into a matrix on the first search,
+searched exactly (``VectorIndex``) and reloaded when the embedding step has written since
+(``vectors_gen:<name>`` in ``meta``). ``EmbedStep`` keeps them current on both.
 """
 
 from __future__ import annotations
@@ -26,17 +26,14 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from memtoc.errors import EmbedderError
+from memtoc.errors import EmbedderError, StoreError
 from memtoc.model import JsonValue
-from memtoc.store.sqlite import SqliteStore
-from memtoc.store.sqlite.vectors import VectorProgress, vector_progress
+from memtoc.store.capabilities import LoadableVectors, NearestVectors, VectorProgress, VectorStore
 
 if TYPE_CHECKING:  # numpy-backed modules load on first use: plain commands stay quick to start
     from memtoc.pipeline.embed_step import EmbedStep
-    from memtoc.pipeline.embed_step_pg import PgEmbedStep
     from memtoc.retrieval.vectors import VectorIndex
-    from memtoc.store.postgres import PostgresStore
-    from memtoc.store.sqlite.vectors import VectorKey
+    from memtoc.store.capabilities import VectorKey
     from memtoc.text.embed import Embedder
 
 log = logging.getLogger("memtoc")
@@ -108,7 +105,7 @@ class SemanticIndex:
 
     def __init__(
         self,
-        store: SqliteStore | PostgresStore,
+        store: VectorStore,
         *,
         embedder: Embedder | None = None,
         kind: str | None = None,
@@ -166,10 +163,7 @@ class SemanticIndex:
         now = time.monotonic()
         if self._state is not None and now - self._state[0] <= STATE_TTL_S:
             return self._state[1]
-        if isinstance(self.store, SqliteStore):
-            progress = vector_progress(self.store, embedder.name)
-        else:
-            progress = self.store.vector_progress(embedder.name)
+        progress = self.store.vector_progress(embedder.name)
         found = classify(embedder.name, int(embedder.dim), embedder.version, progress)
         self._state = (now, found)
         if found.state != self._logged:
@@ -204,31 +198,27 @@ class SemanticIndex:
         if not self._warmed:
             embedder.embed(["warm up"])
             self._warmed = True
-        if isinstance(self.store, SqliteStore):
+        if not isinstance(self.store, NearestVectors) and isinstance(self.store, LoadableVectors):
             self._current_index(self.store, embedder)
         if vocabulary:
             from memtoc.retrieval.recall_expand import load_vocabulary
 
             load_vocabulary(embedder)
 
-    def embed_step(self) -> EmbedStep | PgEmbedStep | None:
+    def embed_step(self) -> EmbedStep | None:
         """The pipeline step that keeps this embedder's vectors current (None without one)."""
         embedder = self.embedder
         if embedder is None:
             return None
-        if not isinstance(self.store, SqliteStore):
-            from memtoc.pipeline.embed_step_pg import PgEmbedStep
-
-            return PgEmbedStep(self.store, embedder)
         from memtoc.pipeline.embed_step import EmbedStep
 
         return EmbedStep(self.store, embedder)
 
-    def _current_index(self, store: SqliteStore, embedder: Embedder) -> VectorIndex[VectorKey]:
+    def _current_index(self, store: LoadableVectors, embedder: Embedder) -> VectorIndex[VectorKey]:
         from memtoc.retrieval.vectors import VectorIndex
         from memtoc.store.capabilities import generation_key
 
-        generation = store.get_meta(generation_key(embedder.name))
+        generation = self.store.get_meta(generation_key(embedder.name))
         if self._index is None or generation != self._generation:
             self._index = VectorIndex.from_store(store, embedder)
             self._generation = generation
@@ -248,7 +238,7 @@ class SemanticIndex:
         embedder = self.embedder
         if embedder is None or k <= 0 or not query.strip():
             return []
-        if not isinstance(self.store, SqliteStore):
+        if isinstance(self.store, NearestVectors):
             return self.store.nearest(
                 embedder.name,
                 embedder.embed([query])[0],
@@ -257,6 +247,10 @@ class SemanticIndex:
                 kinds=kinds,
                 since_ms=since_ms,
                 until_ms=until_ms,
+            )
+        if not isinstance(self.store, LoadableVectors):
+            raise StoreError(
+                f"{self.store.location}: its vectors can be neither searched nor loaded"
             )
         index = self._current_index(self.store, embedder)
         if len(index) == 0:

@@ -26,10 +26,14 @@ import numpy.typing as npt
 
 from memtoc.errors import QueryError
 from memtoc.retrieval.vectors_ann import IvfAnn, faiss_available
-from memtoc.store.sqlite.vectors import EmbedderIdentity, VectorKey, load_vectors, put_vectors
 
 if TYPE_CHECKING:
-    from memtoc.store.sqlite import SqliteStore
+    from memtoc.store.capabilities import (
+        EmbedderIdentity,
+        LoadableVectors,
+        VectorKey,
+        VectorStore,
+    )
 
 K = TypeVar("K", bound=Hashable)
 Mask = npt.NDArray[np.bool_]
@@ -350,7 +354,7 @@ class VectorIndex(Generic[K]):
     @classmethod
     def from_store(
         cls,
-        store: SqliteStore,
+        store: LoadableVectors,
         embedder: EmbedderIdentity,
         *,
         projects: Collection[str] | None = None,
@@ -358,7 +362,7 @@ class VectorIndex(Generic[K]):
         ann_min_rows: int | None = None,
     ) -> VectorIndex[VectorKey]:
         """Load every vector of ``embedder`` (for some projects/kinds) from the store."""
-        loaded = load_vectors(store, embedder.name, projects=projects, kinds=kinds)
+        loaded = store.load_vectors(embedder.name, projects=projects, kinds=kinds)
         index: VectorIndex[VectorKey] = VectorIndex(
             embedder.dim, embedder=embedder.name, ann_min_rows=ann_min_rows
         )
@@ -373,11 +377,11 @@ class VectorIndex(Generic[K]):
         return index
 
     def to_store(
-        self: VectorIndex[VectorKey], store: SqliteStore, embedder: EmbedderIdentity
+        self: VectorIndex[VectorKey], store: VectorStore, embedder: EmbedderIdentity
     ) -> int:
         """Write every row to the store under ``embedder`` (insert or replace); returns the count."""
         if embedder.dim != self.dim:
             raise QueryError(f"{embedder.name} is {embedder.dim}-d, index is {self.dim}-d")
         slots = np.flatnonzero(self._alive[: self._n])
         keys = [self._key(int(s)) for s in slots]
-        return put_vectors(store, embedder, keys, self._mat[slots])
+        return store.put_item_vectors(embedder, keys, self._mat[slots])

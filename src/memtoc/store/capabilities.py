@@ -23,18 +23,21 @@ for (``isinstance`` on the protocol, never on a concrete store class):
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+from collections.abc import Collection, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
 
 from memtoc.model import JsonValue
-from memtoc.store.base import PipelineStore
+from memtoc.store.base import PipelineStore, ProjectStore, Store
 
 if TYPE_CHECKING:
-    from memtoc.store.derived import VerifyReport
-    from memtoc.store.sqlite.vectors import EmbedderIdentity
+    import numpy as np
+    import numpy.typing as npt
+
+    from memtoc.store.derived import DerivedStore, VerifyReport
 
 ScoredRow = tuple[str, str, str, int, float, float, bool]
 """A ranked row: ``kind, project, item_id, ts_ms, score (0..1), raw score, every_term``."""
@@ -271,6 +274,190 @@ class FileBackups(Protocol):
 
     def compact(self) -> dict[str, int]:
         """Give free pages back to the file system (``VACUUM``); sizes before and after."""
+        ...
+
+
+# -- vectors ------------------------------------------------------------------------------------------
+class EmbedderIdentity(Protocol):
+    """What the store records about an embedder (any ``memtoc.text.embed.Embedder`` fits)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def dim(self) -> int: ...
+
+    @property
+    def version(self) -> str: ...
+
+
+class VectorKey(NamedTuple):
+    """Where a vector belongs: the item's kind (``node``, ``grip``, ``event``, ``bookmark``), its
+    project, and its id within that kind and project."""
+
+    kind: str
+    project: str
+    item_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedVectors:
+    """Every vector of one embedder for a set of projects/kinds, in one matrix."""
+
+    keys: list[VectorKey]
+    ts_ms: npt.NDArray[np.int64]
+    matrix: npt.NDArray[np.float32]
+
+
+BEHIND_CAP = 100_000
+"""``VectorProgress.behind`` counts up to this many events (a store with none embedded yet need
+not be counted in full on every search)."""
+
+
+@dataclass(frozen=True, slots=True)
+class VectorProgress:
+    """How far one embedder's vectors cover the store: what ``SemanticIndex.state`` reports."""
+
+    recorded: tuple[int, str] | None
+    """``(dim, version)`` of the model its stored vectors came from (None: none recorded)."""
+    checkpoint: int
+    """The last event seq it has embedded (0: none)."""
+    filed_max: int
+    """The last seq filed into a segment (searchable by BM25)."""
+    behind: int
+    """Filed events after the checkpoint (up to ``BEHIND_CAP``)."""
+    others: tuple[str, ...]
+    """Other embedders with recorded vectors."""
+
+
+def progress_from(
+    raw_meta: str | None,
+    raw_checkpoint: str | None,
+    filed_max: int,
+    count_behind: Any,
+    other_names: Any,
+) -> VectorProgress:
+    """A ``VectorProgress`` from the values both stores read (callables count and list lazily)."""
+    recorded = None
+    if raw_meta is not None:
+        try:
+            data = json.loads(raw_meta)
+            recorded = (int(data["dim"]), str(data["version"]))
+        except (ValueError, KeyError, TypeError):
+            recorded = (-1, "unreadable")
+    try:
+        checkpoint = int(json.loads(raw_checkpoint)) if raw_checkpoint is not None else 0
+    except (ValueError, TypeError):
+        checkpoint = 0
+    behind = count_behind(checkpoint) if checkpoint < filed_max else 0
+    others = tuple(other_names()) if recorded is None else ()
+    return VectorProgress(recorded, checkpoint, int(filed_max), int(behind), others)
+
+
+def embed_job(embedder_name: str) -> str:
+    """The checkpoint of the embed step: the last event seq ``embedder_name`` has embedded."""
+    return f"embed:{embedder_name}"
+
+
+class VectorStore(Store, Protocol):
+    """What the embed step (``memtoc.pipeline.embed_step``) and the semantic index read and
+    write: one embedder's vectors, their provenance and what still needs embedding (SQLite:
+    ``store/sqlite/vectors.py``; PostgreSQL: ``store/postgres/vectors.py``)."""
+
+    def get_meta(self, key: str) -> str | None: ...
+
+    def set_meta(self, key: str, value: str) -> None: ...
+
+    def stale_embedder(self, embedder: EmbedderIdentity) -> bool:
+        """Vectors of ``embedder.name`` came from another model (or from an unrecorded one)."""
+        ...
+
+    def recorded_embedder(self, name: str) -> tuple[int, str] | None: ...
+
+    def vector_progress(self, name: str) -> VectorProgress: ...
+
+    def reset_vectors(self, name: str) -> None:
+        """Drop ``name``'s vectors, what records their sources and its embed checkpoint."""
+        ...
+
+    def events_after(self, seq: int, limit: int) -> list[tuple[int, str, str, str]]:
+        """``(seq, event_id, project, text)`` of events after ``seq``, in seq order."""
+        ...
+
+    def docs_to_embed(self, name: str, limit: int) -> list[tuple[str, str, str, str, str]]:
+        """``(kind, project, doc_id, text, source)`` of docs whose vector of ``name`` is missing
+        or was computed from other text; ``source`` is what ``put_item_vectors`` records."""
+        ...
+
+    def put_item_vectors(
+        self,
+        embedder: EmbedderIdentity,
+        keys: Sequence[VectorKey],
+        vectors: npt.ArrayLike,
+        sources: Sequence[str] | None = None,
+    ) -> int:
+        """Insert or replace one vector per key (with each doc's ``source``), record the
+        embedder; one transaction. How many were written."""
+        ...
+
+    def drop_orphan_doc_vectors(self, name: str) -> int:
+        """Delete vectors of docs that no longer exist; how many."""
+        ...
+
+    def count_vectors(self) -> dict[str, int]:
+        """Stored vectors per embedder name."""
+        ...
+
+
+@runtime_checkable
+class LoadableVectors(Protocol):
+    """Vectors read whole into memory and searched there (SQLite: ``retrieval/vectors.py``)."""
+
+    def load_vectors(
+        self,
+        name: str,
+        *,
+        projects: Collection[str] | None = None,
+        kinds: Collection[str] | None = None,
+    ) -> LoadedVectors: ...
+
+
+@runtime_checkable
+class NearestVectors(Protocol):
+    """Vectors searched by the server (PostgreSQL: pgvector), nothing loaded into memory."""
+
+    def nearest(
+        self,
+        name: str,
+        query: npt.NDArray[np.float32],
+        k: int,
+        *,
+        projects: Collection[str] | None = None,
+        kinds: Collection[str] | None = None,
+        since_ms: int | None = None,
+        until_ms: int | None = None,
+    ) -> list[tuple[VectorKey, float]]: ...
+
+
+@runtime_checkable
+class AnnIndexed(Protocol):
+    """A store that keeps an approximate vector index of its own once an embedder has enough
+    vectors (PostgreSQL: IVFFlat, ``store/postgres/ann.py``)."""
+
+    def ensure_vector_index(self, name: str, dim: int, *, min_rows: int | None = None) -> bool:
+        """Build (or, outgrown, rebuild) ``name``'s index once it has ``min_rows`` vectors
+        (None: the store's setting); whether one is in place."""
+        ...
+
+
+class MemoryStore(SearchStore, ForgetStore, VectorStore, ProjectStore, Verifiable, Protocol):
+    """Everything the ``Memory`` facade uses of a store, on both backends; what one backend lacks
+    (``FileBackups``, ``ForgetLogged``, ``ProjectMerging``) the facade checks for."""
+
+    read_only: bool
+
+    def derived(self) -> DerivedStore:
+        """What ``verify`` and ``rebuild`` need (``store/derived.py``)."""
         ...
 
 

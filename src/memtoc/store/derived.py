@@ -5,7 +5,7 @@ documents, the BM25 indexes and vectors — can be checked against the events an
 (DESIGN §3). The logic lives above the store (``memtoc.derived``); the SQL lives here, behind the
 narrow ``DerivedStore`` protocol, mirrored by ``SqliteDerived`` (``sqlite/audit.py``: verify's
 checks, ``sqlite/derived.py``: rebuild's repairs) and ``PgDerived`` (``postgres/audit.py``,
-``postgres/derived.py``). ``derived_ops(store)`` returns the right one.
+``postgres/derived.py``); each store's ``derived()`` returns its own.
 
 ``audit`` runs the checks that are plain SQL (coverage of every event by exactly one segment,
 membership and segment rows, nodes of built segments, grips' event ranges, bookmarks' events,
@@ -16,6 +16,7 @@ a few examples (ids, so a user can look) and the command that repairs it.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
@@ -24,12 +25,18 @@ from memtoc.model import Grip, JsonValue, TocNode
 from memtoc.store.base import SegmentRecord
 
 if TYPE_CHECKING:
-    from memtoc.store.postgres import PostgresStore
-    from memtoc.store.sqlite import SqliteStore
-    from memtoc.store.sqlite.vectors import EmbedderIdentity
+    from memtoc.store.capabilities import EmbedderIdentity
 
 EXAMPLES = 3
 """Examples listed per finding."""
+_WORD = re.compile(r"[A-Za-z][A-Za-z0-9]{3,30}")
+PROBES = 4
+"""Stored texts tried per BM25 probe (the newest and oldest filed ones)."""
+
+
+def probe_words(text: str) -> list[str]:
+    """Plain words of ``text`` a BM25 index of it must find (letters and digits, 4+ chars)."""
+    return list(dict.fromkeys(m.group() for m in _WORD.finditer(text[:4000])))[:3]
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,16 +218,3 @@ class DerivedStore(Protocol):
     def rebuild_text_index(self, *, events: bool = True, docs: bool = True) -> dict[str, int]:
         """Re-index filed events and every document for BM25 with the current ``search_text``."""
         ...
-
-
-def derived_ops(store: SqliteStore | PostgresStore) -> DerivedStore:
-    """The ``DerivedStore`` of ``store`` (SQLite or PostgreSQL)."""
-    from memtoc.store.sqlite import SqliteStore
-
-    if isinstance(store, SqliteStore):
-        from memtoc.store.sqlite.derived import SqliteDerived
-
-        return SqliteDerived(store)
-    from memtoc.store.postgres.derived import PgDerived
-
-    return PgDerived(store)

@@ -20,8 +20,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from memtoc.store.capabilities import EmbedderIdentity
 from memtoc.store.derived import Finding
-from memtoc.store.sqlite.vectors import EmbedderIdentity
 
 FIX = "memtoc rebuild --vectors"
 

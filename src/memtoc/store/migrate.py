@@ -123,7 +123,7 @@ _EVENT_COLS = ("seq", "event_id", "ts_ms", "project", "session_id", "agent", "ev
 _OUTBOX_COLS = ("entry_id", "kind", "payload", "created_ms", "status", "attempts", "error",
                 "claimed_by", "claimed_ms", "done_ms")  # fmt: skip
 _NODE_COLS = ("project", "node_id", "version", "level", "start_ms", "end_ms", "parent_id")
-_SEGMENT_COLS = ("project", "node_id", "session_id", "start_ms", "end_ms", "first_seq",
+SEGMENT_COLS = ("project", "node_id", "session_id", "start_ms", "end_ms", "first_seq",
                  "last_seq", "event_count", "token_count", "first_event_id", "last_event_id",
                  "closed", "built", "error")  # fmt: skip
 
@@ -138,7 +138,7 @@ TABLES: tuple[TableSpec, ...] = (
     TableSpec("toc_node_versions", ("project", "node_id", "version"),
               (*_NODE_COLS, "data", "created_ms"), convert=_texts(7)),
     TableSpec("toc_nodes", ("project", "node_id"), _NODE_COLS),
-    TableSpec("segments", ("project", "node_id"), _SEGMENT_COLS),
+    TableSpec("segments", ("project", "node_id"), SEGMENT_COLS),
     TableSpec("segment_events", ("seq",), ("seq", "project", "node_id")),
     TableSpec("grips", ("grip_id",), ("grip_id", "project", "toc_node_id", "excerpt",
               "event_id_start", "event_id_end", "ts_ms", "source", "session_id"),

@@ -75,9 +75,12 @@ def probes_for(lists: int) -> int:
 class PgAnn(PgBase):
     """Builds, describes and looks up the approximate vector indexes."""
 
-    def ensure_vector_index(self, name: str, dim: int, *, min_rows: int = ANN_MIN_ROWS) -> bool:
+    def ensure_vector_index(self, name: str, dim: int, *, min_rows: int | None = None) -> bool:
         """Build (or, grown, rebuild) the index of ``name`` at ``dim`` once it has ``min_rows``
-        vectors; True when one is usable afterwards. Not inside a transaction (``CONCURRENTLY``)."""
+        vectors (None: the store's ``ann_min_rows``, else ``ANN_MIN_ROWS``); True when one is
+        usable afterwards. Not inside a transaction (``CONCURRENTLY``)."""
+        if min_rows is None:
+            min_rows = ANN_MIN_ROWS if self.ann_min_rows is None else self.ann_min_rows
         index = ann_index_name(name, dim)
         valid, lists = self.ann_index(index, fresh=True)
         est = self._query("SELECT reltuples FROM pg_class WHERE oid = 'vectors'::regclass")

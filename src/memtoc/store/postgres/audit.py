@@ -15,14 +15,18 @@ from typing import Any
 
 from memtoc.model import Grip, TocNode
 from memtoc.store.base import SegmentRecord
-from memtoc.store.derived import EXAMPLES, Audit, Finding
+from memtoc.store.capabilities import EmbedderIdentity
+from memtoc.store.codecs import (
+    GRIP_COLS,
+    SEGMENT_COLS,
+    grip_from_row,
+    node_from_row,
+    segment_from_row,
+)
+from memtoc.store.derived import EXAMPLES, PROBES, Audit, Finding, probe_words
 from memtoc.store.derived_vectors import VectorCounts, vector_findings
 from memtoc.store.event_checks import IN_RANGE_SQL
-from memtoc.store.postgres.pipeline import SEGMENT_COLS
 from memtoc.store.postgres.store import PostgresStore
-from memtoc.store.sqlite.audit import PROBES, probe_words
-from memtoc.store.sqlite.store import _GRIP_COLS, _grip_from_row, _node_from_row, _segment_from_row
-from memtoc.store.sqlite.vectors import EmbedderIdentity
 from memtoc.text.fts_text import original_text
 
 LATEST_VERSIONS = (
@@ -445,14 +449,14 @@ class PgAudit:
             "ORDER BY n.project, n.node_id LIMIT %s",
             (*after, limit),
         )
-        return [_node_from_row(r[0], r[1], r[2], r[3]) for r in rows]
+        return [node_from_row(r[0], r[1], r[2], r[3]) for r in rows]
 
     def scan_grips(self, after: str, limit: int) -> list[Grip]:
         rows = self.q(
-            f"SELECT {_GRIP_COLS} FROM grips WHERE grip_id > %s ORDER BY grip_id LIMIT %s",
+            f"SELECT {GRIP_COLS} FROM grips WHERE grip_id > %s ORDER BY grip_id LIMIT %s",
             (after, limit),
         )
-        return [_grip_from_row(r) for r in rows]
+        return [grip_from_row(r) for r in rows]
 
     def doc_texts(self, kind: str, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], str]:
         if not keys:
@@ -475,7 +479,7 @@ class PgAudit:
             f"SELECT {SEGMENT_COLS} FROM segments WHERE built = 0 OR error IS NOT NULL "
             "ORDER BY project, start_ms"
         )
-        return [_segment_from_row(r) for r in rows]
+        return [segment_from_row(r) for r in rows]
 
     def summary_backends(self) -> list[tuple[str, bool, int, str | None]]:
         rows = self.q(

@@ -13,7 +13,6 @@ versions and outbox claims, ``FOR UPDATE`` on a segment read inside a transactio
 
 from __future__ import annotations
 
-import json
 import threading
 import weakref
 from collections.abc import Iterator, Sequence
@@ -27,7 +26,6 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from memtoc.clock import Clock, SystemClock
 from memtoc.errors import StoreError
-from memtoc.model import JsonValue
 from memtoc.store.event_checks import storable_text
 from memtoc.store.postgres.migrations import migrate
 
@@ -51,10 +49,6 @@ def redact_url(url: str) -> str:
     netloc = parts.netloc.rsplit("@", 1)[-1]
     user = parts.username or ""
     return urlunsplit(parts._replace(netloc=f"{user}:***@{netloc}"))
-
-
-def dumps(value: JsonValue) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
 
 
 pg_text = storable_text

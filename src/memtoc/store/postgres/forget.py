@@ -38,6 +38,7 @@ import psycopg
 from memtoc.errors import StoreError
 from memtoc.model import JsonValue
 from memtoc.store.capabilities import DOC_KINDS, AuditEntry, EventRef, ScrubReport
+from memtoc.store.codecs import json_sorted
 from memtoc.store.postgres.base import LIVE, PgBase
 
 SCRUBBED: tuple[str, ...] = (
@@ -67,10 +68,6 @@ def _like(word: str) -> str:
     """An ``ILIKE`` pattern matching ``word`` anywhere, its wildcards escaped."""
     escaped = word.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
     return f"%{escaped}%"
-
-
-def _dumps(value: JsonValue) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
 
 
 class PgForget(PgBase):
@@ -217,7 +214,7 @@ class PgForget(PgBase):
         rows = self._query(
             "INSERT INTO forget_audit(forgotten_ms, selector, event_ids, counts) "
             "VALUES (%s, %s, %s, %s) RETURNING audit_id",
-            (now_ms, _dumps(selector), _dumps(list(event_ids)), _dumps(counts)),
+            (now_ms, json_sorted(selector), json_sorted(list(event_ids)), json_sorted(counts)),
         )
         return int(rows[0][0])
 
@@ -231,7 +228,7 @@ class PgForget(PgBase):
             merged = {**json.loads(rows[0][0]), **counts}
             self._exec(
                 "UPDATE forget_audit SET counts = %s WHERE audit_id = %s",
-                (_dumps(merged), audit_id),
+                (json_sorted(merged), audit_id),
             )
 
     def list_audit(self, limit: int = 50) -> list[AuditEntry]:

@@ -10,12 +10,12 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from memtoc.model import EVENT_TYPES, ROLES
+from memtoc.store.capabilities import EmbedderIdentity
 from memtoc.store.derived import VerifyReport
 from memtoc.store.event_checks import OUT_OF_RANGE_SQL, out_of_range_problem
 from memtoc.store.postgres.audit import PgAudit
 from memtoc.store.postgres.migrations import MIGRATIONS
 from memtoc.store.postgres.store import PostgresStore
-from memtoc.store.sqlite.vectors import EmbedderIdentity
 
 
 def verify(store: PostgresStore, embedder: EmbedderIdentity | None = None) -> VerifyReport:

@@ -22,40 +22,23 @@ from typing import Any
 from memtoc.errors import NotFoundError, StoreError
 from memtoc.model import Event, Grip
 from memtoc.store.base import DirtyPeriod, DocRow, SegmentRecord
-from memtoc.store.postgres.base import LIVE, PgBase, Row, pg_text
-from memtoc.store.sqlite.store import _GRIP_COLS, _grip_from_row, _segment_from_row, _segment_row
+from memtoc.store.codecs import (
+    GRIP_COLS,
+    SEGMENT_COLS,
+    event_from_row,
+    grip_from_row,
+    segment_from_row,
+    segment_row,
+)
+from memtoc.store.postgres.base import LIVE, PgBase, pg_text
 
 EVENT_COLS = (
     "seq, event_id, ts_ms, project, session_id, agent, event_type, role, text, metadata, "
     "source, source_pos, text_exact"
 )
-SEGMENT_COLS = (
-    "project, node_id, session_id, start_ms, end_ms, first_seq, last_seq, event_count, "
-    "token_count, first_event_id, last_event_id, closed, built, error"
-)
 _SEGMENT_UPDATE = ", ".join(
     f"{c.strip()} = excluded.{c.strip()}" for c in SEGMENT_COLS.split(",")[2:]
 )
-
-
-def row_to_event(row: Row) -> Event:
-    """An event from a row of ``EVENT_COLS`` (exact text restored when it held NUL)."""
-    import json
-
-    text = json.loads(row[12]) if row[12] is not None else row[8]
-    return Event(
-        event_id=row[1],
-        ts_ms=row[2],
-        project=row[3],
-        session_id=row[4],
-        agent=row[5],
-        event_type=row[6],
-        role=row[7],
-        text=text,
-        metadata=json.loads(row[9]) if row[9] != "{}" else {},
-        source=row[10],
-        source_pos=row[11],
-    )
 
 
 class PgPipeline(PgBase):
@@ -74,7 +57,7 @@ class PgPipeline(PgBase):
             return 0
         with self.transaction():
             rows = self._query(
-                f"INSERT INTO grips({_GRIP_COLS}) "
+                f"INSERT INTO grips({GRIP_COLS}) "
                 "SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], "
                 "%s::text[], %s::int8[], %s::text[], %s::text[], %s::text[]) "
                 "ON CONFLICT (grip_id) DO NOTHING RETURNING 1",
@@ -93,18 +76,18 @@ class PgPipeline(PgBase):
         return len(rows)
 
     def get_grip(self, grip_id: str) -> Grip:
-        rows = self._query(f"SELECT {_GRIP_COLS} FROM grips WHERE grip_id = %s", (grip_id,))
+        rows = self._query(f"SELECT {GRIP_COLS} FROM grips WHERE grip_id = %s", (grip_id,))
         if not rows:
             raise NotFoundError("grip", grip_id)
-        return _grip_from_row(rows[0])
+        return grip_from_row(rows[0])
 
     def grips_for_node(self, project: str, node_id: str) -> list[Grip]:
         rows = self._query(
-            f"SELECT {_GRIP_COLS} FROM grips WHERE project = %s AND toc_node_id = %s "
+            f"SELECT {GRIP_COLS} FROM grips WHERE project = %s AND toc_node_id = %s "
             "ORDER BY ts_ms, grip_id",
             (project, node_id),
         )
-        return [_grip_from_row(r) for r in rows]
+        return [grip_from_row(r) for r in rows]
 
     def replace_node_grips(self, project: str, node_id: str, grips: Sequence[Grip]) -> int:
         keep = [g.grip_id for g in grips]
@@ -150,7 +133,7 @@ class PgPipeline(PgBase):
 
     def _segments(self, where: str, params: Sequence[Any], tail: str = "") -> list[SegmentRecord]:
         rows = self._query(f"SELECT {SEGMENT_COLS} FROM segments WHERE {where} {tail}", params)
-        return [_segment_from_row(r) for r in rows]
+        return [segment_from_row(r) for r in rows]
 
     def session_tail(self, project: str, session_id: str) -> SegmentRecord | None:
         found = self._segments(
@@ -188,7 +171,7 @@ class PgPipeline(PgBase):
             "ORDER BY ts_ms, event_id",
             (session_id, project, ts_ms, ts_ms, event_id),
         )
-        return [(int(r[0]), row_to_event(r)) for r in rows]
+        return [(int(r[0]), event_from_row(r)) for r in rows]
 
     def members_of(self, project: str, node_ids: Sequence[str]) -> set[int]:
         if not node_ids:
@@ -217,7 +200,7 @@ class PgPipeline(PgBase):
                 f"INSERT INTO segments({SEGMENT_COLS}) VALUES "
                 "(%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s) ON CONFLICT (project, node_id) "
                 f"DO UPDATE SET {_SEGMENT_UPDATE}, lease_owner = NULL, lease_until_ms = NULL",
-                [_segment_row(r) for r in upserts],
+                [segment_row(r) for r in upserts],
             )
             if membership:
                 self._exec(
@@ -250,7 +233,7 @@ class PgPipeline(PgBase):
                 f"RETURNING {', '.join('s.' + c.strip() for c in SEGMENT_COLS.split(','))}",
                 (now, limit, self._owner(), now + self.build_lease_ms),
             )
-        found = [_segment_from_row(r) for r in rows]
+        found = [segment_from_row(r) for r in rows]
         found.sort(key=lambda s: (s.project, s.session_id, s.start_ms, s.first_event_id))
         return found
 
@@ -268,7 +251,7 @@ class PgPipeline(PgBase):
             "WHERE s.project = %s AND s.node_id = %s ORDER BY e.ts_ms, e.event_id",
             (project, node_id),
         )
-        return [row_to_event(r) for r in rows]
+        return [event_from_row(r) for r in rows]
 
     def previous_segment(self, segment: SegmentRecord) -> SegmentRecord | None:
         found = self._segments(

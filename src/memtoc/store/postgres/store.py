@@ -21,29 +21,35 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import Any
-
-import numpy as np
-import numpy.typing as npt
+from typing import TYPE_CHECKING, Any
 
 from memtoc.errors import NotFoundError, QueryError, StoreError
 from memtoc.model import AppendResult, Bookmark, Event, JsonValue, OutboxEntry, TocNode
+from memtoc.store.codecs import (
+    bookmark_from_row,
+    event_from_row,
+    json_sorted,
+    node_data,
+    node_fields,
+    node_from_row,
+)
 from memtoc.store.event_checks import Stored, classify, out_of_range_count, row_problem
 from memtoc.store.postgres.base import (
     APPEND_LOCK,
     CLAIM_LOCK,
     LIVE,
     SESSION_LOCKERS,
-    dumps,
     pg_text,
 )
 from memtoc.store.postgres.forget import PgForget
-from memtoc.store.postgres.pipeline import EVENT_COLS, PgPipeline, row_to_event
+from memtoc.store.postgres.pipeline import EVENT_COLS, PgPipeline
 from memtoc.store.postgres.projects import PgProjects
 from memtoc.store.postgres.search import PgSearch
 from memtoc.store.postgres.upkeep import PgUpkeep
 from memtoc.store.postgres.vectors import PgVectors
-from memtoc.store.sqlite.store import _asdict, _bookmark_from_row, _node_data, _node_from_row
+
+if TYPE_CHECKING:
+    from memtoc.store.derived import DerivedStore
 
 _OUTBOX_COLS = "entry_id, kind, payload, created_ms, attempts, status, error"
 _LATEST = (
@@ -94,14 +100,14 @@ class PostgresStore(PgPipeline, PgSearch, PgVectors, PgProjects, PgForget, PgUpk
             text = e.text
             if "\x00" in text:
                 exact, text = json.dumps(text), pg_text(text)
-            meta = dumps(dict(e.metadata)) if e.metadata else "{}"
+            meta = json_sorted(dict(e.metadata)) if e.metadata else "{}"
             values = (
                 e.event_id, e.ts_ms, e.project, e.session_id, e.agent, e.event_type, e.role,
                 text, exact, meta, e.source, e.source_pos,
             )  # fmt: skip
             for col, value in zip(cols, values, strict=True):
                 col.append(value)
-        job_values = [(job, dumps(value)) for job, value in (checkpoints or {}).items()]
+        job_values = [(job, json_sorted(value)) for job, value in (checkpoints or {}).items()]
         result = AppendResult()
         new: set[str] = set()
         with self.transaction():
@@ -126,7 +132,7 @@ class PostgresStore(PgPipeline, PgSearch, PgVectors, PgProjects, PgForget, PgUpk
                     "INSERT INTO outbox(kind, payload, first_seq, last_seq, sessions, created_ms) "
                     "VALUES ('events', %s, %s, %s, %s, %s) RETURNING entry_id",
                     (
-                        dumps({"first_seq": first, "last_seq": last}),
+                        json_sorted({"first_seq": first, "last_seq": last}),
                         first,
                         last,
                         sessions,
@@ -189,7 +195,7 @@ class PostgresStore(PgPipeline, PgSearch, PgVectors, PgProjects, PgForget, PgUpk
         )
         if not rows:
             raise NotFoundError("event", event_id)
-        return row_to_event(rows[0])
+        return event_from_row(rows[0])
 
     def get_events(self, event_ids: Iterable[str]) -> list[Event]:
         ids = list(dict.fromkeys(event_ids))
@@ -200,7 +206,7 @@ class PostgresStore(PgPipeline, PgSearch, PgVectors, PgProjects, PgForget, PgUpk
             "ORDER BY ts_ms, seq",
             (ids,),
         )
-        return [row_to_event(r) for r in rows]
+        return [event_from_row(r) for r in rows]
 
     def scan_events(
         self,
@@ -238,7 +244,7 @@ class PostgresStore(PgPipeline, PgSearch, PgVectors, PgProjects, PgForget, PgUpk
             text += f" ORDER BY ts_ms {order}, seq {order} LIMIT {int(size)}"
             rows = self._query(text, args)
             for row in rows:
-                yield row_to_event(row)
+                yield event_from_row(row)
             if len(rows) < size:
                 return
             cursor = (int(rows[-1][2]), int(rows[-1][0]))
@@ -250,7 +256,7 @@ class PostgresStore(PgPipeline, PgSearch, PgVectors, PgProjects, PgForget, PgUpk
             f"SELECT {EVENT_COLS} FROM events WHERE seq BETWEEN %s AND %s AND {LIVE} ORDER BY seq",
             (first_seq, last_seq),
         )
-        return [(int(r[0]), row_to_event(r)) for r in rows]
+        return [(int(r[0]), event_from_row(r)) for r in rows]
 
     def session_neighbors(
         self,
@@ -281,7 +287,9 @@ class PostgresStore(PgPipeline, PgSearch, PgVectors, PgProjects, PgForget, PgUpk
             base + "AND (ts_ms, seq) > (%s, %s) AND ts_ms <= %s ORDER BY ts_ms, seq LIMIT %s",
             (event.session_id, event.project, *only, event.ts_ms, seq, hi, after),
         )
-        return [row_to_event(r) for r in reversed(prev_rows)], [row_to_event(r) for r in next_rows]
+        return [event_from_row(r) for r in reversed(prev_rows)], [
+            event_from_row(r) for r in next_rows
+        ]
 
     def count_events(self, project: str | None = None) -> int:
         if project is None:
@@ -302,7 +310,7 @@ class PostgresStore(PgPipeline, PgSearch, PgVectors, PgProjects, PgForget, PgUpk
     def add_outbox(self, kind: str, payload: Mapping[str, JsonValue]) -> int:
         rows = self._query(
             "INSERT INTO outbox(kind, payload, created_ms) VALUES (%s, %s, %s) RETURNING entry_id",
-            (kind, dumps(dict(payload)), self.clock.now_ms()),
+            (kind, json_sorted(dict(payload)), self.clock.now_ms()),
         )
         return int(rows[0][0])
 
@@ -392,7 +400,7 @@ class PostgresStore(PgPipeline, PgSearch, PgVectors, PgProjects, PgForget, PgUpk
         self._exec(
             "INSERT INTO checkpoints(job, value, updated_ms) VALUES (%s, %s, %s) "
             "ON CONFLICT (job) DO UPDATE SET value = excluded.value, updated_ms = excluded.updated_ms",
-            (job, dumps(value), self.clock.now_ms()),
+            (job, json_sorted(value), self.clock.now_ms()),
         )
 
     def list_checkpoints(self, prefix: str = "") -> dict[str, JsonValue]:
@@ -411,7 +419,7 @@ class PostgresStore(PgPipeline, PgSearch, PgVectors, PgProjects, PgForget, PgUpk
             )
             shape = (node.level, node.start_ms, node.end_ms, node.parent_id)
             if rows:
-                latest = _node_from_row(node.project, node.node_id, rows[0][0], rows[0][1])
+                latest = node_from_row(node.project, node.node_id, rows[0][0], rows[0][1])
                 if latest.content_key() == node.content_key():
                     return latest, False
             top = self._query(
@@ -422,7 +430,7 @@ class PostgresStore(PgPipeline, PgSearch, PgVectors, PgProjects, PgForget, PgUpk
             if top and not rows:
                 # No latest pointer (retired, or lost): a node equal to its last version gets its
                 # pointer back instead of a copy; otherwise numbering continues after the versions.
-                last = _node_from_row(node.project, node.node_id, top[0][0], top[0][1])
+                last = node_from_row(node.project, node.node_id, top[0][0], top[0][1])
                 if last.content_key() == node.content_key():
                     self._exec(_SET_LATEST, (node.project, node.node_id, last.version, *shape))
                     return last, True
@@ -431,10 +439,10 @@ class PostgresStore(PgPipeline, PgSearch, PgVectors, PgProjects, PgForget, PgUpk
             self._exec(
                 "INSERT INTO toc_node_versions(project, node_id, version, level, start_ms, end_ms, "
                 "parent_id, data, created_ms) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s)",
-                (node.project, node.node_id, version, *shape, pg_text(_node_data(node, now)), now),
+                (node.project, node.node_id, version, *shape, pg_text(node_data(node, now)), now),
             )
             self._exec(_SET_LATEST, (node.project, node.node_id, version, *shape))
-        return TocNode(**{**_asdict(node), "version": version, "created_ms": now}), True
+        return TocNode(**{**node_fields(node), "version": version, "created_ms": now}), True
 
     def get_node(self, project: str, node_id: str, version: int | None = None) -> TocNode:
         if version is None:
@@ -450,7 +458,7 @@ class PostgresStore(PgPipeline, PgSearch, PgVectors, PgProjects, PgForget, PgUpk
             )
         if not rows:
             raise NotFoundError("node", f"{node_id} (project {project})")
-        return _node_from_row(project, node_id, rows[0][0], rows[0][1])
+        return node_from_row(project, node_id, rows[0][0], rows[0][1])
 
     def find_node(self, node_id: str, project: str | None = None) -> TocNode:
         if project is not None:
@@ -488,7 +496,7 @@ class PostgresStore(PgPipeline, PgSearch, PgVectors, PgProjects, PgForget, PgUpk
             f"WHERE {' AND '.join(where)} ORDER BY n.start_ms, n.node_id",
             params,
         )
-        return [_node_from_row(project, r[0], r[1], r[2]) for r in rows]
+        return [node_from_row(project, r[0], r[1], r[2]) for r in rows]
 
     def latest_nodes(self, project: str, level: str, limit: int) -> list[TocNode]:
         rows = self._query(
@@ -496,7 +504,7 @@ class PostgresStore(PgPipeline, PgSearch, PgVectors, PgProjects, PgForget, PgUpk
             "ORDER BY n.start_ms DESC, n.node_id DESC LIMIT %s",
             (project, level, max(0, int(limit))),
         )
-        return [_node_from_row(project, r[0], r[1], r[2]) for r in rows]
+        return [node_from_row(project, r[0], r[1], r[2]) for r in rows]
 
     def node_versions(self, project: str, node_id: str) -> list[int]:
         rows = self._query(
@@ -519,7 +527,7 @@ class PostgresStore(PgPipeline, PgSearch, PgVectors, PgProjects, PgForget, PgUpk
                 bookmark.bookmark_id,
                 bookmark.project,
                 pg_text(bookmark.content),
-                dumps(list(bookmark.event_ids)),
+                json_sorted(list(bookmark.event_ids)),
                 bookmark.importance,
                 bookmark.type,
                 bookmark.created_ms,
@@ -541,7 +549,7 @@ class PostgresStore(PgPipeline, PgSearch, PgVectors, PgProjects, PgForget, PgUpk
         text += " ORDER BY importance DESC, created_ms DESC"
         if limit is not None:
             text += f" LIMIT {int(limit)}"
-        return [_bookmark_from_row(r) for r in self._query(text, params)]
+        return [bookmark_from_row(r) for r in self._query(text, params)]
 
     def touch_bookmarks(self, bookmark_ids: Sequence[str], now_ms: int) -> int:
         """Mark bookmarks as used at ``now_ms`` (``last_relevant_ms`` never moves back)."""
@@ -588,81 +596,7 @@ class PostgresStore(PgPipeline, PgSearch, PgVectors, PgProjects, PgForget, PgUpk
                 text += f" AND {clause}"
                 params.append(value)
         text += " ORDER BY created_ms, bookmark_id"
-        return [_bookmark_from_row(r) for r in self._query(text, params)]
-
-    # -- search (PostgreSQL-specific API; every query is scoped to one project) ----------------------
-    def search_text(
-        self, project: str, query: str, *, kinds: Sequence[str] = ("node", "grip"), limit: int = 20
-    ) -> list[tuple[str, str, float]]:
-        """``(kind, id, score)`` of documents (``node``, ``grip``) and filed events (``event``)
-        matching ``query`` (words ANDed, ``websearch_to_tsquery``), best first.
-
-        The score is ``ts_rank_cd`` normalised into 0..1 by ``rank / (rank + 1)`` (flag 32), so a
-        better match scores higher, like the SQLite store's normalised BM25.
-        """
-        out: list[tuple[str, str, float]] = []
-        tsq = "websearch_to_tsquery('english'::regconfig, %s)"
-        doc_kinds = [k for k in kinds if k != "event"]
-        if doc_kinds:
-            rows = self._query(
-                f"SELECT kind, doc_id, ts_rank_cd(tsv, q, 32) FROM docs, {tsq} q "
-                "WHERE project = %s AND kind = ANY(%s) AND tsv @@ q "
-                "ORDER BY 3 DESC, doc_id LIMIT %s",
-                (pg_text(query), project, doc_kinds, limit),
-            )
-            out.extend((r[0], r[1], float(r[2])) for r in rows)
-        if "event" in kinds:
-            rows = self._query(
-                f"SELECT e.event_id, ts_rank_cd(s.tsv, q, 32) FROM event_search s "
-                f"JOIN events e ON e.seq = s.seq, {tsq} q "
-                "WHERE s.project = %s AND s.tsv @@ q ORDER BY 2 DESC, e.seq LIMIT %s",
-                (pg_text(query), project, limit),
-            )
-            out.extend(("event", r[0], float(r[1])) for r in rows)
-        out.sort(key=lambda r: -r[2])
-        return out[:limit]
-
-    def put_vectors(
-        self,
-        kind: str,
-        project: str,
-        embedder: str,
-        items: Sequence[tuple[str, npt.NDArray[np.float32]]],
-    ) -> int:
-        """Add or replace the vectors of ``items`` (``(item_id, vector)``), normalised to unit
-        length so cosine distance ranks them."""
-        rows = []
-        for item_id, vec in items:
-            v = np.asarray(vec, dtype=np.float32)
-            norm = float(np.linalg.norm(v))
-            rows.append(
-                (kind, item_id, project, embedder, int(v.shape[0]), v / norm if norm else v)
-            )
-        return self._many(
-            "INSERT INTO vectors(kind, item_id, project, embedder, dim, vec) "
-            "VALUES (%s,%s,%s,%s,%s,%s) ON CONFLICT (kind, project, item_id, embedder) "
-            "DO UPDATE SET dim = excluded.dim, vec = excluded.vec",
-            rows,
-        )
-
-    def search_vectors(
-        self,
-        project: str,
-        embedder: str,
-        query: npt.NDArray[np.float32],
-        *,
-        kinds: Sequence[str] = ("node", "grip"),
-        limit: int = 20,
-    ) -> list[tuple[str, str, float]]:
-        """``(kind, item_id, cosine similarity)`` nearest to ``query`` within one project."""
-        q = np.asarray(query, dtype=np.float32)
-        rows = self._query(
-            "SELECT kind, item_id, 1 - (vec <=> %s) FROM vectors WHERE project = %s "
-            "AND embedder = %s AND dim = %s AND kind = ANY(%s) ORDER BY vec <=> %s, item_id "
-            "LIMIT %s",
-            (q, project, embedder, int(q.shape[0]), list(kinds), q, limit),
-        )
-        return [(r[0], r[1], float(r[2])) for r in rows]
+        return [bookmark_from_row(r) for r in self._query(text, params)]
 
     # -- housekeeping -------------------------------------------------------------------------------
     def stats(self) -> dict[str, JsonValue]:
@@ -690,6 +624,12 @@ class PostgresStore(PgPipeline, PgSearch, PgVectors, PgProjects, PgForget, PgUpk
             "vector_indexes": list(self.vector_indexes()),
             "bytes": int(q("SELECT pg_database_size(current_database())")[0][0]),
         }
+
+    def derived(self) -> DerivedStore:
+        """What ``verify`` and ``rebuild`` need of this store (``postgres/derived.py``)."""
+        from memtoc.store.postgres.derived import PgDerived
+
+        return PgDerived(self)
 
     def __enter__(self) -> PostgresStore:
         return self

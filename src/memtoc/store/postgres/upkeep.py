@@ -7,9 +7,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, cast
 
 if TYPE_CHECKING:
+    from memtoc.store.capabilities import EmbedderIdentity
     from memtoc.store.derived import VerifyReport
     from memtoc.store.postgres.store import PostgresStore
-    from memtoc.store.sqlite.vectors import EmbedderIdentity
 
 
 class PgUpkeep:

@@ -16,7 +16,6 @@ exactly. ``explain_nearest`` shows the server's plan.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Collection, Sequence
 from typing import Any
 
@@ -25,19 +24,17 @@ import numpy.typing as npt
 from psycopg import sql
 
 from memtoc.errors import StoreError
-from memtoc.store.postgres.ann import PgAnn, ann_index_name
-from memtoc.store.postgres.base import LIVE
-from memtoc.store.sqlite.vectors import (
+from memtoc.store.capabilities import (
     BEHIND_CAP,
     EmbedderIdentity,
     VectorKey,
     VectorProgress,
+    embed_job,
     progress_from,
 )
-
-
-def _meta_key(name: str) -> str:
-    return f"embedder:{name}"
+from memtoc.store.codecs import embedder_meta_key, identity_from_json, identity_json
+from memtoc.store.postgres.ann import PgAnn, ann_index_name
+from memtoc.store.postgres.base import LIVE
 
 
 def _unit(matrix: npt.ArrayLike) -> npt.NDArray[np.float32]:
@@ -52,20 +49,10 @@ class PgVectors(PgAnn):
 
     # -- provenance ---------------------------------------------------------------------------------
     def record_embedder(self, embedder: EmbedderIdentity) -> None:
-        value = json.dumps({"dim": int(embedder.dim), "version": embedder.version}, sort_keys=True)
-        self.set_meta(_meta_key(embedder.name), value)
+        self.set_meta(embedder_meta_key(embedder.name), identity_json(embedder))
 
     def recorded_embedder(self, name: str) -> tuple[int, str] | None:
-        raw = self.get_meta(_meta_key(name))
-        if raw is None:
-            return None
-        try:
-            data = json.loads(raw)
-            return int(data["dim"]), str(data["version"])
-        except (ValueError, KeyError, TypeError) as exc:
-            raise StoreError(
-                f"{self.location}: meta {_meta_key(name)} unreadable: {raw!r}"
-            ) from exc
+        return identity_from_json(self.get_meta(embedder_meta_key(name)), self.location, name)
 
     def stale_embedder(self, embedder: EmbedderIdentity) -> bool:
         """Vectors of ``embedder.name`` came from another model (dimension or version differ, or
@@ -81,7 +68,7 @@ class PgVectors(PgAnn):
         row = self._query(
             "SELECT (SELECT value FROM meta WHERE key = %s), (SELECT value FROM checkpoints "
             "WHERE job = %s), (SELECT COALESCE(MAX(seq), 0) FROM segment_events)",
-            (_meta_key(name), f"embed:{name}"),
+            (embedder_meta_key(name), embed_job(name)),
         )[0]
         return progress_from(
             row[0],
@@ -95,7 +82,7 @@ class PgVectors(PgAnn):
                 str(r[0]).removeprefix("embedder:")
                 for r in self._query(
                     "SELECT key FROM meta WHERE key LIKE %s AND key <> %s ORDER BY key",
-                    ("embedder:%", _meta_key(name)),
+                    ("embedder:%", embedder_meta_key(name)),
                 )
             ],
         )
@@ -103,22 +90,35 @@ class PgVectors(PgAnn):
     def clear_vectors(self, name: str) -> int:
         return self._exec("DELETE FROM vectors WHERE embedder = %s", (name,))
 
+    def reset_vectors(self, name: str) -> None:
+        """Drop ``name``'s vectors (with their sources' MD5) and its embed checkpoint: the
+        embedder starts over (``EmbedStep.rebuild``)."""
+        with self.transaction():
+            self.clear_vectors(name)
+            self._exec("DELETE FROM checkpoints WHERE job = %s", (embed_job(name),))
+
+    def count_vectors(self) -> dict[str, int]:
+        """Number of stored vectors per embedder name."""
+        rows = self._query("SELECT embedder, COUNT(*) FROM vectors GROUP BY embedder ORDER BY 1")
+        return {str(r[0]): int(r[1]) for r in rows}
+
     # -- writes -------------------------------------------------------------------------------------
     def put_item_vectors(
         self,
         embedder: EmbedderIdentity,
         keys: Sequence[VectorKey],
-        matrix: npt.ArrayLike,
-        source_md5: Sequence[str | None] | None = None,
+        vectors: npt.ArrayLike,
+        sources: Sequence[str] | None = None,
     ) -> int:
         """Insert or replace one vector per key (normalised to unit length) under
-        ``embedder.name``, with the source text's MD5 for docs; records the embedder."""
-        m = _unit(matrix)
+        ``embedder.name``, with the MD5 of each doc's source text (``sources``, as
+        ``docs_to_embed`` gives it); records the embedder."""
+        m = _unit(vectors)
         if m.ndim != 2 or m.shape[0] != len(keys):
             raise StoreError(f"put_item_vectors: {len(keys)} keys but vectors of shape {m.shape}")
         if keys and m.shape[1] != embedder.dim:
             raise StoreError(f"{embedder.name} is {embedder.dim}-d but vectors are {m.shape[1]}-d")
-        md5s = list(source_md5) if source_md5 is not None else [None] * len(keys)
+        md5s: list[str | None] = list(sources) if sources is not None else [None] * len(keys)
         rows = [(k.kind, k.item_id, k.project, embedder.name, int(embedder.dim), m[i], md5s[i])
                 for i, k in enumerate(keys)]  # fmt: skip
         with self.transaction():

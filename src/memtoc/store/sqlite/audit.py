@@ -10,40 +10,31 @@ text's rowid, which finds nothing when the index was wiped or lost the row. The 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 from memtoc.model import Grip, TocNode
 from memtoc.store.base import SegmentRecord
-from memtoc.store.derived import EXAMPLES, Audit, Finding
+from memtoc.store.capabilities import EmbedderIdentity
+from memtoc.store.codecs import (
+    GRIP_COLS,
+    SEGMENT_COLS,
+    grip_from_row,
+    node_from_row,
+    segment_from_row,
+)
+from memtoc.store.derived import EXAMPLES, PROBES, Audit, Finding, probe_words
 from memtoc.store.derived_vectors import VectorCounts, vector_findings
 from memtoc.store.event_checks import IN_RANGE_SQL
-from memtoc.store.sqlite.store import (
-    _GRIP_COLS,
-    _SEGMENT_COLS,
-    SqliteStore,
-    _grip_from_row,
-    _node_from_row,
-    _segment_from_row,
-)
-from memtoc.store.sqlite.vectors import EmbedderIdentity
+from memtoc.store.sqlite.store import SqliteStore
 from memtoc.text.fts_text import original_text
 
 _CHUNK = 500
-_WORD = re.compile(r"[A-Za-z][A-Za-z0-9]{3,30}")
-PROBES = 4
-"""Stored texts tried per BM25 probe (the newest and oldest filed ones)."""
 
 
 def chunks(items: Sequence[Any]) -> Iterator[Sequence[Any]]:
     for i in range(0, len(items), _CHUNK):
         yield items[i : i + _CHUNK]
-
-
-def probe_words(text: str) -> list[str]:
-    """Plain words of ``text`` a BM25 index of it must find (letters and digits, 4+ chars)."""
-    return list(dict.fromkeys(m.group() for m in _WORD.finditer(text[:4000])))[:3]
 
 
 class SqliteAudit:
@@ -460,14 +451,14 @@ class SqliteAudit:
             "ORDER BY n.project, n.node_id LIMIT ?",
             (*after, limit),
         )
-        return [_node_from_row(r[0], r[1], r[2], r[3]) for r in rows]
+        return [node_from_row(r[0], r[1], r[2], r[3]) for r in rows]
 
     def scan_grips(self, after: str, limit: int) -> list[Grip]:
         rows = self.q(
-            f"SELECT {_GRIP_COLS} FROM grips WHERE grip_id > ? ORDER BY grip_id LIMIT ?",
+            f"SELECT {GRIP_COLS} FROM grips WHERE grip_id > ? ORDER BY grip_id LIMIT ?",
             (after, limit),
         )
-        return [_grip_from_row(r) for r in rows]
+        return [grip_from_row(r) for r in rows]
 
     def doc_texts(self, kind: str, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], str]:
         out: dict[tuple[str, str], str] = {}
@@ -494,10 +485,10 @@ class SqliteAudit:
 
     def pending_segments(self) -> list[SegmentRecord]:
         rows = self.q(
-            f"SELECT {_SEGMENT_COLS} FROM segments WHERE built = 0 OR error IS NOT NULL "
+            f"SELECT {SEGMENT_COLS} FROM segments WHERE built = 0 OR error IS NOT NULL "
             "ORDER BY project, start_ms"
         )
-        return [_segment_from_row(r) for r in rows]
+        return [segment_from_row(r) for r in rows]
 
     def summary_backends(self) -> list[tuple[str, bool, int, str | None]]:
         rows = self.q(

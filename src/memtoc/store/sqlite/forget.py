@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any, cast
 from memtoc.errors import StoreError
 from memtoc.model import Event, JsonValue
 from memtoc.store.capabilities import AuditEntry, EventRef, ScrubReport
+from memtoc.store.codecs import json_sorted
 from memtoc.store.sqlite import scrub as sqlite_scrub
 from memtoc.store.sqlite.sessions import session_scope
 
@@ -336,10 +337,6 @@ def retired_nodes_overlapping(
 
 
 # -- audit -----------------------------------------------------------------------------------------
-def _dumps(value: JsonValue) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
-
-
 def write_audit(
     store: SqliteStore,
     now_ms: int,
@@ -351,7 +348,7 @@ def write_audit(
     with store.transaction():
         cur = store.connection.execute(
             "INSERT INTO forget_audit(forgotten_ms, selector, event_ids, counts) VALUES (?,?,?,?)",
-            (now_ms, _dumps(selector), _dumps(list(event_ids)), _dumps(counts)),
+            (now_ms, json_sorted(selector), json_sorted(list(event_ids)), json_sorted(counts)),
         )
         return int(cur.lastrowid or 0)
 
@@ -366,7 +363,7 @@ def update_audit_counts(store: SqliteStore, audit_id: int, counts: dict[str, Jso
         _run(
             store,
             "UPDATE forget_audit SET counts = ? WHERE audit_id = ?",
-            (_dumps(merged), audit_id),
+            (json_sorted(merged), audit_id),
         )
 
 

@@ -8,12 +8,13 @@ from pathlib import Path
 
 from memtoc.errors import StoreError
 from memtoc.model import EVENT_TYPES, ROLES
+from memtoc.store.capabilities import EmbedderIdentity
 from memtoc.store.derived import VerifyReport
 from memtoc.store.event_checks import OUT_OF_RANGE_SQL, out_of_range_problem
 from memtoc.store.sqlite.audit import SqliteAudit
+from memtoc.store.sqlite.base import prepare_private_file
 from memtoc.store.sqlite.migrations import MIGRATIONS
-from memtoc.store.sqlite.store import SqliteStore, prepare_private_file
-from memtoc.store.sqlite.vectors import EmbedderIdentity
+from memtoc.store.sqlite.store import SqliteStore
 
 
 def backup(store: SqliteStore, dest: Path) -> int:

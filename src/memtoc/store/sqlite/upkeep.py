@@ -7,9 +7,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
 if TYPE_CHECKING:
+    from memtoc.store.capabilities import EmbedderIdentity
     from memtoc.store.derived import VerifyReport
     from memtoc.store.sqlite.store import SqliteStore
-    from memtoc.store.sqlite.vectors import EmbedderIdentity
 
 
 class SqliteUpkeep:
