@@ -12,7 +12,6 @@ import pytest
 
 from memtoc.model import Event
 from memtoc.store.sqlite import SqliteStore
-from memtoc.store.sqlite.forget import select_events
 from memtoc.store.sqlite.maintenance import verify
 from memtoc.store.sqlite.migrations import MIGRATIONS, _split
 from memtoc.store.sqlite.sessions import session_spans
@@ -201,7 +200,7 @@ def test_older_store_is_migrated_and_read_only_copy_still_reads(tmp_path: Path) 
     assert ids(list(store.scan_events(session_id="s1", project="p"))) == want
     assert store.connection.execute("SELECT COUNT(*) FROM sessions").fetchone()[0] == 4
     assert verify(store).ok
-    refs = select_events(store, session_id="s1", since_ms=T0 + 30_000)
+    refs = store.select_events(session_id="s1", since_ms=T0 + 30_000)
     assert {r.event_id for r in refs} == {
         e.event_id for e in interleaved() if e.session_id == "s1" and e.ts_ms >= T0 + 30_000
     }

@@ -1,7 +1,7 @@
 """Forgetting in the SQLite store: tombstones, physical purge, audit rows.
 
 The service (``memtoc.forgetting``) decides *what* to forget and re-derives the TOC; these
-functions do the store-level work, each joining the caller's ``store.transaction()``:
+methods do the store-level work, each joining the caller's ``store.transaction()``:
 
 - ``select_events``: the events a selector names (tombstones included, flagged), without text;
   ``contains`` selects the live events whose text or metadata holds every given word (a literal,
@@ -30,7 +30,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, cast
 
 from memtoc.errors import StoreError
@@ -38,6 +38,7 @@ from memtoc.model import Event, JsonValue
 from memtoc.store.capabilities import AuditEntry, EventRef, ScrubReport
 from memtoc.store.codecs import json_sorted
 from memtoc.store.sqlite import scrub as sqlite_scrub
+from memtoc.store.sqlite.base import SqliteBase
 from memtoc.store.sqlite.sessions import session_scope
 
 if TYPE_CHECKING:
@@ -52,341 +53,27 @@ def _chunks(items: Sequence[Any]) -> Iterator[Sequence[Any]]:
         yield items[i : i + _CHUNK]
 
 
-def _run(store: SqliteStore, sql: str, params: Sequence[Any] = ()) -> list[Any]:
-    with store._lock:
-        try:
-            return store.connection.execute(sql, params).fetchall()
-        except sqlite3.Error as exc:
-            raise StoreError(f"{store.path}: forget: {exc}") from exc
-
-
-# -- selection -------------------------------------------------------------------------------------
-def select_events(
-    store: SqliteStore,
-    *,
-    event_ids: Sequence[str] | None = None,
-    project: str | None = None,
-    session_id: str | None = None,
-    since_ms: int | None = None,
-    until_ms: int | None = None,
-    contains: Sequence[str] | None = None,
-) -> list[EventRef]:
-    """Events matching *every* given filter (``since`` inclusive, ``until`` exclusive), in time
-    order. ``event_ids`` None means "any id"; an empty sequence selects nothing. ``contains``:
-    live events whose text or metadata holds each of these words (``LIKE``: ASCII letters
-    match in any case, other characters exactly; in metadata the word as JSON escapes it)."""
-    clauses: list[str] = []
-    args: list[Any] = []
-    if session_id is not None:  # within the session's span (store/sqlite/sessions.py)
-        scope = session_scope(
-            store._query, session_id, project, since_ms, until_ms, table=store._spans
-        )
-        if scope is None:
-            return []
-        clauses, args = scope
-        project = since_ms = until_ms = None
-    for clause, value in (
-        ("project = ?", project),
-        ("ts_ms >= ?", since_ms),
-        ("ts_ms < ?", until_ms),
-    ):
-        if value is not None:
-            clauses.append(clause)
-            args.append(value)
-    for word in contains or ():
-        clauses.append("(text LIKE ? ESCAPE '\\' OR metadata LIKE ? ESCAPE '\\')")
-        args += [_like(word), _like(json.dumps(word, ensure_ascii=False)[1:-1])]
-    if contains and store._live != "1":
-        clauses.append(store._live)
-    cols = "SELECT seq, event_id, project, session_id, ts_ms, forgotten_ms FROM events"
-    rows: list[Any] = []
-    with store._lock:
-        if event_ids is None:
-            where = " WHERE " + " AND ".join(clauses) if clauses else ""
-            rows = _run(store, cols + where, args)
-        else:
-            for chunk in _chunks(list(dict.fromkeys(event_ids))):
-                where = " AND ".join([f"event_id IN ({','.join('?' * len(chunk))})", *clauses])
-                rows.extend(_run(store, f"{cols} WHERE {where}", [*chunk, *args]))
-    rows.sort(key=lambda r: (r[4], r[0]))
-    return [EventRef(r[0], r[1], r[2], r[3], r[4], r[5] is not None) for r in rows]
-
-
 def _like(word: str) -> str:
     """A ``LIKE`` pattern matching ``word`` anywhere, its wildcards escaped."""
     escaped = word.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
     return f"%{escaped}%"
 
 
-def segments_of(store: SqliteStore, seqs: Sequence[int]) -> dict[int, tuple[str, str]]:
-    """``seq → (project, segment node id)`` for the given events that are filed in a segment."""
-    out: dict[int, tuple[str, str]] = {}
-    with store._lock:
-        for chunk in _chunks(list(seqs)):
-            marks = ",".join("?" * len(chunk))
-            for seq, project, node_id in _run(
-                store,
-                f"SELECT seq, project, node_id FROM segment_events WHERE seq IN ({marks})",
-                chunk,
-            ):
-                out[seq] = (project, node_id)
-    return out
-
-
-def bookmarks_citing(store: SqliteStore, event_ids: Sequence[str]) -> list[str]:
-    """Ids of bookmarks whose source events include any of ``event_ids``."""
-    found: set[str] = set()
-    with store._lock:
-        for chunk in _chunks(list(event_ids)):
-            marks = ",".join("?" * len(chunk))
-            rows = _run(
-                store,
-                "SELECT DISTINCT b.bookmark_id FROM bookmarks b, json_each(b.event_ids) j "
-                f"WHERE j.value IN ({marks})",
-                chunk,
-            )
-            found.update(r[0] for r in rows)
-    return sorted(found)
-
-
-# -- purge -----------------------------------------------------------------------------------------
-@contextmanager
-def secure_delete(store: SqliteStore) -> Iterator[None]:
-    """Run the body with ``PRAGMA secure_delete = ON`` (freed content overwritten with zeros)."""
-    with store._lock:
-        before = _run(store, "PRAGMA secure_delete")[0][0]
-        _run(store, "PRAGMA secure_delete = ON")
-        try:
-            yield
-        finally:
-            _run(store, f"PRAGMA secure_delete = {int(before)}")
-
-
-def unfile_events(store: SqliteStore, seqs: Sequence[int]) -> int:
-    """Remove filed events from ``segment_events`` and ``events_fts``; return how many were filed.
-
-    Must run before ``tombstone_events`` (the FTS delete needs the text that was indexed)."""
-    removed = 0
-    with store.transaction():
-        for chunk in _chunks(list(seqs)):
-            marks = ",".join("?" * len(chunk))
-            rows = _run(
-                store,
-                "SELECT e.seq, e.text FROM segment_events s JOIN events e ON e.seq = s.seq "
-                f"WHERE s.seq IN ({marks})",
-                chunk,
-            )
-            try:
-                store.connection.executemany(
-                    "INSERT INTO events_fts(events_fts, rowid, text) VALUES ('delete', ?, ?)",
-                    [(seq, search_text(text)) for seq, text in rows],
-                )
-            except sqlite3.Error as exc:
-                raise StoreError(f"{store.path}: forget: cannot unindex events: {exc}") from exc
-            _run(store, f"DELETE FROM segment_events WHERE seq IN ({marks})", chunk)
-            removed += len(rows)
-    return removed
-
-
-def tombstone_events(store: SqliteStore, seqs: Sequence[int], now_ms: int) -> int:
-    """Purge the text and metadata of live events and mark them forgotten; return how many."""
-    done = 0
-    with store.transaction():
-        for chunk in _chunks(list(seqs)):
-            marks = ",".join("?" * len(chunk))
-            cur = store.connection.execute(
-                "UPDATE events SET text = '', metadata = '{}', forgotten_ms = ? "
-                f"WHERE seq IN ({marks}) AND forgotten_ms IS NULL",
-                [now_ms, *chunk],
-            )
-            done += max(cur.rowcount, 0)
-            # the tombstone list (table from 0003) travels with `memtoc migrate-store`
-            store.connection.execute(
-                "INSERT OR REPLACE INTO tombstones(event_id, forgotten_ms, reason) "
-                f"SELECT event_id, forgotten_ms, 'forget' FROM events WHERE seq IN ({marks})",
-                chunk,
-            )
-    return done
-
-
-def insert_tombstones(
-    store: SqliteStore, events: Sequence[tuple[str, int, str, str]], now_ms: int
-) -> int:
-    """Record events the store never held as tombstones — ``(event_id, ts_ms, project,
-    session_id)`` from the forget log — so re-importing them is a duplicate; return how many were
-    new. They go through the ordinary append (so an outbox entry covers their seqs, as ``verify``
-    requires), and that entry is done at once: there is nothing to file."""
-    rows = [
-        Event(
-            event_id,
-            session_id,
-            project,
-            "unknown",
-            ts_ms,
-            "system",
-            "system",
-            "",
-            {},
-            "forget-log",
-        )
-        for event_id, ts_ms, project, session_id in events
-    ]
-    if not rows:
-        return 0
-    with store.transaction():
-        before = int(_run(store, "SELECT COALESCE(MAX(seq), 0) FROM events")[0][0])
-        appended = store.append_events(rows)
-        seqs = [r[0] for r in _run(store, "SELECT seq FROM events WHERE seq > ?", (before,))]
-        tombstone_events(store, seqs, now_ms)
-        if appended.outbox_entry_id is not None:
-            store.complete_outbox([appended.outbox_entry_id])
-    return len(seqs)
-
-
-def logged_tombstones(store: SqliteStore) -> list[tuple[str, int, str, str, int]]:
-    """Every tombstone: ``(event_id, ts_ms, project, session_id, forgotten_ms)``."""
-    if store._live == "1":
-        return []
-    rows = _run(
-        store,
-        "SELECT event_id, ts_ms, project, session_id, forgotten_ms FROM events "
-        "WHERE forgotten_ms IS NOT NULL ORDER BY forgotten_ms, seq",
-    )
-    return [(r[0], r[1], r[2], r[3], r[4]) for r in rows]
-
-
-def purge_event_vectors(store: SqliteStore, events: Sequence[EventRef]) -> int:
-    """Delete every embedder's vectors of the events; return how many rows went."""
-    with store.transaction():
-        cur = store.connection.executemany(
-            "DELETE FROM vectors WHERE kind = 'event' AND project = ? AND item_id = ?",
-            [(e.project, e.event_id) for e in events],
-        )
-        return max(cur.rowcount, 0)
-
-
-def purge_tombstone_vectors(store: SqliteStore) -> int:
-    """Delete event vectors of any tombstone (an embedder that ran over the log after a forget,
-    e.g. ``rebuild --vectors``, may have embedded their empty text)."""
-    with store.transaction():
-        cur = store.connection.execute(
-            "DELETE FROM vectors WHERE kind = 'event' AND item_id IN "
-            "(SELECT event_id FROM events WHERE forgotten_ms IS NOT NULL)"
-        )
-        return max(cur.rowcount, 0)
-
-
-def purge_stale_doc_vectors(store: SqliteStore) -> tuple[int, set[str]]:
-    """Delete vectors (and their ``doc_vectors`` text) of docs that are gone or whose text
-    changed; return how many and the embedders touched. The embedding step re-embeds the changed
-    docs on its next run; until then they are found by BM25 only."""
-    rows = _run(
-        store,
-        "SELECT v.kind, v.project, v.doc_id, v.embedder FROM doc_vectors v LEFT JOIN docs d "
-        "ON d.kind = v.kind AND d.project = v.project AND d.doc_id = v.doc_id "
-        "WHERE d.doc_id IS NULL OR d.text != v.text",
-    )
-    if not rows:
-        return 0, set()
-    with store.transaction():
-        store.connection.executemany(
-            "DELETE FROM vectors WHERE kind = ? AND project = ? AND item_id = ? AND embedder = ?",
-            rows,
-        )
-        store.connection.executemany(
-            "DELETE FROM doc_vectors WHERE kind = ? AND project = ? AND doc_id = ? "
-            "AND embedder = ?",
-            rows,
-        )
-    return len(rows), {r[3] for r in rows}
-
-
-def vector_embedders(store: SqliteStore) -> set[str]:
-    """Names of the embedders that have vectors in the store."""
-    return {r[0] for r in _run(store, "SELECT DISTINCT embedder FROM vectors")}
-
-
-def purge_node_versions(store: SqliteStore, project: str, node_ids: Sequence[str]) -> int:
-    """Delete every version of the nodes except the latest (all of them for a retired node)."""
-    deleted = 0
-    with store.transaction():
-        for node_id in dict.fromkeys(node_ids):
-            cur = store.connection.execute(
-                "DELETE FROM toc_node_versions WHERE project = ?1 AND node_id = ?2 AND version < "
-                "COALESCE((SELECT version FROM toc_nodes WHERE project = ?1 AND node_id = ?2), "
-                "1 << 62)",
-                (project, node_id),
-            )
-            deleted += max(cur.rowcount, 0)
-    return deleted
-
-
-def retired_nodes_overlapping(
-    store: SqliteStore, project: str, since_ms: int, until_ms: int
-) -> list[str]:
-    """Nodes with stored versions but no latest pointer (retired) whose span overlaps
-    ``[since, until]`` — history that may quote a forgotten event."""
-    rows = _run(
-        store,
-        "SELECT DISTINCT v.node_id FROM toc_node_versions v WHERE v.project = ? "
-        "AND v.start_ms <= ? AND v.end_ms > ? AND NOT EXISTS (SELECT 1 FROM toc_nodes n "
-        "WHERE n.project = v.project AND n.node_id = v.node_id)",
-        (project, until_ms, since_ms),
-    )
-    return [r[0] for r in rows]
-
-
-# -- audit -----------------------------------------------------------------------------------------
-def write_audit(
-    store: SqliteStore,
-    now_ms: int,
-    selector: dict[str, JsonValue],
-    event_ids: Sequence[str],
-    counts: dict[str, JsonValue],
-) -> int:
-    """Record a forget (ids and counts, never content); return its audit id."""
-    with store.transaction():
-        cur = store.connection.execute(
-            "INSERT INTO forget_audit(forgotten_ms, selector, event_ids, counts) VALUES (?,?,?,?)",
-            (now_ms, json_sorted(selector), json_sorted(list(event_ids)), json_sorted(counts)),
-        )
-        return int(cur.lastrowid or 0)
-
-
-def update_audit_counts(store: SqliteStore, audit_id: int, counts: dict[str, JsonValue]) -> None:
-    """Merge ``counts`` into an audit row (re-derivation finishes after the purge commits)."""
-    with store.transaction():
-        rows = _run(store, "SELECT counts FROM forget_audit WHERE audit_id = ?", (audit_id,))
-        if not rows:
-            return
-        merged = {**json.loads(rows[0][0]), **counts}
-        _run(
-            store,
-            "UPDATE forget_audit SET counts = ? WHERE audit_id = ?",
-            (json_sorted(merged), audit_id),
-        )
-
-
-def list_audit(store: SqliteStore, limit: int = 50) -> list[AuditEntry]:
-    """The most recent forgets, newest first."""
-    rows = _run(
-        store,
-        "SELECT audit_id, forgotten_ms, selector, event_ids, counts FROM forget_audit "
-        "ORDER BY audit_id DESC LIMIT ?",
-        (limit,),
-    )
-    return [
-        AuditEntry(r[0], r[1], json.loads(r[2]), tuple(json.loads(r[3])), json.loads(r[4]))
-        for r in rows
-    ]
-
-
-class SqliteForget:
-    """``ForgetStore`` and ``ForgetLogged`` for ``SqliteStore`` (a mixin: the functions above,
-    and ``store/sqlite/scrub.py``'s, as its methods)."""
+class SqliteForget(SqliteBase):
+    """``ForgetStore`` and ``ForgetLogged`` for ``SqliteStore``; the scrub is
+    ``store/sqlite/scrub.py``'s."""
 
     def _store(self) -> SqliteStore:
         return cast("SqliteStore", self)
+
+    def _forget_run(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        with self._lock:
+            try:
+                return self._conn.execute(sql, params).fetchall()
+            except sqlite3.Error as exc:
+                raise StoreError(f"{self.path}: forget: {exc}") from exc
+
+    # -- selection -------------------------------------------------------------------------------------
 
     def select_events(
         self,
@@ -398,54 +85,245 @@ class SqliteForget:
         until_ms: int | None = None,
         contains: Sequence[str] | None = None,
     ) -> list[EventRef]:
-        return select_events(
-            self._store(),
-            event_ids=event_ids,
-            project=project,
-            session_id=session_id,
-            since_ms=since_ms,
-            until_ms=until_ms,
-            contains=contains,
-        )
+        """Events matching *every* given filter (``since`` inclusive, ``until`` exclusive), in time
+        order. ``event_ids`` None means "any id"; an empty sequence selects nothing. ``contains``:
+        live events whose text or metadata holds each of these words (``LIKE``: ASCII letters
+        match in any case, other characters exactly; in metadata the word as JSON escapes it)."""
+        clauses: list[str] = []
+        args: list[Any] = []
+        if session_id is not None:  # within the session's span (store/sqlite/sessions.py)
+            scope = session_scope(
+                self._query, session_id, project, since_ms, until_ms, table=self._spans
+            )
+            if scope is None:
+                return []
+            clauses, args = scope
+            project = since_ms = until_ms = None
+        for clause, value in (
+            ("project = ?", project),
+            ("ts_ms >= ?", since_ms),
+            ("ts_ms < ?", until_ms),
+        ):
+            if value is not None:
+                clauses.append(clause)
+                args.append(value)
+        for word in contains or ():
+            clauses.append("(text LIKE ? ESCAPE '\\' OR metadata LIKE ? ESCAPE '\\')")
+            args += [_like(word), _like(json.dumps(word, ensure_ascii=False)[1:-1])]
+        if contains and self._live != "1":
+            clauses.append(self._live)
+        cols = "SELECT seq, event_id, project, session_id, ts_ms, forgotten_ms FROM events"
+        rows: list[Any] = []
+        with self._lock:
+            if event_ids is None:
+                where = " WHERE " + " AND ".join(clauses) if clauses else ""
+                rows = self._forget_run(cols + where, args)
+            else:
+                for chunk in _chunks(list(dict.fromkeys(event_ids))):
+                    where = " AND ".join([f"event_id IN ({','.join('?' * len(chunk))})", *clauses])
+                    rows.extend(self._forget_run(f"{cols} WHERE {where}", [*chunk, *args]))
+        rows.sort(key=lambda r: (r[4], r[0]))
+        return [EventRef(r[0], r[1], r[2], r[3], r[4], r[5] is not None) for r in rows]
 
     def segments_of(self, seqs: Sequence[int]) -> dict[int, tuple[str, str]]:
-        return segments_of(self._store(), seqs)
+        """``seq → (project, segment node id)`` for the given events that are filed in a segment."""
+        out: dict[int, tuple[str, str]] = {}
+        with self._lock:
+            for chunk in _chunks(list(seqs)):
+                marks = ",".join("?" * len(chunk))
+                for seq, project, node_id in self._forget_run(
+                    f"SELECT seq, project, node_id FROM segment_events WHERE seq IN ({marks})",
+                    chunk,
+                ):
+                    out[seq] = (project, node_id)
+        return out
 
     def bookmarks_citing(self, event_ids: Sequence[str]) -> list[str]:
-        return bookmarks_citing(self._store(), event_ids)
+        """Ids of bookmarks whose source events include any of ``event_ids``."""
+        found: set[str] = set()
+        with self._lock:
+            for chunk in _chunks(list(event_ids)):
+                marks = ",".join("?" * len(chunk))
+                rows = self._forget_run(
+                    "SELECT DISTINCT b.bookmark_id FROM bookmarks b, json_each(b.event_ids) j "
+                    f"WHERE j.value IN ({marks})",
+                    chunk,
+                )
+                found.update(r[0] for r in rows)
+        return sorted(found)
 
-    def forget_guard(self) -> AbstractContextManager[None]:
-        return secure_delete(self._store())
+    # -- purge -----------------------------------------------------------------------------------------
+
+    @contextmanager
+    def forget_guard(self) -> Iterator[None]:
+        """Run the body with ``PRAGMA secure_delete = ON`` (freed content overwritten with zeros)."""
+        with self._lock:
+            before = self._forget_run("PRAGMA secure_delete")[0][0]
+            self._forget_run("PRAGMA secure_delete = ON")
+            try:
+                yield
+            finally:
+                self._forget_run(f"PRAGMA secure_delete = {int(before)}")
 
     def unfile_events(self, seqs: Sequence[int]) -> int:
-        return unfile_events(self._store(), seqs)
+        """Remove filed events from ``segment_events`` and ``events_fts``; return how many were filed.
+
+        Must run before ``tombstone_events`` (the FTS delete needs the text that was indexed)."""
+        removed = 0
+        with self.transaction():
+            for chunk in _chunks(list(seqs)):
+                marks = ",".join("?" * len(chunk))
+                rows = self._forget_run(
+                    "SELECT e.seq, e.text FROM segment_events s JOIN events e ON e.seq = s.seq "
+                    f"WHERE s.seq IN ({marks})",
+                    chunk,
+                )
+                try:
+                    self.connection.executemany(
+                        "INSERT INTO events_fts(events_fts, rowid, text) VALUES ('delete', ?, ?)",
+                        [(seq, search_text(text)) for seq, text in rows],
+                    )
+                except sqlite3.Error as exc:
+                    raise StoreError(f"{self.path}: forget: cannot unindex events: {exc}") from exc
+                self._forget_run(f"DELETE FROM segment_events WHERE seq IN ({marks})", chunk)
+                removed += len(rows)
+        return removed
 
     def tombstone_events(self, seqs: Sequence[int], now_ms: int) -> int:
-        return tombstone_events(self._store(), seqs, now_ms)
+        """Purge the text and metadata of live events and mark them forgotten; return how many."""
+        done = 0
+        with self.transaction():
+            for chunk in _chunks(list(seqs)):
+                marks = ",".join("?" * len(chunk))
+                cur = self.connection.execute(
+                    "UPDATE events SET text = '', metadata = '{}', forgotten_ms = ? "
+                    f"WHERE seq IN ({marks}) AND forgotten_ms IS NULL",
+                    [now_ms, *chunk],
+                )
+                done += max(cur.rowcount, 0)
+                # the tombstone list (table from 0003) travels with `memtoc migrate-store`
+                self.connection.execute(
+                    "INSERT OR REPLACE INTO tombstones(event_id, forgotten_ms, reason) "
+                    f"SELECT event_id, forgotten_ms, 'forget' FROM events WHERE seq IN ({marks})",
+                    chunk,
+                )
+        return done
 
     def insert_tombstones(self, events: Sequence[tuple[str, int, str, str]], now_ms: int) -> int:
-        return insert_tombstones(self._store(), events, now_ms)
+        """Record events the store never held as tombstones — ``(event_id, ts_ms, project,
+        session_id)`` from the forget log — so re-importing them is a duplicate; return how many were
+        new. They go through the ordinary append (so an outbox entry covers their seqs, as ``verify``
+        requires), and that entry is done at once: there is nothing to file."""
+        rows = [
+            Event(
+                event_id,
+                session_id,
+                project,
+                "unknown",
+                ts_ms,
+                "system",
+                "system",
+                "",
+                {},
+                "forget-log",
+            )
+            for event_id, ts_ms, project, session_id in events
+        ]
+        if not rows:
+            return 0
+        with self.transaction():
+            before = int(self._forget_run("SELECT COALESCE(MAX(seq), 0) FROM events")[0][0])
+            appended = self._store().append_events(rows)
+            seqs = [
+                r[0] for r in self._forget_run("SELECT seq FROM events WHERE seq > ?", (before,))
+            ]
+            self.tombstone_events(seqs, now_ms)
+            if appended.outbox_entry_id is not None:
+                self._store().complete_outbox([appended.outbox_entry_id])
+        return len(seqs)
 
     def logged_tombstones(self) -> list[tuple[str, int, str, str, int]]:
-        return logged_tombstones(self._store())
+        """Every tombstone: ``(event_id, ts_ms, project, session_id, forgotten_ms)``."""
+        if self._live == "1":
+            return []
+        rows = self._forget_run(
+            "SELECT event_id, ts_ms, project, session_id, forgotten_ms FROM events "
+            "WHERE forgotten_ms IS NOT NULL ORDER BY forgotten_ms, seq",
+        )
+        return [(r[0], r[1], r[2], r[3], r[4]) for r in rows]
 
     def purge_event_vectors(self, events: Sequence[EventRef]) -> int:
-        return purge_event_vectors(self._store(), events)
+        """Delete every embedder's vectors of the events; return how many rows went."""
+        with self.transaction():
+            cur = self.connection.executemany(
+                "DELETE FROM vectors WHERE kind = 'event' AND project = ? AND item_id = ?",
+                [(e.project, e.event_id) for e in events],
+            )
+            return max(cur.rowcount, 0)
 
     def purge_tombstone_vectors(self) -> int:
-        return purge_tombstone_vectors(self._store())
+        """Delete event vectors of any tombstone (an embedder that ran over the log after a forget,
+        e.g. ``rebuild --vectors``, may have embedded their empty text)."""
+        with self.transaction():
+            cur = self.connection.execute(
+                "DELETE FROM vectors WHERE kind = 'event' AND item_id IN "
+                "(SELECT event_id FROM events WHERE forgotten_ms IS NOT NULL)"
+            )
+            return max(cur.rowcount, 0)
 
     def purge_stale_doc_vectors(self) -> tuple[int, set[str]]:
-        return purge_stale_doc_vectors(self._store())
+        """Delete vectors (and their ``doc_vectors`` text) of docs that are gone or whose text
+        changed; return how many and the embedders touched. The embedding step re-embeds the changed
+        docs on its next run; until then they are found by BM25 only."""
+        rows = self._forget_run(
+            "SELECT v.kind, v.project, v.doc_id, v.embedder FROM doc_vectors v LEFT JOIN docs d "
+            "ON d.kind = v.kind AND d.project = v.project AND d.doc_id = v.doc_id "
+            "WHERE d.doc_id IS NULL OR d.text != v.text",
+        )
+        if not rows:
+            return 0, set()
+        with self.transaction():
+            self.connection.executemany(
+                "DELETE FROM vectors WHERE kind = ? AND project = ? AND item_id = ? AND embedder = ?",
+                rows,
+            )
+            self.connection.executemany(
+                "DELETE FROM doc_vectors WHERE kind = ? AND project = ? AND doc_id = ? "
+                "AND embedder = ?",
+                rows,
+            )
+        return len(rows), {r[3] for r in rows}
 
     def vector_embedders(self) -> set[str]:
-        return vector_embedders(self._store())
+        """Names of the embedders that have vectors in the self."""
+        return {r[0] for r in self._forget_run("SELECT DISTINCT embedder FROM vectors")}
 
     def purge_node_versions(self, project: str, node_ids: Sequence[str]) -> int:
-        return purge_node_versions(self._store(), project, node_ids)
+        """Delete every version of the nodes except the latest (all of them for a retired node)."""
+        deleted = 0
+        with self.transaction():
+            for node_id in dict.fromkeys(node_ids):
+                cur = self.connection.execute(
+                    "DELETE FROM toc_node_versions WHERE project = ?1 AND node_id = ?2 AND version < "
+                    "COALESCE((SELECT version FROM toc_nodes WHERE project = ?1 AND node_id = ?2), "
+                    "1 << 62)",
+                    (project, node_id),
+                )
+                deleted += max(cur.rowcount, 0)
+        return deleted
 
     def retired_nodes_overlapping(self, project: str, since_ms: int, until_ms: int) -> list[str]:
-        return retired_nodes_overlapping(self._store(), project, since_ms, until_ms)
+        """Nodes with stored versions but no latest pointer (retired) whose span overlaps
+        ``[since, until]`` — history that may quote a forgotten event."""
+        rows = self._forget_run(
+            "SELECT DISTINCT v.node_id FROM toc_node_versions v WHERE v.project = ? "
+            "AND v.start_ms <= ? AND v.end_ms > ? AND NOT EXISTS (SELECT 1 FROM toc_nodes n "
+            "WHERE n.project = v.project AND n.node_id = v.node_id)",
+            (project, until_ms, since_ms),
+        )
+        return [r[0] for r in rows]
+
+    # -- audit -----------------------------------------------------------------------------------------
 
     def write_audit(
         self,
@@ -454,14 +332,41 @@ class SqliteForget:
         event_ids: Sequence[str],
         counts: dict[str, JsonValue],
     ) -> int:
-        return write_audit(self._store(), now_ms, selector, event_ids, counts)
+        """Record a forget (ids and counts, never content); return its audit id."""
+        with self.transaction():
+            cur = self.connection.execute(
+                "INSERT INTO forget_audit(forgotten_ms, selector, event_ids, counts) VALUES (?,?,?,?)",
+                (now_ms, json_sorted(selector), json_sorted(list(event_ids)), json_sorted(counts)),
+            )
+            return int(cur.lastrowid or 0)
 
     def update_audit_counts(self, audit_id: int, counts: dict[str, JsonValue]) -> None:
-        update_audit_counts(self._store(), audit_id, counts)
+        """Merge ``counts`` into an audit row (re-derivation finishes after the purge commits)."""
+        with self.transaction():
+            rows = self._forget_run(
+                "SELECT counts FROM forget_audit WHERE audit_id = ?", (audit_id,)
+            )
+            if not rows:
+                return
+            merged = {**json.loads(rows[0][0]), **counts}
+            self._forget_run(
+                "UPDATE forget_audit SET counts = ? WHERE audit_id = ?",
+                (json_sorted(merged), audit_id),
+            )
 
     def list_audit(self, limit: int = 50) -> list[AuditEntry]:
-        return list_audit(self._store(), limit)
+        """The most recent forgets, newest first."""
+        rows = self._forget_run(
+            "SELECT audit_id, forgotten_ms, selector, event_ids, counts FROM forget_audit "
+            "ORDER BY audit_id DESC LIMIT ?",
+            (limit,),
+        )
+        return [
+            AuditEntry(r[0], r[1], json.loads(r[2]), tuple(json.loads(r[3])), json.loads(r[4]))
+            for r in rows
+        ]
 
+    # -- scrub (store/sqlite/scrub.py) --------------------------------------------------------------
     def scrub(self, now_ms: int) -> ScrubReport:
         return sqlite_scrub.scrub(self._store(), now_ms)
 

@@ -43,6 +43,7 @@ from memtoc.store.capabilities import (
     ScoredRow,
     TextScope,
 )
+from memtoc.store.sqlite.base import SqliteBase
 from memtoc.text.fts_text import MatchQuery, build_match, quote
 from memtoc.text.keyphrases import normalize_term
 
@@ -285,59 +286,11 @@ def _normalise(rows: list[tuple[Any, ...]]) -> list[ScoredRow]:
     return out
 
 
-def rank_text(
-    store: SqliteStore,
-    query: str,
-    *,
-    kinds: Sequence[str],
-    scope: TextScope,
-    candidates: int,
-    scan_cap: int,
-) -> list[ScoredRow]:
-    """``TextRanking.rank_text`` over the FTS5 indexes (module docstring)."""
-    match = build_match(query)
-    if match is None or candidates <= 0:
-        return []
-    doc_kinds = [k for k in DOC_KINDS if k in kinds]
-    rows: list[ScoredRow] = []
-    if doc_kinds:
-        index = _doc_index(scope, doc_kinds if len(doc_kinds) < len(DOC_KINDS) else [])
-        rows += _normalise(_ranked(store, index, match, candidates, scan_cap))
-    if "event" in kinds:
-        rows += _normalise(_ranked(store, _event_index(scope), match, candidates, scan_cap))
-    return rows
+class SqliteSearch(SqliteBase):
+    """``TextRanking`` for ``SqliteStore``."""
 
-
-def keep_keys(
-    store: SqliteStore, keys: Sequence[Key], *, kinds: Sequence[str], scope: TextScope
-) -> set[Key]:
-    """``TextRanking.keep_keys``: the same filters as ``rank_text``, key by key."""
-    wanted = set(kinds)
-    out: set[Key] = set()
-    events = [k[2] for k in keys if k[0] == "event" and "event" in wanted]
-    for i in range(0, len(events), 500):
-        chunk = events[i : i + 500]
-        params: list[Any] = list(chunk)
-        where = _event_where(scope, params)
-        marks = ",".join("?" * len(chunk))
-        rows = store._query(
-            f"SELECT e.project, e.event_id FROM events e WHERE e.event_id IN ({marks}){where}",
-            params,
-        )
-        out.update(("event", r[0], r[1]) for r in rows)
-    for kind, project, item_id in keys:
-        if kind == "event" or kind not in wanted:
-            continue
-        params = [project, item_id]
-        where = _doc_where(scope, [kind], params)
-        sql = f"SELECT 1 FROM docs d WHERE d.project = ? AND d.doc_id = ?{where}"
-        if store._query(sql, params):
-            out.add((kind, project, item_id))
-    return out
-
-
-class SqliteSearch:
-    """``TextRanking`` for ``SqliteStore`` (a mixin: the functions above, as its methods)."""
+    def _store(self) -> SqliteStore:
+        return cast("SqliteStore", self)
 
     def rank_text(
         self,
@@ -348,14 +301,42 @@ class SqliteSearch:
         candidates: int = 30,
         scan_cap: int = DEFAULT_SCAN_CAP,
     ) -> list[ScoredRow]:
-        return rank_text(
-            cast("SqliteStore", self),
-            query,
-            kinds=kinds,
-            scope=scope,
-            candidates=candidates,
-            scan_cap=scan_cap,
-        )
+        """``TextRanking.rank_text`` over the FTS5 indexes (module docstring)."""
+        match = build_match(query)
+        if match is None or candidates <= 0:
+            return []
+        doc_kinds = [k for k in DOC_KINDS if k in kinds]
+        rows: list[ScoredRow] = []
+        if doc_kinds:
+            index = _doc_index(scope, doc_kinds if len(doc_kinds) < len(DOC_KINDS) else [])
+            rows += _normalise(_ranked(self._store(), index, match, candidates, scan_cap))
+        if "event" in kinds:
+            rows += _normalise(
+                _ranked(self._store(), _event_index(scope), match, candidates, scan_cap)
+            )
+        return rows
 
     def keep_keys(self, keys: Sequence[Key], *, kinds: Sequence[str], scope: TextScope) -> set[Key]:
-        return keep_keys(cast("SqliteStore", self), keys, kinds=kinds, scope=scope)
+        """``TextRanking.keep_keys``: the same filters as ``rank_text``, key by key."""
+        wanted = set(kinds)
+        out: set[Key] = set()
+        events = [k[2] for k in keys if k[0] == "event" and "event" in wanted]
+        for i in range(0, len(events), 500):
+            chunk = events[i : i + 500]
+            params: list[Any] = list(chunk)
+            where = _event_where(scope, params)
+            marks = ",".join("?" * len(chunk))
+            rows = self._query(
+                f"SELECT e.project, e.event_id FROM events e WHERE e.event_id IN ({marks}){where}",
+                params,
+            )
+            out.update(("event", r[0], r[1]) for r in rows)
+        for kind, project, item_id in keys:
+            if kind == "event" or kind not in wanted:
+                continue
+            params = [project, item_id]
+            where = _doc_where(scope, [kind], params)
+            sql = f"SELECT 1 FROM docs d WHERE d.project = ? AND d.doc_id = ?{where}"
+            if self._query(sql, params):
+                out.add((kind, project, item_id))
+        return out
