@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from memtoc.model import Event
-from memtoc.pipeline.grips import EXCERPT_CHARS, best_range, bullet_core, segment_grips
+from memtoc.pipeline.grips import EXCERPT_CHARS, best_range, bullet_core, excerpt_of, segment_grips
 from memtoc.pipeline.summarize.extractive import ExtractiveSummarizer
 from memtoc.text.tokens import TiktokenCounter
 
@@ -123,3 +123,16 @@ def test_best_range_prefers_dense_runs() -> None:
     # Anchored: the best range that holds the anchor, even when a better one lies elsewhere.
     assert best_range([0.9, 0.8, *[0.0] * 7, 0.1], anchor=9) == (9, 9)
     assert best_range([0.5, 0.9, 0.8, 0.0, 0.1], anchor=3) == (0, 3)
+
+
+def test_excerpt_is_the_sentence_sharing_most_terms_whatever_its_inflection() -> None:
+    """Sentences that cannot beat the best so far are skipped unread; the pick must stay the one
+    sharing most key terms (the first on ties), also through ``ies`` -> ``y`` and non-ASCII."""
+    text = (
+        "Unrelated line one.\nThe studies covered two libraries.\nNothing here either.\n"
+        "Bibliothèques: the library studies ran on café data.\nThe libraries were studied."
+    )
+    bullet = {"library", "study", "café"}
+    assert excerpt_of(text, bullet).startswith("Bibliothèques: the library studies")
+    assert excerpt_of(text, {"library", "study"}).startswith("The studies covered two libraries.")
+    assert excerpt_of(text, {"absent"}).startswith("Unrelated line one.")  # none: the first

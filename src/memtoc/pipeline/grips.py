@@ -110,23 +110,44 @@ def best_range(
 
 
 @lru_cache(maxsize=256)
-def _sentence_terms(text: str) -> tuple[tuple[str, ...], tuple[frozenset[str], ...]]:
-    """The sentences of ``text`` (its first ``SEARCH_CHARS``) and their key terms: read once per
-    event, however many bullets of its segment look for their excerpt in it."""
+def _sentences_of(text: str) -> tuple[tuple[str, ...], tuple[str | None, ...]]:
+    """The sentences of ``text`` (its first ``SEARCH_CHARS``) and, for an ASCII one, its
+    lowercased form (None otherwise): split once per event, however many bullets of its segment
+    look for their excerpt in it."""
     sentences = [m.group(0).strip() for m in _SENTENCE.finditer(text[:SEARCH_CHARS])]
     kept = tuple(s for s in sentences if s)
-    return kept, tuple(frozenset(key_terms(s)) for s in kept)
+    return kept, tuple(s.lower() if s.isascii() else None for s in kept)
+
+
+def _probes(terms: set[str]) -> tuple[str, ...]:
+    """For each key term, a string every text holding it contains when lowercased: the term
+    itself, without its final ``y`` (``libraries`` gives ``library``). A term is its token
+    lowercased, or a part of it, with suffixes stripped (``key_terms``), so it is a prefix of
+    a lowercased word of the text but for the ``ies`` → ``y`` ending."""
+    return tuple(t[:-1] if t.endswith("y") and len(t) > 1 else t for t in terms)
 
 
 def excerpt_of(text: str, bullet_terms: set[str], limit: int = EXCERPT_CHARS) -> str:
-    """The sentence of ``text`` sharing most key terms with the bullet, cut to ``limit`` chars."""
-    sentences, terms = _sentence_terms(text)
+    """The sentence of ``text`` sharing most key terms with the bullet (the first on ties), cut
+    to ``limit`` chars. A sentence shares at most as many terms as it holds of the bullet terms'
+    ``_probes``, so one that could not beat the best so far is not read (most sentences of a long
+    output)."""
+    sentences, lowered = _sentences_of(text)
     if not sentences:
         return text.strip()[:limit]
-    best = max(
-        range(len(sentences)),
-        key=lambda k: (len(bullet_terms & terms[k]), -k),
-    )
+    probes = _probes(bullet_terms)
+    best, most = 0, -1
+    for k, sentence in enumerate(sentences):
+        low = lowered[k]
+        if low is None:
+            shared = len(bullet_terms & key_terms(sentence))
+        else:  # it shares at most as many terms as it holds probes: read it only if that wins
+            held = sum(p in low for p in probes)
+            if held <= most:
+                continue
+            shared = len(bullet_terms & key_terms(sentence)) if held else 0
+        if shared > most:
+            best, most = k, shared
     chosen = sentences[best]
     if len(chosen) < limit // 2:  # a short sentence: add what follows for context
         chosen = " ".join(sentences[best : best + 3])

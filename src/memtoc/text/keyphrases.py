@@ -202,8 +202,9 @@ def _short_key_terms(text: str) -> frozenset[str]:
 
 def _key_terms(text: str) -> set[str]:
     out: set[str] = set()
-    for m in _WORD.finditer(text):
-        out.update(token_terms(m.group()))
+    terms = token_terms
+    for token in set(_WORD.findall(text)):  # a long output repeats its tokens: each read once
+        out.update(terms(token))
     return out
 
 

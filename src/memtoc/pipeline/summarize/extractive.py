@@ -181,19 +181,22 @@ class ExtractiveSummarizer:
             covered |= terms
 
         def gain(f: Fact) -> float:
-            new = math.fsum(weight.get(t, 0.0) for t in f.terms if t not in covered)
+            new = math.fsum([weight[t] for t in f.terms if t not in covered])
             return COVERAGE_WEIGHT * new / (top * (len(f.terms) + 2))
 
         # Each candidate's largest overlap with what is already chosen, updated per pick.
         overlap = [0.0] * len(pool)
         for terms in penalty_terms:
-            overlap = [max(o, _jaccard(f.terms, terms)) for o, f in zip(overlap, pool, strict=True)]
+            for i, f in enumerate(pool):
+                if not terms.isdisjoint(f.terms):  # disjoint: a Jaccard of 0 moves nothing
+                    overlap[i] = max(overlap[i], _jaccard(f.terms, terms))
         texts: set[str] = set()
         alive = list(range(len(pool)))
+        gains = [gain(f) for f in pool]  # recomputed only for facts a pick covers terms of
         while alive and len(picked) < k:
             best_i = max(
                 alive,
-                key=lambda i: (pool[i].score - self.redundancy * overlap[i] + gain(pool[i]), -i),
+                key=lambda i: (pool[i].score - self.redundancy * overlap[i] + gains[i], -i),
             )
             alive.remove(best_i)
             fact = pool[best_i]
@@ -202,9 +205,16 @@ class ExtractiveSummarizer:
                 continue
             texts.add(key)
             picked.append(fact)
-            covered |= fact.terms
+            newly = fact.terms - covered
+            covered |= newly
             for i in alive:
-                o = _jaccard(pool[i].terms, fact.terms)
+                terms = pool[i].terms
+                if newly.isdisjoint(terms):
+                    if fact.terms.isdisjoint(terms):
+                        continue  # no overlap: neither score moves
+                else:
+                    gains[i] = gain(pool[i])
+                o = _jaccard(terms, fact.terms)
                 if o > overlap[i]:
                     overlap[i] = o
         return picked
