@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from memtoc.store.postgres.audit import LATEST_VERSIONS, STALE_DOCS, PgAudit
+from memtoc.store.audit import LATEST_VERSIONS, STALE_DOCS, stray_from
+from memtoc.store.postgres.audit import PgAudit
 from memtoc.store.postgres.base import pg_text
 from memtoc.text.fts_text import original_text, search_text
 
@@ -20,7 +21,7 @@ class PgDerived(PgAudit):
     # -- rebuild --------------------------------------------------------------------------------------
     def sessions(self, project: str | None = None) -> list[tuple[str, str]]:
         where, params = ("WHERE project = %s", (project,)) if project is not None else ("", ())
-        rows = self.q(
+        rows = self.store._query(
             f"SELECT DISTINCT project, session_id FROM events {where} UNION "
             f"SELECT project, session_id FROM segments {where} ORDER BY 1, 2",
             params * 2,
@@ -32,7 +33,7 @@ class PgDerived(PgAudit):
 
     def repair_node_pointers(self) -> int:
         with self.store.transaction():
-            rows = self.q(
+            rows = self.store._query(
                 "UPDATE toc_nodes AS n SET version = v.version, level = v.level, "
                 "start_ms = v.start_ms, end_ms = v.end_ms, parent_id = v.parent_id "
                 f"FROM ({LATEST_VERSIONS}) AS v WHERE v.project = n.project "
@@ -45,7 +46,7 @@ class PgDerived(PgAudit):
     def filing_of(self, seqs: Sequence[int]) -> dict[int, tuple[str, str]]:
         if not seqs:
             return {}
-        rows = self.q(
+        rows = self.store._query(
             "SELECT seq, project, node_id FROM segment_events WHERE seq = ANY(%s)", (list(seqs),)
         )
         return {int(r[0]): (r[1], r[2]) for r in rows}
@@ -54,7 +55,7 @@ class PgDerived(PgAudit):
         out: dict[str, set[int]] = {}
         if not node_ids:
             return out
-        for seq, node_id in self.q(
+        for seq, node_id in self.store._query(
             "SELECT seq, node_id FROM segment_events WHERE project = %s AND node_id = ANY(%s)",
             (project, list(node_ids)),
         ):
@@ -62,7 +63,10 @@ class PgDerived(PgAudit):
         return out
 
     def stray_members(self) -> list[int]:
-        return [int(r[0]) for r in self.q(f"SELECT s.seq {self._stray_sql} ORDER BY s.seq")]
+        return [
+            int(r[0])
+            for r in self.store._query(f"SELECT s.seq {stray_from(self.live)} ORDER BY s.seq")
+        ]
 
     def unfile(self, seqs: Sequence[int]) -> int:
         if not seqs:
@@ -72,7 +76,7 @@ class PgDerived(PgAudit):
     def indexed_seqs(self, seqs: Sequence[int]) -> set[int]:
         if not seqs:
             return set()
-        rows = self.q("SELECT seq FROM event_search WHERE seq = ANY(%s)", (list(seqs),))
+        rows = self.store._query("SELECT seq FROM event_search WHERE seq = ANY(%s)", (list(seqs),))
         return {int(r[0]) for r in rows}
 
     def queue_segments(self, project: str | None = None) -> int:
@@ -93,7 +97,7 @@ class PgDerived(PgAudit):
         )
 
     def filed_ranges(self) -> list[tuple[int, int]]:
-        rows = self.q(
+        rows = self.store._query(
             "SELECT first_seq, last_seq FROM outbox WHERE kind = 'events' AND status = 'done' "
             "ORDER BY entry_id"
         )
@@ -119,7 +123,7 @@ class PgDerived(PgAudit):
                 n_events = self._reindex_events(batch)
             after = 0
             while docs and (
-                rows := self.q(
+                rows := self.store._query(
                     "SELECT doc_seq, text FROM docs WHERE doc_seq > %s ORDER BY doc_seq LIMIT %s",
                     (after, batch),
                 )
@@ -139,7 +143,7 @@ class PgDerived(PgAudit):
         store = self.store
         store._exec("DELETE FROM event_search")
         after = done = 0
-        while rows := self.q(
+        while rows := self.store._query(
             "SELECT e.seq, e.project, e.text FROM segment_events s JOIN events e "
             f"ON e.seq = s.seq WHERE s.seq > %s AND {self.live} ORDER BY s.seq LIMIT %s",
             (after, batch),

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from memtoc.store.audit import LATEST_VERSIONS, STALE_DOCS, stray_from
 from memtoc.store.event_checks import storable_text
-from memtoc.store.sqlite.audit import LATEST_VERSIONS, STALE_DOCS, SqliteAudit, chunks
+from memtoc.store.sqlite.audit import SqliteAudit, chunks
 from memtoc.text.fts_text import original_text, search_text
 
 
@@ -79,15 +80,7 @@ class SqliteDerived(SqliteAudit):
         return out
 
     def stray_members(self) -> list[int]:
-        return [
-            int(r[0])
-            for r in self.q(
-                "SELECT s.seq FROM segment_events s LEFT JOIN events e ON e.seq = s.seq "
-                "LEFT JOIN segments g ON g.project = s.project AND g.node_id = s.node_id "
-                f"WHERE e.seq IS NULL OR NOT ({self.live}) OR e.project != s.project "
-                "OR g.node_id IS NULL OR g.session_id != e.session_id"
-            )
-        ]
+        return [int(r[0]) for r in self.q(f"SELECT s.seq {stray_from(self.live)}")]
 
     def unfile(self, seqs: Sequence[int]) -> int:
         removed = 0
@@ -143,7 +136,7 @@ class SqliteDerived(SqliteAudit):
 
     def drop_stale_docs(self) -> int:
         with self.store.transaction():
-            rows = self.store._exec(STALE_DOCS).fetchall()
+            rows = self.store._exec(f"SELECT d.doc_seq, d.text {STALE_DOCS}").fetchall()
             for doc_seq, text in rows:
                 self.store._exec(
                     "INSERT INTO docs_fts(docs_fts, rowid, text) VALUES ('delete', ?, ?)",
