@@ -75,6 +75,30 @@ def test_commits_and_files_changed() -> None:
                                  "Grid (2 files changed, 12 insertions(+), 4 deletions(-))")]  # fmt: skip
 
 
+def test_linters_and_type_checkers_in_words() -> None:
+    lint = ev(0, "tool_call", "assistant", 'Bash {"command":"bun run lint:fix"}', tool_name="Bash")
+    biome = ev(1, "tool_result", "tool", "$ biome check --write\nChecked 272 files in 211ms. "
+               "Fixed 2 files.", is_error=False)  # fmt: skip
+    assert kinds(biome, lint) == [("checks", "Lint (biome): 272 files checked, 2 files fixed")]
+    failing = ev(1, "tool_result", "tool", "Checked 272 files in 131ms. No fixes applied.\n"
+                 "Found 2 errors.\nerror: script \"lint\" exited with code 1", is_error=True)  # fmt: skip
+    assert kinds(failing, lint)[0] == ("checks", "Lint: 272 files checked, 2 errors")
+    ruff = ev(0, "tool_call", "assistant", 'Bash {"command":"ruff check src"}', tool_name="Bash")
+    clean = ev(1, "tool_result", "tool", "All checks passed!\n", is_error=False)
+    assert kinds(clean, ruff) == [("checks", "Lint (ruff): all checks passed")]
+    mypy = ev(1, "tool_result", "tool", "Success: no issues found in 224 source files\n")
+    assert kinds(mypy, ruff) == [("checks", "Type check (mypy): no issues in 224 files")]
+    eslint = ev(1, "tool_result", "tool", "\n✖ 3 problems (1 error, 2 warnings)\n")
+    assert kinds(eslint, lint)[0] == ("checks", "Lint: 3 problems (1 error, 2 warnings)")
+    # the last run of a segment is its outcome: a fix then a clean run says "no issues"
+    again = ev(3, "tool_result", "tool", "$ biome check\nChecked 272 files in 99ms. No fixes "
+               "applied.", is_error=False)  # fmt: skip
+    ask = ev(4, "user_message", "user", "Please fix the lint errors in the remediation tab.")
+    s = ExtractiveSummarizer(COUNTER).summarize_events([ask, lint, failing, lint, again])
+    said = " ".join([s.abstract, *s.bullets, s.overview])
+    assert "Lint (biome): 272 files checked, no issues" in said and "2 errors" not in said
+
+
 def test_a_commit_body_says_what_changed_and_why() -> None:
     command = ("git add a.tsx && git commit -m \"$(cat <<'EOF'\nFix dead-end state when remediation "
                "fails\n\nWhen a remediation failed, users were stuck: the config phase had no\n"

@@ -44,7 +44,7 @@ from memtoc.text.tokens import TokenCounter, truncate_to_tokens
 EMPTY_TITLE = "(empty)"
 SAID_KINDS = frozenset({"request", "correction", "conclusion", "prose", "question", "user",
                         "motive", "done", "detail",
-                        "intent", "plan", "ask", "commit", "tests", "error"})  # fmt: skip
+                        "intent", "plan", "ask", "commit", "tests", "checks", "error"})  # fmt: skip
 """Facts that say something beyond which tool ran on what (else outputs are described too)."""
 COVERAGE_WEIGHT = 1.0
 """How much a fact's new terms count when picking bullets (against its salience score)."""

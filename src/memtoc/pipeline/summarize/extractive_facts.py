@@ -140,6 +140,7 @@ KIND_WEIGHT: dict[str, float] = {
     "done": 0.6,
     "error": 0.9,
     "tests": 0.7,
+    "checks": 0.5,
     "ask": 0.6,
     "question": -0.3,
     "user": 0.3,
@@ -155,7 +156,7 @@ KIND_WEIGHT: dict[str, float] = {
     "output": -0.5,
 }
 """Base salience of each kind of fact (``score_facts`` adds centrality and cues)."""
-TOOL_KINDS = frozenset({"command", "edit", "read", "call", "commit", "plan", "ask", "tests",
+TOOL_KINDS = frozenset({"command", "edit", "read", "call", "commit", "plan", "ask", "tests", "checks",
                         "changed", "error", "tool_error", "output"})  # fmt: skip
 """Facts derived from tool calls and results (not anybody's words)."""
 
@@ -299,10 +300,12 @@ def extract_facts(events: Sequence[Event], context: Sequence[Event] = ()) -> lis
             continue
         _message_facts(event, index, add)
     _gather(facts, gathered)
-    # test runs: the last tally is the outcome (an earlier failure is told by its error)
-    tallies = [f for f in facts if f.kind == "tests"]
-    if len(tallies) > 1:
-        stale = {id(f) for f in tallies[:-1]}
+    # test and lint runs: the last tally is the outcome (an earlier failure is told by its error)
+    stale: set[int] = set()
+    for kind in ("tests", "checks"):
+        tallies = [f for f in facts if f.kind == kind]
+        stale |= {id(f) for f in tallies[:-1]}
+    if stale:
         facts = [f for f in facts if id(f) not in stale]
         for position, fact in enumerate(facts):
             fact.position = position

@@ -54,6 +54,20 @@ _GO_FAIL_PKG = re.compile(
 )
 _GO_FAIL_TEST = re.compile(r"^\s*--- FAIL: (\w+)", re.MULTILINE)
 _CARGO = re.compile(r"test result: (\w+)\. (\d+) passed; (\d+) failed")
+_BIOME = re.compile(
+    r"Checked (\d+) files? in [\d.]+\s*[mµ]?s\.(?: (?:No fixes applied|Fixed (\d+) files?)\.)?"
+)
+_FOUND = re.compile(r"^\s*Found (\d+) (errors?|warnings?)\b", re.MULTILINE)
+_RUFF_OK = re.compile(r"^All checks passed!", re.MULTILINE)
+_MYPY_OK = re.compile(r"^Success: no issues found in (\d+) source files?", re.MULTILINE)
+_MYPY_FOUND = re.compile(r"^Found (\d+) errors? in \d+ files? \(checked \d+ source files?\)",
+                         re.MULTILINE)  # fmt: skip
+_ESLINT = re.compile(r"✖ (\d+ problems? \(\d+ errors?, \d+ warnings?\))")
+_CHECKS_LINE = re.compile(
+    r"✖ \d+ problems?|\bFound \d+ (?:errors?|warnings?)|\bChecked \d+ files? in "
+)
+"""In a linter's or type checker's summary line: its "2 errors" are no test tally."""
+_CHECKER = re.compile(r"\b(biome|eslint|ruff|oxlint|prettier|mypy|pyright|tsc)\b")
 _COMMIT = re.compile(r"^\[([\w./-]+)(?: \(root-commit\))? ([0-9a-f]{7,12})\] (.+)$", re.MULTILINE)
 _CHANGED = re.compile(r"\b\d+ files? changed(?:, \d+ insertions?\(\+\))?(?:, \d+ deletions?\(-\))?")
 _DEFINES = re.compile(
@@ -134,9 +148,12 @@ def describe_result(result: Event, action: ToolAction | None) -> list[ResultFact
         return []
     tail = text[-TAIL_CHARS:]
     out: list[ResultFact] = []
-    tests = _tests(tail)
+    tests = _tests(_without_checks(tail))
     if tests:
         out.append(ResultFact("tests", tests))
+    checks = _checks(tail, action.subject if action is not None else "")
+    if checks:
+        out.append(ResultFact("checks", checks))
     commit = _COMMIT.search(text[:HEAD_CHARS]) or _COMMIT.search(tail)
     if commit:
         out.append(ResultFact("commit", f"Committed {commit.group(2)}: {_words(commit.group(3))}"))
@@ -249,6 +266,55 @@ def _tests(tail: str) -> str:
         names = list(dict.fromkeys(_GO_FAIL_TEST.findall(tail)))[:3]
         return text + (f" ({', '.join(names)})" if names else "")
     return ""
+
+
+def _checks(tail: str, command: str) -> str:
+    """A linter's or type checker's verdict in words, or '': biome ("Lint (biome): 272 files
+    checked, 2 files fixed"), ruff, eslint, mypy ("Type check (mypy): no issues in 224 files").
+    The checker is named when the output (a script runner echoes ``$ biome check``) or the
+    command names it."""
+    mypy_ok, mypy_found = _MYPY_OK.search(tail), _MYPY_FOUND.search(tail)
+    if mypy_ok or mypy_found:
+        verdict = (f"{mypy_found.group(1)} errors" if mypy_found
+                   else f"no issues in {mypy_ok.group(1) if mypy_ok else '?'} files")  # fmt: skip
+        return f"Type check (mypy): {verdict}"
+    biome, eslint = _BIOME.search(tail), _ESLINT.search(tail)
+    found = _FOUND.search(tail)
+    if biome:
+        parts = [_files(biome.group(1), "checked")]
+        if biome.group(2):
+            parts.append(_files(biome.group(2), "fixed"))
+        if found:
+            parts.append(f"{found.group(1)} {found.group(2)}")
+        elif not biome.group(2):
+            parts.append("no issues")
+        verdict = ", ".join(parts)
+    elif eslint:
+        verdict = eslint.group(1)
+    elif _RUFF_OK.search(tail):
+        verdict = "all checks passed"
+    elif found and "ruff" in command:
+        verdict = f"{found.group(1)} {found.group(2)}"
+    else:
+        return ""
+    echoed = (
+        ("\n" + tail[: biome.start()]).rsplit("\n$ ", 1) if biome else []
+    )  # "$ biome check --write"
+    said = echoed[1].split("\n", 1)[0] if len(echoed) > 1 else ""
+    named = _CHECKER.search(said) or _CHECKER.search(command)
+    name = "ruff" if named is None and _RUFF_OK.search(tail) else named.group(1) if named else ""
+    return f"Lint ({name}): {verdict}" if name else f"Lint: {verdict}"
+
+
+def _without_checks(tail: str) -> str:
+    """``tail`` without the summary lines of linters and type checkers."""
+    if _CHECKS_LINE.search(tail) is None:
+        return tail
+    return "\n".join(ln for ln in tail.split("\n") if _CHECKS_LINE.search(ln) is None)
+
+
+def _files(count: str, done: str) -> str:
+    return f"{count} file{'' if count == '1' else 's'} {done}"
 
 
 def _failed_names(tail: str, failed: int) -> str:
