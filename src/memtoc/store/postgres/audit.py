@@ -34,12 +34,8 @@ class PgAudit(SqlAudit):
             "SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema() "
             "AND table_name = 'events' AND column_name = 'forgotten_ms'"
         )
-        super().__init__(store, self._run, "e.forgotten_ms IS NULL" if forget else "TRUE")
+        super().__init__(store, store._q, "e.forgotten_ms IS NULL" if forget else "TRUE")
         self.store: PostgresStore = store
-
-    def _run(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
-        """A statement with ``?`` placeholders (``store/audit.py``'s) on psycopg."""
-        return self.store._query(sql.replace("%", "%%").replace("?", "%s"), list(params))
 
     def _coverage(self, examples: int, pending: list[str]) -> Finding | None:
         queued = self._n(

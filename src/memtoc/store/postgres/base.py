@@ -203,6 +203,11 @@ class PgBase:
         except psycopg.Error as exc:
             raise StoreError(f"{self.location}: {exc}") from exc
 
+    def _q(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
+        """A statement written for both engines (``?`` placeholders, ``store/toc_reads.py``,
+        ``store/audit.py``): ``?`` becomes ``%s``, a literal ``%`` is escaped."""
+        return self._query(sql.replace("%", "%%").replace("?", "%s"), list(params))
+
     def _exec(self, text: str, params: Sequence[Any] | None = None) -> int:
         """Run a write; return the affected row count."""
         try:

@@ -301,14 +301,6 @@ class PgPipeline(PgBase):
             [(m.project, m.node_id, m.level, m.activity_ms, m.marked_ms) for m in ordered],
         )
 
-    def dirty_periods(self, level: str) -> list[DirtyPeriod]:
-        rows = self._query(
-            "SELECT project, node_id, level, activity_ms, marked_ms, seq FROM rollup_dirty "
-            "WHERE level = %s ORDER BY project, node_id",
-            (level,),
-        )
-        return [DirtyPeriod(*r) for r in rows]
-
     def clear_dirty(self, project: str, node_id: str, seq: int) -> None:
         # a mark re-set meanwhile holds a greater seq (the sequence only grows); a DELETE that
         # waited for that re-marking transaction's row lock re-checks the new row and keeps it
@@ -316,16 +308,6 @@ class PgPipeline(PgBase):
             "DELETE FROM rollup_dirty WHERE project = %s AND node_id = %s AND seq <= %s",
             (project, node_id, seq),
         )
-
-    def orphan_parent_ids(self, level: str) -> list[tuple[str, str, int]]:
-        rows = self._query(
-            "SELECT c.project, c.parent_id, MAX(c.end_ms) FROM toc_nodes c "
-            "LEFT JOIN toc_nodes p ON p.project = c.project AND p.node_id = c.parent_id "
-            "WHERE c.level = %s AND c.parent_id IS NOT NULL AND p.node_id IS NULL "
-            "GROUP BY c.project, c.parent_id ORDER BY c.project, c.parent_id",
-            (level,),
-        )
-        return [(r[0], r[1], int(r[2])) for r in rows]
 
     # -- search documents ---------------------------------------------------------------------------
     def put_docs(self, docs: Sequence[DocRow]) -> None:

@@ -23,7 +23,7 @@ import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from memtoc.errors import NotFoundError, QueryError, StoreError
+from memtoc.errors import NotFoundError, StoreError
 from memtoc.model import AppendResult, Bookmark, Event, JsonValue, OutboxEntry, TocNode
 from memtoc.store.codecs import (
     bookmark_from_row,
@@ -47,15 +47,12 @@ from memtoc.store.postgres.projects import PgProjects
 from memtoc.store.postgres.search import PgSearch
 from memtoc.store.postgres.upkeep import PgUpkeep
 from memtoc.store.postgres.vectors import PgVectors
+from memtoc.store.toc_reads import LATEST, TocReads
 
 if TYPE_CHECKING:
     from memtoc.store.derived import DerivedStore
 
 _OUTBOX_COLS = "entry_id, kind, payload, created_ms, attempts, status, error"
-_LATEST = (
-    "FROM toc_nodes n JOIN toc_node_versions v "
-    "ON v.project = n.project AND v.node_id = n.node_id AND v.version = n.version"
-)
 _SET_LATEST = (
     "INSERT INTO toc_nodes(project, node_id, version, level, start_ms, end_ms, parent_id) "
     "VALUES (%s,%s,%s,%s,%s,%s,%s) ON CONFLICT (project, node_id) DO UPDATE "
@@ -80,7 +77,7 @@ def _session_key(project: str, session_id: str) -> str:
     return f"{project}\x1f{session_id}"
 
 
-class PostgresStore(PgPipeline, PgSearch, PgVectors, PgProjects, PgForget, PgUpkeep):
+class PostgresStore(PgPipeline, PgSearch, PgVectors, PgProjects, PgForget, PgUpkeep, TocReads):
     """``Store`` + ``PipelineStore`` on a PostgreSQL database (``postgresql://`` URL)."""
 
     # -- events -------------------------------------------------------------------------------------
@@ -392,10 +389,6 @@ class PostgresStore(PgPipeline, PgSearch, PgVectors, PgProjects, PgForget, PgUpk
         )
         return [_entry(r) for r in rows]
 
-    def get_checkpoint(self, job: str) -> JsonValue | None:
-        rows = self._query("SELECT value FROM checkpoints WHERE job = %s", (job,))
-        return json.loads(rows[0][0]) if rows else None
-
     def set_checkpoint(self, job: str, value: JsonValue) -> None:
         self._exec(
             "INSERT INTO checkpoints(job, value, updated_ms) VALUES (%s, %s, %s) "
@@ -414,7 +407,7 @@ class PostgresStore(PgPipeline, PgSearch, PgVectors, PgProjects, PgForget, PgUpk
         with self.transaction():
             self._lock_key(f"node\x1f{node.project}\x1f{node.node_id}")
             rows = self._query(
-                f"SELECT v.version, v.data {_LATEST} WHERE n.project = %s AND n.node_id = %s",
+                f"SELECT v.version, v.data {LATEST} WHERE n.project = %s AND n.node_id = %s",
                 (node.project, node.node_id),
             )
             shape = (node.level, node.start_ms, node.end_ms, node.parent_id)
@@ -443,76 +436,6 @@ class PostgresStore(PgPipeline, PgSearch, PgVectors, PgProjects, PgForget, PgUpk
             )
             self._exec(_SET_LATEST, (node.project, node.node_id, version, *shape))
         return TocNode(**{**node_fields(node), "version": version, "created_ms": now}), True
-
-    def get_node(self, project: str, node_id: str, version: int | None = None) -> TocNode:
-        if version is None:
-            rows = self._query(
-                f"SELECT v.version, v.data {_LATEST} WHERE n.project = %s AND n.node_id = %s",
-                (project, node_id),
-            )
-        else:
-            rows = self._query(
-                "SELECT version, data FROM toc_node_versions "
-                "WHERE project = %s AND node_id = %s AND version = %s",
-                (project, node_id, version),
-            )
-        if not rows:
-            raise NotFoundError("node", f"{node_id} (project {project})")
-        return node_from_row(project, node_id, rows[0][0], rows[0][1])
-
-    def find_node(self, node_id: str, project: str | None = None) -> TocNode:
-        if project is not None:
-            return self.get_node(project, node_id)
-        rows = self._query("SELECT project FROM toc_nodes WHERE node_id = %s", (node_id,))
-        if not rows:
-            raise NotFoundError("node", node_id)
-        if len(rows) > 1:
-            names = ", ".join(sorted(r[0] for r in rows))
-            raise QueryError(f"{node_id} exists in several projects ({names}); name one")
-        return self.get_node(rows[0][0], node_id)
-
-    def list_nodes(
-        self,
-        project: str,
-        *,
-        level: str | None = None,
-        parent_id: str | None = None,
-        since_ms: int | None = None,
-        until_ms: int | None = None,
-    ) -> list[TocNode]:
-        where = ["n.project = %s"]
-        params: list[Any] = [project]
-        for clause, value in (
-            ("n.level = %s", level),
-            ("n.parent_id = %s", parent_id),
-            ("n.end_ms > %s", since_ms),
-            ("n.start_ms < %s", until_ms),
-        ):
-            if value is not None:
-                where.append(clause)
-                params.append(value)
-        rows = self._query(
-            f"SELECT n.node_id, v.version, v.data {_LATEST} "
-            f"WHERE {' AND '.join(where)} ORDER BY n.start_ms, n.node_id",
-            params,
-        )
-        return [node_from_row(project, r[0], r[1], r[2]) for r in rows]
-
-    def latest_nodes(self, project: str, level: str, limit: int) -> list[TocNode]:
-        rows = self._query(
-            f"SELECT n.node_id, v.version, v.data {_LATEST} WHERE n.project = %s AND n.level = %s "
-            "ORDER BY n.start_ms DESC, n.node_id DESC LIMIT %s",
-            (project, level, max(0, int(limit))),
-        )
-        return [node_from_row(project, r[0], r[1], r[2]) for r in rows]
-
-    def node_versions(self, project: str, node_id: str) -> list[int]:
-        rows = self._query(
-            "SELECT version FROM toc_node_versions WHERE project = %s AND node_id = %s "
-            "ORDER BY version",
-            (project, node_id),
-        )
-        return [int(r[0]) for r in rows]
 
     # -- bookmarks ----------------------------------------------------------------------------------
     def put_bookmark(self, bookmark: Bookmark) -> None:

@@ -182,6 +182,10 @@ class SqliteBase:
             except sqlite3.Error as exc:
                 raise StoreError(f"{self.path}: {exc}") from exc
 
+    def _q(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        """A statement written for both engines (``?`` placeholders: ``store/toc_reads.py``)."""
+        return self._query(sql, params)
+
     def _exec(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
         try:
             return self._conn.execute(sql, params)

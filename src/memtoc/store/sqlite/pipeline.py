@@ -315,30 +315,12 @@ class SqlitePipeline(SqliteBase):
                 [(m.project, m.node_id, m.level, m.activity_ms, m.marked_ms, seq) for m in marks],
             )
 
-    def dirty_periods(self, level: str) -> list[DirtyPeriod]:
-        rows = self._query(
-            "SELECT project, node_id, level, activity_ms, marked_ms, seq FROM rollup_dirty "
-            "WHERE level = ? ORDER BY project, node_id",
-            (level,),
-        )
-        return [DirtyPeriod(*r) for r in rows]
-
     def clear_dirty(self, project: str, node_id: str, seq: int) -> None:
         with self.transaction():
             self._exec(
                 "DELETE FROM rollup_dirty WHERE project = ? AND node_id = ? AND seq <= ?",
                 (project, node_id, seq),
             )
-
-    def orphan_parent_ids(self, level: str) -> list[tuple[str, str, int]]:
-        rows = self._query(
-            "SELECT c.project, c.parent_id, MAX(c.end_ms) FROM toc_nodes c "
-            "LEFT JOIN toc_nodes p ON p.project = c.project AND p.node_id = c.parent_id "
-            "WHERE c.level = ? AND c.parent_id IS NOT NULL AND p.node_id IS NULL "
-            "GROUP BY c.project, c.parent_id ORDER BY c.project, c.parent_id",
-            (level,),
-        )
-        return [(r[0], r[1], r[2]) for r in rows]
 
     def put_docs(self, docs: Sequence[DocRow]) -> None:
         if not docs:

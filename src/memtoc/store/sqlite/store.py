@@ -57,6 +57,7 @@ from memtoc.store.sqlite.sessions import (
 )
 from memtoc.store.sqlite.upkeep import SqliteUpkeep
 from memtoc.store.sqlite.vectors import SqliteVectors
+from memtoc.store.toc_reads import TocReads
 
 if TYPE_CHECKING:
     from memtoc.store.derived import DerivedStore
@@ -123,7 +124,7 @@ def _touch_via_writer(path: Path, bookmark_ids: Sequence[str], now_ms: int) -> i
 
 
 class SqliteStore(
-    SqlitePipeline, SqliteVectors, SqliteSearch, SqliteForget, SqliteUpkeep, SqliteMerge
+    SqlitePipeline, SqliteVectors, SqliteSearch, SqliteForget, SqliteUpkeep, SqliteMerge, TocReads
 ):
     """``Store`` on one SQLite file."""
 
@@ -459,10 +460,6 @@ class SqliteStore(
         )
         return [OutboxEntry(r[0], r[1], json.loads(r[2]), r[3], r[4], r[5], r[6]) for r in rows]
 
-    def get_checkpoint(self, job: str) -> JsonValue | None:
-        rows = self._query("SELECT value FROM checkpoints WHERE job = ?", (job,))
-        return json.loads(rows[0][0]) if rows else None
-
     def set_checkpoint(self, job: str, value: JsonValue) -> None:
         with self.transaction():
             self._exec(
@@ -540,85 +537,6 @@ class SqliteStore(
                 node.parent_id,
             ),
         )
-
-    def get_node(self, project: str, node_id: str, version: int | None = None) -> TocNode:
-        if version is None:
-            rows = self._query(
-                "SELECT v.version, v.data FROM toc_nodes n JOIN toc_node_versions v "
-                "ON v.project = n.project AND v.node_id = n.node_id AND v.version = n.version "
-                "WHERE n.project = ? AND n.node_id = ?",
-                (project, node_id),
-            )
-        else:
-            rows = self._query(
-                "SELECT version, data FROM toc_node_versions "
-                "WHERE project = ? AND node_id = ? AND version = ?",
-                (project, node_id, version),
-            )
-        if not rows:
-            raise NotFoundError("node", f"{node_id} (project {project})")
-        return node_from_row(project, node_id, rows[0][0], rows[0][1])
-
-    def find_node(self, node_id: str, project: str | None = None) -> TocNode:
-        if project is not None:
-            return self.get_node(project, node_id)
-        rows = self._query("SELECT project FROM toc_nodes WHERE node_id = ?", (node_id,))
-        if not rows:
-            raise NotFoundError("node", node_id)
-        if len(rows) > 1:
-            from memtoc.errors import QueryError
-
-            names = ", ".join(sorted(r[0] for r in rows))
-            raise QueryError(f"{node_id} exists in several projects ({names}); name one")
-        return self.get_node(rows[0][0], node_id)
-
-    def list_nodes(
-        self,
-        project: str,
-        *,
-        level: str | None = None,
-        parent_id: str | None = None,
-        since_ms: int | None = None,
-        until_ms: int | None = None,
-    ) -> list[TocNode]:
-        where, params = _conditions(
-            ("n.project = ?", project),
-            ("n.level = ?", level),
-            ("n.parent_id = ?", parent_id),
-            ("n.end_ms > ?", since_ms),  # periods overlapping [since, until)
-            ("n.start_ms < ?", until_ms),
-        )
-        rows = self._query(
-            "SELECT n.node_id, v.version, v.data FROM toc_nodes n JOIN toc_node_versions v "
-            "ON v.project = n.project AND v.node_id = n.node_id AND v.version = n.version "
-            f"WHERE {' AND '.join(where)} ORDER BY n.start_ms, n.node_id",
-            params,
-        )
-        return [node_from_row(project, r[0], r[1], r[2]) for r in rows]
-
-    # -- latest nodes (session-start context, memtoc.retrieval.context) ----------------------------
-    def latest_nodes(self, project: str, level: str, limit: int) -> list[TocNode]:
-        """The ``limit`` nodes of ``level`` that start last, newest first.
-
-        A backwards walk of the ``(project, level, start_ms)`` index: its cost does not grow with
-        the store.
-        """
-        rows = self._query(
-            "SELECT n.node_id, v.version, v.data FROM toc_nodes n JOIN toc_node_versions v "
-            "ON v.project = n.project AND v.node_id = n.node_id AND v.version = n.version "
-            "WHERE n.project = ? AND n.level = ? ORDER BY n.start_ms DESC, n.node_id DESC "
-            f"LIMIT {max(0, int(limit))}",
-            (project, level),
-        )
-        return [node_from_row(project, r[0], r[1], r[2]) for r in rows]
-
-    def node_versions(self, project: str, node_id: str) -> list[int]:
-        rows = self._query(
-            "SELECT version FROM toc_node_versions WHERE project = ? AND node_id = ? "
-            "ORDER BY version",
-            (project, node_id),
-        )
-        return [r[0] for r in rows]
 
     # -- bookmarks ---------------------------------------------------------------------------------
     def put_bookmark(self, bookmark: Bookmark) -> None:

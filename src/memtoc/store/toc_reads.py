@@ -1,0 +1,128 @@
+"""Reads whose SQL is the same on both engines: TOC nodes, checkpoints, rollup marks.
+
+Written once with ``?`` placeholders and run through the store's ``_q`` (SQLite runs them as
+they are; PostgreSQL's ``_q`` turns ``?`` into ``%s``), so the two backends cannot drift apart on
+what a node read returns. Writes stay in each backend's own modules: they differ (upserts, locks,
+what text the engine can store).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from memtoc.errors import NotFoundError, QueryError
+from memtoc.model import JsonValue, TocNode
+from memtoc.store.base import DirtyPeriod
+from memtoc.store.codecs import node_from_row
+
+LATEST = (
+    "FROM toc_nodes n JOIN toc_node_versions v "
+    "ON v.project = n.project AND v.node_id = n.node_id AND v.version = n.version"
+)
+"""Nodes joined to their latest version (the ``toc_nodes`` pointer)."""
+
+
+class TocReads:
+    """``Store``'s node and checkpoint reads and ``PipelineStore``'s rollup-mark reads."""
+
+    if TYPE_CHECKING:
+
+        def _q(self, sql: str, params: Sequence[Any] = ()) -> list[Any]: ...
+
+    def get_checkpoint(self, job: str) -> JsonValue | None:
+        rows = self._q("SELECT value FROM checkpoints WHERE job = ?", (job,))
+        value: JsonValue = json.loads(rows[0][0]) if rows else None
+        return value
+
+    def get_node(self, project: str, node_id: str, version: int | None = None) -> TocNode:
+        if version is None:
+            rows = self._q(
+                f"SELECT v.version, v.data {LATEST} WHERE n.project = ? AND n.node_id = ?",
+                (project, node_id),
+            )
+        else:
+            rows = self._q(
+                "SELECT version, data FROM toc_node_versions "
+                "WHERE project = ? AND node_id = ? AND version = ?",
+                (project, node_id, version),
+            )
+        if not rows:
+            raise NotFoundError("node", f"{node_id} (project {project})")
+        return node_from_row(project, node_id, rows[0][0], rows[0][1])
+
+    def find_node(self, node_id: str, project: str | None = None) -> TocNode:
+        if project is not None:
+            return self.get_node(project, node_id)
+        rows = self._q("SELECT project FROM toc_nodes WHERE node_id = ?", (node_id,))
+        if not rows:
+            raise NotFoundError("node", node_id)
+        if len(rows) > 1:
+            names = ", ".join(sorted(r[0] for r in rows))
+            raise QueryError(f"{node_id} exists in several projects ({names}); name one")
+        return self.get_node(rows[0][0], node_id)
+
+    def list_nodes(
+        self,
+        project: str,
+        *,
+        level: str | None = None,
+        parent_id: str | None = None,
+        since_ms: int | None = None,
+        until_ms: int | None = None,
+    ) -> list[TocNode]:
+        where = ["n.project = ?"]
+        params: list[Any] = [project]
+        for clause, value in (
+            ("n.level = ?", level),
+            ("n.parent_id = ?", parent_id),
+            ("n.end_ms > ?", since_ms),  # periods overlapping [since, until)
+            ("n.start_ms < ?", until_ms),
+        ):
+            if value is not None:
+                where.append(clause)
+                params.append(value)
+        rows = self._q(
+            f"SELECT n.node_id, v.version, v.data {LATEST} "
+            f"WHERE {' AND '.join(where)} ORDER BY n.start_ms, n.node_id",
+            params,
+        )
+        return [node_from_row(project, r[0], r[1], r[2]) for r in rows]
+
+    def latest_nodes(self, project: str, level: str, limit: int) -> list[TocNode]:
+        """The ``limit`` nodes of ``level`` that start last, newest first: a backwards walk of
+        the ``(project, level, start_ms)`` index, whose cost does not grow with the store."""
+        rows = self._q(
+            f"SELECT n.node_id, v.version, v.data {LATEST} WHERE n.project = ? AND n.level = ? "
+            "ORDER BY n.start_ms DESC, n.node_id DESC LIMIT ?",
+            (project, level, max(0, int(limit))),
+        )
+        return [node_from_row(project, r[0], r[1], r[2]) for r in rows]
+
+    def node_versions(self, project: str, node_id: str) -> list[int]:
+        rows = self._q(
+            "SELECT version FROM toc_node_versions WHERE project = ? AND node_id = ? "
+            "ORDER BY version",
+            (project, node_id),
+        )
+        return [int(r[0]) for r in rows]
+
+    # -- rollup marks (PipelineStore) ---------------------------------------------------------------
+    def dirty_periods(self, level: str) -> list[DirtyPeriod]:
+        rows = self._q(
+            "SELECT project, node_id, level, activity_ms, marked_ms, seq FROM rollup_dirty "
+            "WHERE level = ? ORDER BY project, node_id",
+            (level,),
+        )
+        return [DirtyPeriod(*r) for r in rows]
+
+    def orphan_parent_ids(self, level: str) -> list[tuple[str, str, int]]:
+        rows = self._q(
+            "SELECT c.project, c.parent_id, MAX(c.end_ms) FROM toc_nodes c "
+            "LEFT JOIN toc_nodes p ON p.project = c.project AND p.node_id = c.parent_id "
+            "WHERE c.level = ? AND c.parent_id IS NOT NULL AND p.node_id IS NULL "
+            "GROUP BY c.project, c.parent_id ORDER BY c.project, c.parent_id",
+            (level,),
+        )
+        return [(r[0], r[1], int(r[2])) for r in rows]
