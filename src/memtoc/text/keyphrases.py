@@ -26,14 +26,17 @@ from functools import lru_cache
 
 _WORD = re.compile(
     r"""
-    (?:~|\.{1,2})?/?(?:[\w@+-]+/)+[\w@+.-]*\w      # paths: src/app/auth.py, ./x/y, /etc/hosts
+    (?:~|\.{1,2})?/?(?:[\w@+-]++/)+[\w@+.-]*\w     # paths: src/app/auth.py, ./x/y, /etc/hosts
     | --[A-Za-z][\w-]*\w                           # CLI flags: --until-idle
-    | [^\W\d][\w-]*(?:\.[^\W\d]\w*)+(?:\(\))?     # dotted names: os.path.join, a-b.yml, f()
-    | [^\W\d][\w]*(?:['\u2019-][^\W\d_][\w]*)*(?:\(\))?  # words, snake_case, camelCase, don't, long-term
+    | [^\W\d][\w-]*+(?:\.[^\W\d]\w*+)+(?:\(\))?   # dotted names: os.path.join, a-b.yml, f()
+    | [^\W\d]\w*+(?:['\u2019-][^\W\d_]\w*+)*(?:\(\))?  # words, snake_case, camelCase, don't
     | \d+(?:[.:]\d+)*%?                            # numbers (kept for phrases' boundaries only)
     """,
     re.VERBOSE,
 )
+"""Possessive runs (``*+``, ``++``) where the character after a run can never be one of the run's
+own (a ``/`` after a path part, a ``.`` after a word): the same tokens, without retrying every
+shorter run before the next alternative."""
 SPEAKER_LABEL = re.compile(r"^([A-Z][\w.'-]{0,30}(?: [A-Z][\w.'-]{0,30})?): (?=\S)")
 """A ``Name: `` label opening a turn (group 1: the name), as chat transcripts write the speaker."""
 _CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
