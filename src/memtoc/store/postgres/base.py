@@ -204,7 +204,7 @@ class PgBase:
             raise StoreError(f"{self.location}: {exc}") from exc
 
     def _q(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
-        """A statement written for both engines (``?`` placeholders, ``store/toc_reads.py``,
+        """A statement written for both engines (``?`` placeholders, ``store/reads.py``,
         ``store/audit.py``): ``?`` becomes ``%s``, a literal ``%`` is escaped."""
         return self._query(sql.replace("%", "%%").replace("?", "%s"), list(params))
 

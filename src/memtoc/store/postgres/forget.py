@@ -37,7 +37,7 @@ import psycopg
 
 from memtoc.errors import StoreError
 from memtoc.model import JsonValue
-from memtoc.store.capabilities import DOC_KINDS, AuditEntry, EventRef, ScrubReport
+from memtoc.store.capabilities import DOC_KINDS, EventRef, ScrubReport
 from memtoc.store.codecs import json_sorted
 from memtoc.store.postgres.base import LIVE, PgBase
 
@@ -230,19 +230,6 @@ class PgForget(PgBase):
                 "UPDATE forget_audit SET counts = %s WHERE audit_id = %s",
                 (json_sorted(merged), audit_id),
             )
-
-    def list_audit(self, limit: int = 50) -> list[AuditEntry]:
-        rows = self._query(
-            "SELECT audit_id, forgotten_ms, selector, event_ids, counts FROM forget_audit "
-            "ORDER BY audit_id DESC LIMIT %s",
-            (limit,),
-        )
-        return [
-            AuditEntry(
-                int(r[0]), int(r[1]), json.loads(r[2]), tuple(json.loads(r[3])), json.loads(r[4])
-            )
-            for r in rows
-        ]
 
     # -- physical purge ---------------------------------------------------------------------------
     def scrub(self, now_ms: int) -> ScrubReport:

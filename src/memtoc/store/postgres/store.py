@@ -26,7 +26,6 @@ from typing import TYPE_CHECKING, Any
 from memtoc.errors import NotFoundError, StoreError
 from memtoc.model import AppendResult, Bookmark, Event, JsonValue, OutboxEntry, TocNode
 from memtoc.store.codecs import (
-    bookmark_from_row,
     event_from_row,
     json_sorted,
     node_data,
@@ -47,7 +46,7 @@ from memtoc.store.postgres.projects import PgProjects
 from memtoc.store.postgres.search import PgSearch
 from memtoc.store.postgres.upkeep import PgUpkeep
 from memtoc.store.postgres.vectors import PgVectors
-from memtoc.store.toc_reads import LATEST, TocReads
+from memtoc.store.reads import LATEST, SharedReads
 
 if TYPE_CHECKING:
     from memtoc.store.derived import DerivedStore
@@ -77,7 +76,7 @@ def _session_key(project: str, session_id: str) -> str:
     return f"{project}\x1f{session_id}"
 
 
-class PostgresStore(PgPipeline, PgSearch, PgVectors, PgProjects, PgForget, PgUpkeep, TocReads):
+class PostgresStore(PgPipeline, PgSearch, PgVectors, PgProjects, PgForget, PgUpkeep, SharedReads):
     """``Store`` + ``PipelineStore`` on a PostgreSQL database (``postgresql://`` URL)."""
 
     # -- events -------------------------------------------------------------------------------------
@@ -458,22 +457,6 @@ class PostgresStore(PgPipeline, PgSearch, PgVectors, PgProjects, PgForget, PgUpk
             ),
         )
 
-    def list_bookmarks(
-        self, project: str | None = None, limit: int | None = None
-    ) -> list[Bookmark]:
-        text = (
-            "SELECT bookmark_id, project, content, event_ids, importance, type, created_ms, "
-            "last_relevant_ms FROM bookmarks"
-        )
-        params: list[Any] = []
-        if project is not None:
-            text += " WHERE project = %s"
-            params.append(project)
-        text += " ORDER BY importance DESC, created_ms DESC"
-        if limit is not None:
-            text += f" LIMIT {int(limit)}"
-        return [bookmark_from_row(r) for r in self._query(text, params)]
-
     def touch_bookmarks(self, bookmark_ids: Sequence[str], now_ms: int) -> int:
         """Mark bookmarks as used at ``now_ms`` (``last_relevant_ms`` never moves back)."""
         return self._exec(
@@ -492,34 +475,6 @@ class PostgresStore(PgPipeline, PgSearch, PgVectors, PgProjects, PgForget, PgUpk
             for project, bid in rows:
                 self._delete_docs("bookmark", project, [bid])
         return len(rows)
-
-    def find_bookmarks(
-        self,
-        project: str,
-        *,
-        since_ms: int | None = None,
-        until_ms: int | None = None,
-        type: str | None = None,  # noqa: A002 - the model's field name
-        content: str | None = None,
-    ) -> list[Bookmark]:
-        """A project's bookmarks created in ``[since, until]`` (inclusive), of ``type`` and with
-        exactly ``content`` when given, oldest first."""
-        text = (
-            "SELECT bookmark_id, project, content, event_ids, importance, type, created_ms, "
-            "last_relevant_ms FROM bookmarks WHERE project = %s"
-        )
-        params: list[Any] = [project]
-        for clause, value in (
-            ("created_ms >= %s", since_ms),
-            ("created_ms <= %s", until_ms),
-            ("type = %s", type),
-            ("content = %s", content),
-        ):
-            if value is not None:
-                text += f" AND {clause}"
-                params.append(value)
-        text += " ORDER BY created_ms, bookmark_id"
-        return [bookmark_from_row(r) for r in self._query(text, params)]
 
     # -- housekeeping -------------------------------------------------------------------------------
     def stats(self) -> dict[str, JsonValue]:

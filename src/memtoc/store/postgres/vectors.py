@@ -25,12 +25,9 @@ from psycopg import sql
 
 from memtoc.errors import StoreError
 from memtoc.store.capabilities import (
-    BEHIND_CAP,
     EmbedderIdentity,
     VectorKey,
-    VectorProgress,
     embed_job,
-    progress_from,
 )
 from memtoc.store.codecs import embedder_meta_key, identity_from_json, identity_json
 from memtoc.store.postgres.ann import PgAnn, ann_index_name
@@ -62,30 +59,6 @@ class PgVectors(PgAnn):
             return bool(self._query("SELECT 1 FROM vectors WHERE embedder = %s LIMIT 1",
                                     (embedder.name,)))  # fmt: skip
         return recorded != (int(embedder.dim), embedder.version)
-
-    def vector_progress(self, name: str) -> VectorProgress:
-        """How far ``name``'s vectors cover the store (``sqlite/vectors.VectorProgress``)."""
-        row = self._query(
-            "SELECT (SELECT value FROM meta WHERE key = %s), (SELECT value FROM checkpoints "
-            "WHERE job = %s), (SELECT COALESCE(MAX(seq), 0) FROM segment_events)",
-            (embedder_meta_key(name), embed_job(name)),
-        )[0]
-        return progress_from(
-            row[0],
-            row[1],
-            int(row[2]),
-            lambda after: self._query(
-                "SELECT COUNT(*) FROM (SELECT 1 FROM segment_events WHERE seq > %s LIMIT %s) c",
-                (after, BEHIND_CAP),
-            )[0][0],
-            lambda: [
-                str(r[0]).removeprefix("embedder:")
-                for r in self._query(
-                    "SELECT key FROM meta WHERE key LIKE %s AND key <> %s ORDER BY key",
-                    ("embedder:%", embedder_meta_key(name)),
-                )
-            ],
-        )
 
     def clear_vectors(self, name: str) -> int:
         return self._exec("DELETE FROM vectors WHERE embedder = %s", (name,))

@@ -183,7 +183,7 @@ class SqliteBase:
                 raise StoreError(f"{self.path}: {exc}") from exc
 
     def _q(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
-        """A statement written for both engines (``?`` placeholders: ``store/toc_reads.py``)."""
+        """A statement written for both engines (``?`` placeholders: ``store/reads.py``)."""
         return self._query(sql, params)
 
     def _exec(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from memtoc.errors import StoreError
 from memtoc.model import Event, JsonValue
-from memtoc.store.capabilities import AuditEntry, EventRef, ScrubReport
+from memtoc.store.capabilities import EventRef, ScrubReport
 from memtoc.store.codecs import json_sorted
 from memtoc.store.sqlite import scrub as sqlite_scrub
 from memtoc.store.sqlite.base import SqliteBase
@@ -353,18 +353,6 @@ class SqliteForget(SqliteBase):
                 "UPDATE forget_audit SET counts = ? WHERE audit_id = ?",
                 (json_sorted(merged), audit_id),
             )
-
-    def list_audit(self, limit: int = 50) -> list[AuditEntry]:
-        """The most recent forgets, newest first."""
-        rows = self._forget_run(
-            "SELECT audit_id, forgotten_ms, selector, event_ids, counts FROM forget_audit "
-            "ORDER BY audit_id DESC LIMIT ?",
-            (limit,),
-        )
-        return [
-            AuditEntry(r[0], r[1], json.loads(r[2]), tuple(json.loads(r[3])), json.loads(r[4]))
-            for r in rows
-        ]
 
     # -- scrub (store/sqlite/scrub.py) --------------------------------------------------------------
     def scrub(self, now_ms: int) -> ScrubReport:

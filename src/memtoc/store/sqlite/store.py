@@ -28,7 +28,6 @@ from memtoc.model import (
 )
 from memtoc.store.base import EventRow
 from memtoc.store.codecs import (
-    bookmark_from_row,
     event_from_row,
     json_text,
     node_data,
@@ -43,6 +42,7 @@ from memtoc.store.event_checks import (
     split_valid,
     storable_text,
 )
+from memtoc.store.reads import SharedReads
 from memtoc.store.sqlite import projects as sqlite_projects
 from memtoc.store.sqlite.forget import SqliteForget
 from memtoc.store.sqlite.merge import SqliteMerge
@@ -57,7 +57,6 @@ from memtoc.store.sqlite.sessions import (
 )
 from memtoc.store.sqlite.upkeep import SqliteUpkeep
 from memtoc.store.sqlite.vectors import SqliteVectors
-from memtoc.store.toc_reads import TocReads
 
 if TYPE_CHECKING:
     from memtoc.store.derived import DerivedStore
@@ -124,7 +123,13 @@ def _touch_via_writer(path: Path, bookmark_ids: Sequence[str], now_ms: int) -> i
 
 
 class SqliteStore(
-    SqlitePipeline, SqliteVectors, SqliteSearch, SqliteForget, SqliteUpkeep, SqliteMerge, TocReads
+    SqlitePipeline,
+    SqliteVectors,
+    SqliteSearch,
+    SqliteForget,
+    SqliteUpkeep,
+    SqliteMerge,
+    SharedReads,
 ):
     """``Store`` on one SQLite file."""
 
@@ -556,22 +561,6 @@ class SqliteStore(
                 ),
             )
 
-    def list_bookmarks(
-        self, project: str | None = None, limit: int | None = None
-    ) -> list[Bookmark]:
-        sql = (
-            "SELECT bookmark_id, project, content, event_ids, importance, type, created_ms, "
-            "last_relevant_ms FROM bookmarks"
-        )
-        params: list[Any] = []
-        if project is not None:
-            sql += " WHERE project = ?"
-            params.append(project)
-        sql += " ORDER BY importance DESC, created_ms DESC"
-        if limit is not None:
-            sql += f" LIMIT {int(limit)}"
-        return [bookmark_from_row(r) for r in self._query(sql, params)]
-
     # -- bookmarks: use, merge and lookup (memtoc.retrieval.bookmark_step) ----------------------------
     def touch_bookmarks(self, bookmark_ids: Sequence[str], now_ms: int) -> int:
         """Mark bookmarks as used at ``now_ms`` (``last_relevant_ms`` never moves back).
@@ -619,34 +608,6 @@ class SqliteStore(
                 self._delete_docs("bookmark", rows[0][0], [bid])
                 deleted += 1
         return deleted
-
-    def find_bookmarks(
-        self,
-        project: str,
-        *,
-        since_ms: int | None = None,
-        until_ms: int | None = None,
-        type: str | None = None,  # noqa: A002 - the model's field name
-        content: str | None = None,
-    ) -> list[Bookmark]:
-        """A project's bookmarks created in ``[since, until]`` (inclusive), of ``type`` and with
-        exactly ``content`` when given, oldest first."""
-        sql = (
-            "SELECT bookmark_id, project, content, event_ids, importance, type, created_ms, "
-            "last_relevant_ms FROM bookmarks WHERE project = ?"
-        )
-        params: list[Any] = [project]
-        for clause, value in (
-            ("created_ms >= ?", since_ms),
-            ("created_ms <= ?", until_ms),
-            ("type = ?", type),
-            ("content = ?", content),
-        ):
-            if value is not None:
-                sql += f" AND {clause}"
-                params.append(value)
-        sql += " ORDER BY created_ms, bookmark_id"
-        return [bookmark_from_row(r) for r in self._query(sql, params)]
 
     # -- housekeeping --------------------------------------------------------------------------------
     def stats(self) -> dict[str, JsonValue]:

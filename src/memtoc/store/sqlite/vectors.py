@@ -32,13 +32,10 @@ import numpy.typing as npt
 
 from memtoc.errors import StoreError
 from memtoc.store.capabilities import (
-    BEHIND_CAP,
     EmbedderIdentity,
     LoadedVectors,
     VectorKey,
-    VectorProgress,
     embed_job,
-    progress_from,
 )
 from memtoc.store.codecs import embedder_meta_key, identity_from_json, identity_json
 from memtoc.store.sqlite.base import SqliteBase
@@ -93,31 +90,6 @@ class SqliteVectors(SqliteBase):
                     raise self._fail("cannot read vectors", exc) from exc
             return row is not None
         return recorded != (int(embedder.dim), embedder.version)
-
-    def vector_progress(self, name: str) -> VectorProgress:
-        """``VectorProgress`` of embedder ``name`` (a few indexed lookups: cheap enough per
-        search)."""
-        row = self._query(
-            "SELECT (SELECT value FROM meta WHERE key = ?), (SELECT value FROM checkpoints "
-            "WHERE job = ?), (SELECT COALESCE(MAX(seq), 0) FROM segment_events)",
-            (embedder_meta_key(name), embed_job(name)),
-        )[0]
-        return progress_from(
-            row[0],
-            row[1],
-            int(row[2]),
-            lambda after: self._query(
-                "SELECT COUNT(*) FROM (SELECT 1 FROM segment_events WHERE seq > ? LIMIT ?)",
-                (after, BEHIND_CAP),
-            )[0][0],
-            lambda: [
-                str(r[0]).removeprefix("embedder:")
-                for r in self._query(
-                    "SELECT key FROM meta WHERE key LIKE 'embedder:%' AND key != ? ORDER BY key",
-                    (embedder_meta_key(name),),
-                )
-            ],
-        )
 
     def count_vectors(self) -> dict[str, int]:
         """Number of stored vectors per embedder name."""

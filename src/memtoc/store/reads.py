@@ -1,4 +1,5 @@
-"""Reads whose SQL is the same on both engines: TOC nodes, checkpoints, rollup marks.
+"""Reads whose SQL is the same on both engines: TOC nodes, checkpoints, rollup marks,
+bookmarks, the forget audit and how far an embedder's vectors cover the store.
 
 Written once with ``?`` placeholders and run through the store's ``_q`` (SQLite runs them as
 they are; PostgreSQL's ``_q`` turns ``?`` into ``%s``), so the two backends cannot drift apart on
@@ -13,10 +14,20 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from memtoc.errors import NotFoundError, QueryError
-from memtoc.model import JsonValue, TocNode
+from memtoc.model import Bookmark, JsonValue, TocNode
 from memtoc.store.base import DirtyPeriod
-from memtoc.store.codecs import node_from_row
+from memtoc.store.capabilities import (
+    BEHIND_CAP,
+    AuditEntry,
+    VectorProgress,
+    embed_job,
+    progress_from,
+)
+from memtoc.store.codecs import bookmark_from_row, embedder_meta_key, node_from_row
 
+BOOKMARK_COLS = (
+    "bookmark_id, project, content, event_ids, importance, type, created_ms, last_relevant_ms"
+)
 LATEST = (
     "FROM toc_nodes n JOIN toc_node_versions v "
     "ON v.project = n.project AND v.node_id = n.node_id AND v.version = n.version"
@@ -24,8 +35,8 @@ LATEST = (
 """Nodes joined to their latest version (the ``toc_nodes`` pointer)."""
 
 
-class TocReads:
-    """``Store``'s node and checkpoint reads and ``PipelineStore``'s rollup-mark reads."""
+class SharedReads:
+    """The reads both stores run as the same statements (mixed into each store class)."""
 
     if TYPE_CHECKING:
 
@@ -126,3 +137,83 @@ class TocReads:
             (level,),
         )
         return [(r[0], r[1], int(r[2])) for r in rows]
+
+    # -- bookmarks ----------------------------------------------------------------------------------
+    def list_bookmarks(
+        self, project: str | None = None, limit: int | None = None
+    ) -> list[Bookmark]:
+        sql = f"SELECT {BOOKMARK_COLS} FROM bookmarks"
+        params: list[Any] = []
+        if project is not None:
+            sql += " WHERE project = ?"
+            params.append(project)
+        sql += " ORDER BY importance DESC, created_ms DESC"
+        if limit is not None:
+            sql += f" LIMIT {int(limit)}"
+        return [bookmark_from_row(r) for r in self._q(sql, params)]
+
+    def find_bookmarks(
+        self,
+        project: str,
+        *,
+        since_ms: int | None = None,
+        until_ms: int | None = None,
+        type: str | None = None,  # noqa: A002 - the model's field name
+        content: str | None = None,
+    ) -> list[Bookmark]:
+        """A project's bookmarks created in ``[since, until]`` (inclusive), of ``type`` and with
+        exactly ``content`` when given, oldest first."""
+        sql = f"SELECT {BOOKMARK_COLS} FROM bookmarks WHERE project = ?"
+        params: list[Any] = [project]
+        for clause, value in (
+            ("created_ms >= ?", since_ms),
+            ("created_ms <= ?", until_ms),
+            ("type = ?", type),
+            ("content = ?", content),
+        ):
+            if value is not None:
+                sql += f" AND {clause}"
+                params.append(value)
+        sql += " ORDER BY created_ms, bookmark_id"
+        return [bookmark_from_row(r) for r in self._q(sql, params)]
+
+    # -- forget audit (ForgetStore) -------------------------------------------------------------------
+    def list_audit(self, limit: int = 50) -> list[AuditEntry]:
+        """The most recent forgets, newest first."""
+        rows = self._q(
+            "SELECT audit_id, forgotten_ms, selector, event_ids, counts FROM forget_audit "
+            "ORDER BY audit_id DESC LIMIT ?",
+            (limit,),
+        )
+        return [
+            AuditEntry(
+                int(r[0]), int(r[1]), json.loads(r[2]), tuple(json.loads(r[3])), json.loads(r[4])
+            )
+            for r in rows
+        ]
+
+    # -- vectors (VectorStore) ------------------------------------------------------------------------
+    def vector_progress(self, name: str) -> VectorProgress:
+        """How far embedder ``name``'s vectors cover the store (a few indexed lookups: cheap
+        enough per search)."""
+        row = self._q(
+            "SELECT (SELECT value FROM meta WHERE key = ?), (SELECT value FROM checkpoints "
+            "WHERE job = ?), (SELECT COALESCE(MAX(seq), 0) FROM segment_events)",
+            (embedder_meta_key(name), embed_job(name)),
+        )[0]
+        return progress_from(
+            row[0],
+            row[1],
+            int(row[2]),
+            lambda after: self._q(
+                "SELECT COUNT(*) FROM (SELECT 1 FROM segment_events WHERE seq > ? LIMIT ?) c",
+                (after, BEHIND_CAP),
+            )[0][0],
+            lambda: [
+                str(r[0]).removeprefix("embedder:")
+                for r in self._q(
+                    "SELECT key FROM meta WHERE key LIKE ? AND key <> ? ORDER BY key",
+                    ("embedder:%", embedder_meta_key(name)),
+                )
+            ],
+        )
