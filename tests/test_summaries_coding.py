@@ -110,6 +110,7 @@ def test_a_commit_body_says_what_changed_and_why() -> None:
     )
     assert commit_body('git commit -m "Subject" -m "Why it changed."') == "Why it changed."
     assert commit_body('git commit -m "Subject only"') == ""
+    assert commit_body('git commit -m "Subject" && git tag -m "v1" v1') == ""  # not its message
     call = ev(0, "tool_call", "assistant", json.dumps({"command": command}), tool_name="Bash")
     asked = ev(1, "user_message", "user", "Commit the fix for the stuck remediation please.")
     s = ExtractiveSummarizer(COUNTER).summarize_events([asked, call])

@@ -160,6 +160,7 @@ def commit_message(command: str) -> str:
 _HEREDOC = re.compile(r"<<-?\s*(['\"]?)(\w+)\1[^\n]*\n(.*?)\n\s*\2\b", re.DOTALL)
 _MESSAGE_FLAG = re.compile(r"(?:-m|--message[= ])\s*(?:\"((?:[^\"\\]|\\.)*)\"|'([^']*)')")
 _TRAILER = re.compile(r"^\s*(?:[\w-]+-by:|Co-Authored-By:|Change-Id:|🤖|Generated with\b)", re.I)
+_COMMAND_END = re.compile(r"&&|\|\||[;|\n]")
 BODY_CHARS = 1_200
 """How much of a commit message's body is read."""
 
@@ -175,9 +176,15 @@ def commit_body(command: str) -> str:
     heredoc = _HEREDOC.search(rest)
     if heredoc is not None:
         message = heredoc.group(3)
-    else:
-        parts = [a if a else b for a, b in _MESSAGE_FLAG.findall(rest)]
-        message = "\n\n".join(p.replace('\\"', '"') for p in parts)
+    else:  # one -m per paragraph, up to the end of this command ("&& git tag -m" is not it)
+        parts: list[str] = []
+        end = 0
+        for m in _MESSAGE_FLAG.finditer(rest):
+            if parts and _COMMAND_END.search(rest, end, m.start()):
+                break
+            parts.append((m.group(1) or m.group(2) or "").replace('\\"', '"'))
+            end = m.end()
+        message = "\n\n".join(parts)
     lines = message.strip().splitlines()
     body = [ln.strip() for ln in lines[1:] if not _TRAILER.match(ln)]
     paragraphs: list[str] = []
