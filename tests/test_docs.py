@@ -91,10 +91,9 @@ def test_every_setting_is_in_the_settings_reference() -> None:
 # A docstring line that reports a measurement: a measuring word and a figure with a unit.
 MEASURING = re.compile(r"\b(measured|p50|p95|median|faster|slower|recall@\d+)\b", re.I)
 FIGURE = re.compile(r"\d(?:[\d,.]*\d)?\s?(?:ms|µs|us|s|%|x)(?!\w)|\b0\.\d{2,}\b")
-PENDING = ("store/", "retrieval/recall_rank.py", "retrieval/recall_time.py")
-"""Figures still in docstrings of modules other work is reshaping now (issue 18 parts 1-3 move the
-store into store/sqlite/ and store/postgres/; the recall ranking is being tuned): moved to
-docs/benchmarks.md when that lands, and this list shrinks."""
+PENDING = ("retrieval/recall_rank.py", "retrieval/recall_time.py")
+"""Figures still in docstrings of modules other work is reshaping now (the recall ranking is being
+tuned): moved to docs/benchmarks.md when that lands, and this list shrinks."""
 
 
 def _measurements(path: Path) -> list[str]:

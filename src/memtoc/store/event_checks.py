@@ -46,8 +46,8 @@ path: its rows were validated with the same bounds) checks the rows it just inse
 one query per batch and takes back any that fail — the poison that would block the pipeline
 cannot get in even through a caller that skipped validation. The full check per row on that
 path (a Python filter, a ``WHERE`` on ``INSERT … SELECT`` whose ``IN`` lists are built per row,
-or the same conditions in one query after the insert) cost 4-5 %, two thirds and 13-20 % of the
-insert's speed."""
+or the same conditions in one query after the insert) each cost a share of the insert's speed
+(docs/benchmarks.md, "Figures behind design choices")."""
 
 
 def split_valid(rows: Sequence[Sequence[Any]]) -> tuple[list[int], list[tuple[int, str]]]:

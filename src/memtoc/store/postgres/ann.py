@@ -7,14 +7,11 @@ index — ``USING ivfflat ((vec::vector(dim)) vector_cosine_ops) WITH (lists = L
 dimension and a predicate) — ``CONCURRENTLY`` (writers go on), one builder at a time (advisory
 lock). ``nearest`` then asks it with the same expression, probing ``probes(L)`` lists.
 
-Why IVFFlat and not HNSW (measured at 1M events, 1.1M vectors of ``minilm-static-256``,
-docs/benchmarks.md "Team mode"): the synthetic history repeats text (17% of the events are
-distinct), and HNSW's graph falls apart on duplicates — each vector's neighbour list fills up with
-its copies — so at ``ef_search`` 40 to 400 only 20 to 43% of the exact top 10 came back and planted
-facts were found by vector search 0 to 10% of the time (exact: 74%). IVF partitions instead: 1,000
-lists, 64 probed, 97% of the exact top 10 in 43 ms median (exact: 384 ms); the build took 51 s
-(HNSW: 132 s with 2 GB of build memory). SQLite's optional index (``retrieval/vectors_ann.py``,
-faiss) is IVF for the same kind of reasons.
+Why IVFFlat and not HNSW (docs/benchmarks.md, "Figures behind design choices"): a history that repeats text makes HNSW's graph fall
+apart — each vector's neighbour list fills up with its copies, and the exact top 10 mostly does
+not come back — while IVF partitions and keeps nearly all of it, builds faster and with less
+memory. SQLite's optional index (``retrieval/vectors_ann.py``, faiss) is IVF for the same kind of
+reasons.
 
 IVF's centroids are trained on the rows present at build time, so the index is rebuilt (under a
 new name, swapped in) when the embedder's rows call for at least twice its lists: ``L`` is rows /
@@ -60,15 +57,16 @@ def lists_for(rows: int) -> int:
 
 def build_mb(lists: int, dim: int) -> int:
     """Memory pgvector's IVFFlat build needs (MB): k-means (Elkan) over 50 sampled rows per list
-    keeps the samples, a lower bound per sample and centre, and the centre-to-centre distances —
-    1,065 lists at 256 dimensions asked for 277 MB. Twenty percent more, at least the lower bound."""
+    keeps the samples, a lower bound per sample and centre, and the centre-to-centre distances
+    (the formula below matches what pgvector asked for). Twenty percent more, at least the lower
+    bound."""
     samples = 50 * lists
     need = samples * (4 * dim + 8) + samples * lists * 4 + lists * lists * 4 + lists * 8 * dim
     return max(BUILD_MB[0], math.ceil(need * 1.2 / 2**20))
 
 
 def probes_for(lists: int) -> int:
-    """Lists probed per search: 2√lists (64 of 1,000: 97% of the exact top 10 at 1M events)."""
+    """Lists probed per search: 2√lists (the recall it keeps: docs/benchmarks.md, "Figures behind design choices")."""
     return max(1, min(lists, round(2 * math.sqrt(lists))))
 
 

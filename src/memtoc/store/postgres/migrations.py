@@ -17,9 +17,9 @@ Differences from SQLite worth knowing:
 - Event text that contains NUL (PostgreSQL ``text`` cannot) is stored exactly as JSON in
   ``text_exact``; ``text`` then holds it with NUL replaced by U+FFFD for search.
 - Vectors are pgvector ``vector`` values of any dimension (one table for every embedder).
-  Search is an exact scan restricted to one project and embedder (about 90 ms at 100k rows,
-  notes/dependencies.md §6); beyond that an IVFFlat index per (embedder, dimension) is built at
-  run time, not by a migration (``postgres/ann.py``: it needs rows to train on).
+  Search is an exact scan restricted to one project and embedder; beyond ``ANN_MIN_ROWS`` an
+  IVFFlat index per (embedder, dimension) is built at run time, not by a migration
+  (``postgres/ann.py``: it needs rows to train on).
 - ``segments`` carries a build lease (``lease_owner``, ``lease_until_ms``) and ``outbox`` the
   (project, session) keys of its events, so several workers share the pipeline safely.
 """

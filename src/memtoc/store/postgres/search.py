@@ -62,9 +62,9 @@ PLAN_SETTINGS = (
     ("max_parallel_workers_per_gather", "0"),
     ("jit", "off"),
 )
-"""Planner settings for the ranking statement: a sequential scan re-parses every row's tsvector
-(estimated cheap, measured 37 ms on 14,000 docs where the GIN bitmap took 1.5 ms); parallel workers
-and JIT cost more than they save on a statement of a few milliseconds."""
+"""Planner settings for the ranking statement: a sequential scan re-parses every row's tsvector,
+which the planner estimates cheap and is not; parallel workers and JIT cost more than they save on
+a statement of a few milliseconds (docs/benchmarks.md, "Figures behind design choices")."""
 K1, B = 1.2, 0.75
 _BM25 = (
     f"(SELECT COALESCE(SUM((%s::float8[])[array_position(%s::text[], u.lexeme)] "

@@ -5,16 +5,16 @@ frequencies — what ``postgres/search`` needs before it can rank, read cheaply 
   (``COUNT``, ``AVG(length(tsv))``) below ``SAMPLE_ABOVE`` rows; above, the row count is the
   server's own estimate (``pg_class.reltuples`` / ``pg_stat_user_tables.n_live_tup``, whichever is
   larger) and the average length comes from a sample of about ``SAMPLE_ROWS`` rows (``TABLESAMPLE
-  SYSTEM … REPEATABLE``). Exact at 1M events took 363 ms + 153 ms (both indexes) once a minute.
+  SYSTEM … REPEATABLE``): exact statistics of a large store cost a search too much, even once a
+  minute (docs/benchmarks.md, "Figures behind design choices").
 - **Document frequencies** (``terms``, one statement with the query's lexemes): counted exactly
   through the GIN index (up to ``DF_CAP``, then "more") unless ``ANALYZE``'s most-common-elements statistics
   (``pg_stats.most_common_elems``, kept by autovacuum) put the lexeme above ``ESTIMATE_ABOVE``
-  rows — then ``frequency * rows``. Counting a common lexeme visits every row holding it (27,000
-  heap rows for "db" at 1M events): exact counts made the statistics statement 300 ms of a 400 ms
-  search there. The estimate's error (a 30,000-row sample: ±6% at 10,000 rows in 1M) moves a
-  common lexeme's IDF by about 0.06; rare lexemes, which decide the ranking and the OR pass
-  (``SCAN_CAP``), are always counted exactly. Before, every count stopped at 50,000, so a lexeme
-  in 200,000 of 1M rows was weighted as if it were in 50,000.
+  rows — then ``frequency * rows``. Counting a common lexeme visits every row holding it, and
+  exact counts made the statistics statement most of a search's time at 1M events; the
+  estimate's error moves a common lexeme's IDF very little (docs/benchmarks.md, "Figures behind design choices"), and rare lexemes, which
+  decide the ranking and the OR pass (``SCAN_CAP``), are always counted exactly. Before, every
+  count stopped at 50,000, so a lexeme in 200,000 of 1M rows was weighted as if it were in 50,000.
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ DF_CAP = 10_000
 """Most rows a document frequency is counted up to: a lexeme the statistics do not know (none yet:
 a freshly loaded store before autovacuum's first ``ANALYZE``) costs at most this many row visits.
 A count that reaches it is returned as ``DF_CAP + 1`` ("more"): weighted as that many rows, and
-``postgres/search`` plans its passes as unbounded. (At 50,000, a 100k store queried right after
-its bulk load had p95 627 ms, 123 ms once analysed.)"""
+``postgres/search`` plans its passes as unbounded. (A cap of 50,000 made a store queried right
+after its bulk load, before ``ANALYZE``, several times slower: docs/benchmarks.md, "Figures behind design choices".)"""
 ESTIMATE_ABOVE = 5_000
 """Lexemes the statistics put above this many rows get the estimate instead of a count."""
 TABLES = ("docs", "event_search")

@@ -95,7 +95,7 @@ class SqliteBase:
             self._conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
             if not read_only:
                 # A new file only (an existing one keeps its page size until VACUUM): fewer,
-                # larger pages make the insert cheaper (measured: 5.6 -> 4.8 µs CPU per event).
+                # larger pages make the insert cheaper (docs/benchmarks.md, "Figures behind …").
                 self._conn.execute(f"PRAGMA page_size = {PAGE_SIZE}")
                 # freed cells and pages are zeroed, whatever the build's default (forget relies
                 # on it: store/sqlite/scrub.py); Debian's SQLite already defaults to it
@@ -106,7 +106,7 @@ class SqliteBase:
             self._conn.execute(f"PRAGMA synchronous = {_SYNCHRONOUS[durability]}")
             self._conn.execute("PRAGMA cache_size = -65536")
             # Fewer, larger WAL checkpoints: index pages are rewritten once per checkpoint rather
-            # than once per 4 MB of log (measured: ~10% faster bulk ingest).
+            # than once per 4 MB of log (faster bulk ingest: docs/benchmarks.md, "Figures behind …").
             self._conn.execute("PRAGMA wal_autocheckpoint = 8192")
             self._conn.execute("PRAGMA temp_store = MEMORY")
             if not read_only:

@@ -4,7 +4,7 @@ In WAL mode every commit appends pages to the ``-wal`` file, and a *checkpoint* 
 into the database file (and, with ``synchronous=FULL``, syncs it). SQLite runs one automatically at
 the end of the commit that grows the log past ``wal_autocheckpoint`` pages: the writer waits for
 it. At the store's 8,192 pages of 16 KiB that is a 128 MB copy and sync every few hundred thousand
-events (80-100 ms each, measured at 1M events: 6 commits out of 500, ≈ 7% of the ingest time).
+events, a noticeable share of a bulk ingest's time (docs/benchmarks.md, "Figures behind design choices").
 
 After a bulk append the store asks :class:`BackgroundCheckpointer` for a ``PASSIVE`` checkpoint
 on a second connection, in a short-lived thread: it copies what is committed while the writer
@@ -30,9 +30,9 @@ log = logging.getLogger(__name__)
 
 MIN_EVENTS = 50_000
 """Events appended since the last checkpoint before another is started. Smaller writes (a hook's
-few events) leave the log to SQLite's automatic checkpoint; measured at 1M events, a checkpoint
-per 1,000 events was slower than none (its syncs compete with the commits'), per 20,000 faster,
-per 50,000 faster still (≈ 20 checkpoints of ≈ 45 MB of log)."""
+few events) leave the log to SQLite's automatic checkpoint. A checkpoint every 1,000 events was
+slower than none (its syncs compete with the commits'); every 20,000, and more so every 50,000,
+faster (docs/benchmarks.md, "Figures behind design choices")."""
 
 
 @dataclass(slots=True)

@@ -2,8 +2,7 @@
 
 Since migration ``0007_session_spans`` the events table has no ``(session_id, ts_ms)`` index:
 session ids are UUIDs, so that index took every batch's rows at ≈ 25 random places and cost ingest
-more than any other part of the insert (≈ 1.5 µs CPU and ≈ 3.5 µs wall per event at 1M events,
-a quarter of the bytes written). Instead:
+more than any other part of the insert (docs/benchmarks.md, "Figures behind design choices"). Instead:
 
 - ``sessions(session_id, project, first_ms, last_ms)`` records each session's **span** (the first
   and last ``ts_ms`` of its events in a project), kept by :func:`session_spans` +
