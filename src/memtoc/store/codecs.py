@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from memtoc.errors import StoreError
-from memtoc.model import Bookmark, Bullet, Event, Grip, JsonValue, TocNode
+from memtoc.model import Bookmark, Bullet, Event, Grip, JsonValue, OutboxEntry, TocNode
 from memtoc.store.base import SegmentRecord
 
 if TYPE_CHECKING:
@@ -24,6 +24,7 @@ GRIP_COLS = (
     "grip_id, project, excerpt, event_id_start, event_id_end, ts_ms, source, toc_node_id, "
     "session_id"
 )
+OUTBOX_COLS = "entry_id, kind, payload, created_ms, attempts, status, error"
 SEGMENT_COLS = (
     "project, node_id, session_id, start_ms, end_ms, first_seq, last_seq, event_count, "
     "token_count, first_event_id, last_event_id, closed, built, error"
@@ -56,6 +57,19 @@ def event_from_row(row: Sequence[Any]) -> Event:
         metadata=json.loads(row[9]) if row[9] != "{}" else {},
         source=row[10],
         source_pos=row[11],
+    )
+
+
+def outbox_entry_from_row(row: Sequence[Any], attempts_add: int = 0) -> OutboxEntry:
+    """An outbox entry from a row of ``OUTBOX_COLS`` (``attempts_add``: a claim just counted)."""
+    return OutboxEntry(
+        int(row[0]),
+        row[1],
+        json.loads(row[2]),
+        int(row[3]),
+        int(row[4]) + attempts_add,
+        row[5],
+        row[6],
     )
 
 

@@ -1,5 +1,5 @@
-"""Reads whose SQL is the same on both engines: TOC nodes, checkpoints, rollup marks,
-bookmarks, the forget audit and how far an embedder's vectors cover the store.
+"""Reads whose SQL is the same on both engines: events by id, the outbox's state, TOC nodes,
+checkpoints, rollup marks, bookmarks, the forget audit and vector provenance.
 
 Written once with ``?`` placeholders and run through the store's ``_q`` (SQLite runs them as
 they are; PostgreSQL's ``_q`` turns ``?`` into ``%s``), so the two backends cannot drift apart on
@@ -14,16 +14,25 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from memtoc.errors import NotFoundError, QueryError
-from memtoc.model import Bookmark, JsonValue, TocNode
+from memtoc.model import Bookmark, Event, JsonValue, OutboxEntry, TocNode
 from memtoc.store.base import DirtyPeriod
 from memtoc.store.capabilities import (
     BEHIND_CAP,
     AuditEntry,
+    EmbedderIdentity,
     VectorProgress,
     embed_job,
     progress_from,
 )
-from memtoc.store.codecs import bookmark_from_row, embedder_meta_key, node_from_row
+from memtoc.store.codecs import (
+    OUTBOX_COLS,
+    bookmark_from_row,
+    embedder_meta_key,
+    event_from_row,
+    identity_from_json,
+    node_from_row,
+    outbox_entry_from_row,
+)
 
 BOOKMARK_COLS = (
     "bookmark_id, project, content, event_ids, importance, type, created_ms, last_relevant_ms"
@@ -39,8 +48,41 @@ class SharedReads:
     """The reads both stores run as the same statements (mixed into each store class)."""
 
     if TYPE_CHECKING:
+        EVENT_COLS: str
+        """The store's event columns (``codecs.event_from_row``'s order)."""
+        _live: str
+        """The condition on ``events`` that leaves tombstones out."""
+        location: str
 
         def _q(self, sql: str, params: Sequence[Any] = ()) -> list[Any]: ...
+
+    # -- events and the outbox ------------------------------------------------------------------------
+    def get_event(self, event_id: str) -> Event:
+        rows = self._q(
+            f"SELECT {self.EVENT_COLS} FROM events WHERE event_id = ? AND {self._live}", (event_id,)
+        )
+        if not rows:
+            raise NotFoundError("event", event_id)
+        return event_from_row(rows[0])
+
+    def max_seq(self) -> int:
+        return int(self._q("SELECT COALESCE(MAX(seq), 0) FROM events")[0][0])
+
+    def projects(self) -> list[str]:
+        return [r[0] for r in self._q("SELECT DISTINCT project FROM events ORDER BY project")]
+
+    def outbox_counts(self) -> dict[str, int]:
+        counts = {"pending": 0, "done": 0, "failed": 0}
+        for status, n in self._q("SELECT status, COUNT(*) FROM outbox GROUP BY status"):
+            counts[status] = int(n)
+        return counts
+
+    def failed_outbox(self, limit: int = 20) -> list[OutboxEntry]:
+        rows = self._q(
+            f"SELECT {OUTBOX_COLS} FROM outbox WHERE status = 'failed' ORDER BY entry_id LIMIT ?",
+            (limit,),
+        )
+        return [outbox_entry_from_row(r) for r in rows]
 
     def get_checkpoint(self, job: str) -> JsonValue | None:
         rows = self._q("SELECT value FROM checkpoints WHERE job = ?", (job,))
@@ -192,7 +234,34 @@ class SharedReads:
             for r in rows
         ]
 
+    def retired_nodes_overlapping(self, project: str, since_ms: int, until_ms: int) -> list[str]:
+        """Nodes with stored versions but no latest pointer (retired) whose span overlaps
+        ``[since, until]`` — history that may quote a forgotten event."""
+        rows = self._q(
+            "SELECT DISTINCT v.node_id FROM toc_node_versions v WHERE v.project = ? "
+            "AND v.start_ms <= ? AND v.end_ms > ? AND NOT EXISTS (SELECT 1 FROM toc_nodes n "
+            "WHERE n.project = v.project AND n.node_id = v.node_id) ORDER BY 1",
+            (project, until_ms, since_ms),
+        )
+        return [r[0] for r in rows]
+
     # -- vectors (VectorStore) ------------------------------------------------------------------------
+    def recorded_embedder(self, name: str) -> tuple[int, str] | None:
+        """``(dim, version)`` recorded for embedder ``name``, or ``None`` when none is."""
+        rows = self._q("SELECT value FROM meta WHERE key = ?", (embedder_meta_key(name),))
+        return identity_from_json(rows[0][0] if rows else None, self.location, name)
+
+    def stale_embedder(self, embedder: EmbedderIdentity) -> bool:
+        """True when vectors stored under ``embedder.name`` came from a different model: the
+        recorded dimension or version differs, or vectors exist with no record at all. A store
+        holding no vectors of this embedder is not stale (there is nothing to redo)."""
+        recorded = self.recorded_embedder(embedder.name)
+        if recorded is None:
+            return bool(
+                self._q("SELECT 1 FROM vectors WHERE embedder = ? LIMIT 1", (embedder.name,))
+            )
+        return recorded != (int(embedder.dim), embedder.version)
+
     def vector_progress(self, name: str) -> VectorProgress:
         """How far embedder ``name``'s vectors cover the store (a few indexed lookups: cheap
         enough per search)."""

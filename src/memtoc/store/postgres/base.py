@@ -75,6 +75,9 @@ class _TxState(threading.local):
 class PgBase:
     """Pool, transactions and query helpers shared by the PostgreSQL store's parts."""
 
+    _live = LIVE
+    """The condition on ``events`` that leaves tombstones out (``store/reads.py`` reads it)."""
+
     def __init__(
         self,
         url: str,

@@ -194,15 +194,6 @@ class PgForget(PgBase):
             (project, list(dict.fromkeys(node_ids))),
         )
 
-    def retired_nodes_overlapping(self, project: str, since_ms: int, until_ms: int) -> list[str]:
-        rows = self._query(
-            "SELECT DISTINCT v.node_id FROM toc_node_versions v WHERE v.project = %s "
-            "AND v.start_ms <= %s AND v.end_ms > %s AND NOT EXISTS (SELECT 1 FROM toc_nodes n "
-            "WHERE n.project = v.project AND n.node_id = v.node_id) ORDER BY 1",
-            (project, until_ms, since_ms),
-        )
-        return [r[0] for r in rows]
-
     # -- audit ------------------------------------------------------------------------------------
     def write_audit(
         self,

@@ -44,6 +44,8 @@ _SEGMENT_UPDATE = ", ".join(
 class PgPipeline(PgBase):
     """Grips and the ``PipelineStore`` capability on PostgreSQL."""
 
+    EVENT_COLS = EVENT_COLS
+
     lease_owner: str = ""
 
     def _owner(self) -> str:

@@ -26,11 +26,13 @@ from typing import TYPE_CHECKING, Any
 from memtoc.errors import NotFoundError, StoreError
 from memtoc.model import AppendResult, Bookmark, Event, JsonValue, OutboxEntry, TocNode
 from memtoc.store.codecs import (
+    OUTBOX_COLS,
     event_from_row,
     json_sorted,
     node_data,
     node_fields,
     node_from_row,
+    outbox_entry_from_row,
 )
 from memtoc.store.event_checks import Stored, classify, out_of_range_count, row_problem
 from memtoc.store.postgres.base import (
@@ -51,25 +53,12 @@ from memtoc.store.reads import LATEST, SharedReads
 if TYPE_CHECKING:
     from memtoc.store.derived import DerivedStore
 
-_OUTBOX_COLS = "entry_id, kind, payload, created_ms, attempts, status, error"
 _SET_LATEST = (
     "INSERT INTO toc_nodes(project, node_id, version, level, start_ms, end_ms, parent_id) "
     "VALUES (%s,%s,%s,%s,%s,%s,%s) ON CONFLICT (project, node_id) DO UPDATE "
     "SET version = excluded.version, level = excluded.level, start_ms = excluded.start_ms, "
     "end_ms = excluded.end_ms, parent_id = excluded.parent_id"
 )
-
-
-def _entry(row: Sequence[Any], attempts_add: int = 0) -> OutboxEntry:
-    return OutboxEntry(
-        int(row[0]),
-        row[1],
-        json.loads(row[2]),
-        int(row[3]),
-        int(row[4]) + attempts_add,
-        row[5],
-        row[6],
-    )
 
 
 def _session_key(project: str, session_id: str) -> str:
@@ -185,14 +174,6 @@ class PostgresStore(PgPipeline, PgSearch, PgVectors, PgProjects, PgForget, PgUpk
             found[row[0]] = (int(row[1]), row[2], row[3], row[4], text, bool(row[7]))
         return found
 
-    def get_event(self, event_id: str) -> Event:
-        rows = self._query(
-            f"SELECT {EVENT_COLS} FROM events WHERE event_id = %s AND {LIVE}", (event_id,)
-        )
-        if not rows:
-            raise NotFoundError("event", event_id)
-        return event_from_row(rows[0])
-
     def get_events(self, event_ids: Iterable[str]) -> list[Event]:
         ids = list(dict.fromkeys(event_ids))
         if not ids:
@@ -296,12 +277,6 @@ class PostgresStore(PgPipeline, PgSearch, PgVectors, PgProjects, PgForget, PgUpk
             ][0]
         )
 
-    def max_seq(self) -> int:
-        return int(self._query("SELECT COALESCE(MAX(seq), 0) FROM events")[0][0])
-
-    def projects(self) -> list[str]:
-        return [r[0] for r in self._query("SELECT DISTINCT project FROM events ORDER BY project")]
-
     # -- outbox and checkpoints -----------------------------------------------------------------------
     def add_outbox(self, kind: str, payload: Mapping[str, JsonValue]) -> int:
         rows = self._query(
@@ -326,7 +301,7 @@ class PostgresStore(PgPipeline, PgSearch, PgVectors, PgProjects, PgForget, PgUpk
                 )
             }
             candidates = self._query(
-                f"SELECT {_OUTBOX_COLS}, sessions FROM outbox WHERE status = 'pending' "
+                f"SELECT {OUTBOX_COLS}, sessions FROM outbox WHERE status = 'pending' "
                 "AND (claimed_ms IS NULL OR claimed_ms <= %s) ORDER BY entry_id "
                 "LIMIT %s FOR UPDATE SKIP LOCKED",
                 (expired, max(limit * 8, 64)),
@@ -345,7 +320,7 @@ class PostgresStore(PgPipeline, PgSearch, PgVectors, PgProjects, PgForget, PgUpk
                     "WHERE entry_id = ANY(%s)",
                     (worker_id, now, [r[0] for r in taken]),
                 )
-        return [_entry(r, 1) for r in taken]
+        return [outbox_entry_from_row(r, 1) for r in taken]
 
     def complete_outbox(self, entry_ids: Sequence[int]) -> None:
         ids = sorted(set(entry_ids))
@@ -374,19 +349,6 @@ class PostgresStore(PgPipeline, PgSearch, PgVectors, PgProjects, PgForget, PgUpk
         return self._exec(
             "UPDATE outbox SET status = 'pending', claimed_ms = NULL WHERE status = 'failed'"
         )
-
-    def outbox_counts(self) -> dict[str, int]:
-        counts = {"pending": 0, "done": 0, "failed": 0}
-        for status, n in self._query("SELECT status, COUNT(*) FROM outbox GROUP BY status"):
-            counts[status] = int(n)
-        return counts
-
-    def failed_outbox(self, limit: int = 20) -> list[OutboxEntry]:
-        rows = self._query(
-            f"SELECT {_OUTBOX_COLS} FROM outbox WHERE status = 'failed' ORDER BY entry_id LIMIT %s",
-            (limit,),
-        )
-        return [_entry(r) for r in rows]
 
     def set_checkpoint(self, job: str, value: JsonValue) -> None:
         self._exec(

@@ -29,7 +29,7 @@ from memtoc.store.capabilities import (
     VectorKey,
     embed_job,
 )
-from memtoc.store.codecs import embedder_meta_key, identity_from_json, identity_json
+from memtoc.store.codecs import embedder_meta_key, identity_json
 from memtoc.store.postgres.ann import PgAnn, ann_index_name
 from memtoc.store.postgres.base import LIVE
 
@@ -47,18 +47,6 @@ class PgVectors(PgAnn):
     # -- provenance ---------------------------------------------------------------------------------
     def record_embedder(self, embedder: EmbedderIdentity) -> None:
         self.set_meta(embedder_meta_key(embedder.name), identity_json(embedder))
-
-    def recorded_embedder(self, name: str) -> tuple[int, str] | None:
-        return identity_from_json(self.get_meta(embedder_meta_key(name)), self.location, name)
-
-    def stale_embedder(self, embedder: EmbedderIdentity) -> bool:
-        """Vectors of ``embedder.name`` came from another model (dimension or version differ, or
-        vectors exist without a record)."""
-        recorded = self.recorded_embedder(embedder.name)
-        if recorded is None:
-            return bool(self._query("SELECT 1 FROM vectors WHERE embedder = %s LIMIT 1",
-                                    (embedder.name,)))  # fmt: skip
-        return recorded != (int(embedder.dim), embedder.version)
 
     def clear_vectors(self, name: str) -> int:
         return self._exec("DELETE FROM vectors WHERE embedder = %s", (name,))

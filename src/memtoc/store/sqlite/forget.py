@@ -312,17 +312,6 @@ class SqliteForget(SqliteBase):
                 deleted += max(cur.rowcount, 0)
         return deleted
 
-    def retired_nodes_overlapping(self, project: str, since_ms: int, until_ms: int) -> list[str]:
-        """Nodes with stored versions but no latest pointer (retired) whose span overlaps
-        ``[since, until]`` — history that may quote a forgotten event."""
-        rows = self._forget_run(
-            "SELECT DISTINCT v.node_id FROM toc_node_versions v WHERE v.project = ? "
-            "AND v.start_ms <= ? AND v.end_ms > ? AND NOT EXISTS (SELECT 1 FROM toc_nodes n "
-            "WHERE n.project = v.project AND n.node_id = v.node_id)",
-            (project, until_ms, since_ms),
-        )
-        return [r[0] for r in rows]
-
     # -- audit -----------------------------------------------------------------------------------------
 
     def write_audit(

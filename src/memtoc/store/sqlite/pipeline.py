@@ -41,6 +41,8 @@ EVENT_COLS = (
 class SqlitePipeline(SqliteBase):
     """Grips and the ``PipelineStore`` capability on SQLite."""
 
+    EVENT_COLS = EVENT_COLS
+
     # -- grips ------------------------------------------------------------------------------------
     def put_grips(self, grips: Sequence[Grip]) -> int:
         with self.transaction():

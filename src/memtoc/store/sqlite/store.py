@@ -28,11 +28,13 @@ from memtoc.model import (
 )
 from memtoc.store.base import EventRow
 from memtoc.store.codecs import (
+    OUTBOX_COLS,
     event_from_row,
     json_text,
     node_data,
     node_fields,
     node_from_row,
+    outbox_entry_from_row,
 )
 from memtoc.store.event_checks import (
     VALID_TS_SQL,
@@ -238,14 +240,6 @@ class SqliteStore(
                 found[row[0]] = (row[1], row[2], row[3], row[4], row[5], bool(row[6]))
         return found
 
-    def get_event(self, event_id: str) -> Event:
-        rows = self._query(
-            f"SELECT {EVENT_COLS} FROM events WHERE event_id = ? AND {self._live}", (event_id,)
-        )
-        if not rows:
-            raise NotFoundError("event", event_id)
-        return event_from_row(rows[0])
-
     def get_events(self, event_ids: Iterable[str]) -> list[Event]:
         ids = list(dict.fromkeys(event_ids))
         out: list[Any] = []
@@ -382,12 +376,6 @@ class SqliteStore(
                 args = (project, project)
         return int(self._query(sql, args)[0][0])
 
-    def max_seq(self) -> int:
-        return int(self._query("SELECT COALESCE(MAX(seq), 0) FROM events")[0][0])
-
-    def projects(self) -> list[str]:
-        return [r[0] for r in self._query("SELECT DISTINCT project FROM events ORDER BY project")]
-
     # -- the project registry (memtoc.projects holds the rule; store/sqlite_projects the SQL) ------
     def list_projects(self) -> list[Project]:
         return sqlite_projects.list_projects(self)
@@ -420,8 +408,8 @@ class SqliteStore(
     def claim_outbox(self, worker_id: str, limit: int) -> list[OutboxEntry]:
         with self.transaction():
             rows = self._exec(
-                "SELECT entry_id, kind, payload, created_ms, attempts, status, error FROM outbox "
-                "WHERE status = 'pending' ORDER BY entry_id LIMIT ?",
+                f"SELECT {OUTBOX_COLS} FROM outbox WHERE status = 'pending' ORDER BY entry_id "
+                "LIMIT ?",
                 (limit,),
             ).fetchall()
             if rows:
@@ -430,7 +418,7 @@ class SqliteStore(
                     "WHERE entry_id = ?",
                     [(worker_id, self.clock.now_ms(), r[0]) for r in rows],
                 )
-        return [OutboxEntry(r[0], r[1], json.loads(r[2]), r[3], r[4] + 1, r[5], r[6]) for r in rows]
+        return [outbox_entry_from_row(r, 1) for r in rows]
 
     def complete_outbox(self, entry_ids: Sequence[int]) -> None:
         with self.transaction():
@@ -450,20 +438,6 @@ class SqliteStore(
         with self.transaction():
             cur = self._exec("UPDATE outbox SET status = 'pending' WHERE status = 'failed'")
             return int(cur.rowcount)
-
-    def outbox_counts(self) -> dict[str, int]:
-        counts = {"pending": 0, "done": 0, "failed": 0}
-        for status, n in self._query("SELECT status, COUNT(*) FROM outbox GROUP BY status"):
-            counts[status] = int(n)
-        return counts
-
-    def failed_outbox(self, limit: int = 20) -> list[OutboxEntry]:
-        rows = self._query(
-            "SELECT entry_id, kind, payload, created_ms, attempts, status, error FROM outbox "
-            "WHERE status = 'failed' ORDER BY entry_id LIMIT ?",
-            (limit,),
-        )
-        return [OutboxEntry(r[0], r[1], json.loads(r[2]), r[3], r[4], r[5], r[6]) for r in rows]
 
     def set_checkpoint(self, job: str, value: JsonValue) -> None:
         with self.transaction():

@@ -37,7 +37,7 @@ from memtoc.store.capabilities import (
     VectorKey,
     embed_job,
 )
-from memtoc.store.codecs import embedder_meta_key, identity_from_json, identity_json
+from memtoc.store.codecs import embedder_meta_key, identity_json
 from memtoc.store.sqlite.base import SqliteBase
 
 _LE_F32 = np.dtype("<f4")
@@ -70,26 +70,6 @@ class SqliteVectors(SqliteBase):
                 self._record(embedder)
             except sqlite3.Error as exc:
                 raise self._fail("cannot record embedder", exc) from exc
-
-    def recorded_embedder(self, name: str) -> tuple[int, str] | None:
-        """``(dim, version)`` recorded for embedder ``name``, or ``None`` when none is."""
-        return identity_from_json(self.get_meta(embedder_meta_key(name)), self.location, name)
-
-    def stale_embedder(self, embedder: EmbedderIdentity) -> bool:
-        """True when vectors stored under ``embedder.name`` came from a different model: the
-        recorded dimension or version differs, or vectors exist with no record at all. A store
-        holding no vectors of this embedder is not stale (there is nothing to redo)."""
-        recorded = self.recorded_embedder(embedder.name)
-        if recorded is None:
-            with self._lock:
-                try:
-                    row = self._conn.execute(
-                        "SELECT 1 FROM vectors WHERE embedder = ? LIMIT 1", (embedder.name,)
-                    ).fetchone()
-                except sqlite3.Error as exc:
-                    raise self._fail("cannot read vectors", exc) from exc
-            return row is not None
-        return recorded != (int(embedder.dim), embedder.version)
 
     def count_vectors(self) -> dict[str, int]:
         """Number of stored vectors per embedder name."""
