@@ -64,6 +64,22 @@ def scope(column: str, project: str | None) -> tuple[str, tuple[Any, ...]]:
     return (f" AND {column} = ?", (project,)) if project is not None else ("", ())
 
 
+def found(
+    check: str,
+    rows: Sequence[Any],
+    what: str,
+    example: Callable[[Any], str],
+    fix: str,
+    examples: int,
+) -> Finding | None:
+    """A ``Finding`` of ``check`` when ``rows`` is not empty: "<how many> <what>", the first
+    ``examples`` rows shown by ``example``, the command that repairs it."""
+    if not rows:
+        return None
+    shown = tuple(example(r) for r in rows[:examples])
+    return Finding(check, f"{len(rows)} {what}", len(rows), shown, fix)
+
+
 class SqlAudit:
     """``DerivedStore``'s audit and structure scans over a query runner taking ``?``."""
 
@@ -117,14 +133,13 @@ class SqlAudit:
 
     def _stray(self, examples: int) -> Finding | None:
         rows = self.q(f"SELECT s.seq, s.project, s.node_id {stray_from(self.live)} ORDER BY s.seq")
-        if not rows:
-            return None
-        return Finding(
+        return found(
             "segment membership",
-            f"{len(rows)} membership rows point at no live event or at a missing segment",
-            len(rows),
-            tuple(f"seq {r[0]} → {r[2]} in {r[1]}" for r in rows[:examples]),
+            rows,
+            "membership rows point at no live event or at a missing segment",
+            lambda r: f"seq {r[0]} → {r[2]} in {r[1]}",
             "memtoc rebuild --segments",
+            examples,
         )
 
     def _segment_counts(self, examples: int) -> Finding | None:
@@ -134,38 +149,36 @@ class SqlAudit:
             "GROUP BY g.project, g.node_id, g.event_count HAVING COUNT(s.seq) <> g.event_count "
             "ORDER BY 1, 2"
         )
-        if not rows:
-            return None
-        return Finding(
+        return found(
             "segment rows",
-            f"{len(rows)} segments hold another number of events than they record",
-            len(rows),
-            tuple(f"{r[1]} in {r[0]}: {r[3]} filed, {r[2]} recorded" for r in rows[:examples]),
+            rows,
+            "segments hold another number of events than they record",
+            lambda r: f"{r[1]} in {r[0]}: {r[3]} filed, {r[2]} recorded",
             "memtoc rebuild --segments",
+            examples,
         )
 
     def _segment_nodes(self, examples: int) -> list[Finding | None]:
-        missing = self.segments_without_node()
-        extra = self.nodes_without_segment()
+        def where(r: Any) -> str:
+            return f"{r[1]} in {r[0]}"
+
         return [
-            Finding(
+            found(
                 "segment nodes",
-                f"{len(missing)} built segments have no TOC node",
-                len(missing),
-                tuple(f"{n} in {p}" for p, n in missing[:examples]),
+                self.segments_without_node(),
+                "built segments have no TOC node",
+                where,
                 "memtoc rebuild --summaries",
-            )
-            if missing
-            else None,
-            Finding(
+                examples,
+            ),
+            found(
                 "segment nodes",
-                f"{len(extra)} segment nodes have no segment",
-                len(extra),
-                tuple(f"{n} in {p}" for p, n in extra[:examples]),
+                self.nodes_without_segment(),
+                "segment nodes have no segment",
+                where,
                 "memtoc rebuild --segments",
-            )
-            if extra
-            else None,
+                examples,
+            ),
         ]
 
     def _pointers(self, examples: int) -> list[Finding | None]:
@@ -182,25 +195,22 @@ class SqlAudit:
             f"OR n.end_ms <> v.end_ms OR n.parent_id {self.IS_DISTINCT} v.parent_id ORDER BY 1, 2"
         )
         return [
-            Finding(
+            found(
                 "node latest pointers",
-                f"{len(rows)} nodes point at a version that does not exist",
-                len(rows),
-                tuple(f"{r[1]} v{r[2]} in {r[0]}" for r in rows[:examples]),
+                rows,
+                "nodes point at a version that does not exist",
+                lambda r: f"{r[1]} v{r[2]} in {r[0]}",
                 "memtoc rebuild --summaries",
-            )
-            if rows
-            else None,
-            Finding(
+                examples,
+            ),
+            found(
                 "node latest pointers",
-                f"{len(astray)} nodes differ from their latest version (version, level, span "
-                "or parent)",
-                len(astray),
-                tuple(f"{r[1]} v{r[2]} (latest v{r[3]}) in {r[0]}" for r in astray[:examples]),
+                astray,
+                "nodes differ from their latest version (version, level, span or parent)",
+                lambda r: f"{r[1]} v{r[2]} (latest v{r[3]}) in {r[0]}",
                 "memtoc rebuild --summaries",
-            )
-            if astray
-            else None,
+                examples,
+            ),
         ]
 
     def _failures(self, examples: int) -> list[Finding | None]:
@@ -210,26 +220,13 @@ class SqlAudit:
         segs = self.q(
             "SELECT project, node_id, error FROM segments WHERE error IS NOT NULL ORDER BY 1, 2"
         )
+        fix = "memtoc process --retry-failed"
         return [
-            Finding(
-                "pipeline failures",
-                f"{len(entries)} outbox entries failed",
-                len(entries),
-                tuple(f"entry {r[0]}: {str(r[1])[:120]}" for r in entries[:examples]),
-                "memtoc process --retry-failed",
-            )
-            if entries
-            else None,
-            Finding(
-                "pipeline failures",
-                f"{len(segs)} segments are quarantined (their build failed)",
-                len(segs),
-                tuple(f"{r[1]} in {r[0]}: {str(r[2])[:120]}" for r in segs[:examples]),
-                "memtoc process --retry-failed",
-            )
-            if segs
-            else None,
-        ]
+            found("pipeline failures", entries, "outbox entries failed",
+                  lambda r: f"entry {r[0]}: {str(r[1])[:120]}", fix, examples),
+            found("pipeline failures", segs, "segments are quarantined (their build failed)",
+                  lambda r: f"{r[1]} in {r[0]}: {str(r[2])[:120]}", fix, examples),
+        ]  # fmt: skip
 
     def _grips(self, examples: int) -> list[Finding | None]:
         same = self.GRIP_EVENT_PROJECT
@@ -244,41 +241,26 @@ class SqlAudit:
             "ON n.project = g.project AND n.node_id = g.toc_node_id WHERE n.node_id IS NULL "
             "ORDER BY 1"
         )
+        fix = "memtoc rebuild --grips"
         return [
-            Finding(
-                "grips resolve",
-                f"{len(unresolved)} grips point at missing events",
-                len(unresolved),
-                tuple(f"{r[0]} in {r[1]}" for r in unresolved[:examples]),
-                "memtoc rebuild --grips",
-            )
-            if unresolved
-            else None,
-            Finding(
-                "grips resolve",
-                f"{len(orphans)} grips belong to no node",
-                len(orphans),
-                tuple(f"{r[0]} of {r[2]} in {r[1]}" for r in orphans[:examples]),
-                "memtoc rebuild --grips",
-            )
-            if orphans
-            else None,
-        ]
+            found("grips resolve", unresolved, "grips point at missing events",
+                  lambda r: f"{r[0]} in {r[1]}", fix, examples),
+            found("grips resolve", orphans, "grips belong to no node",
+                  lambda r: f"{r[0]} of {r[2]} in {r[1]}", fix, examples),
+        ]  # fmt: skip
 
     def _missing_bookmark_events(self) -> list[tuple[str, str]]:
         """``(bookmark_id, project)`` of bookmarks citing an event that is not live, by id."""
         raise NotImplementedError
 
     def _bookmark_events(self, examples: int) -> Finding | None:
-        marks = self._missing_bookmark_events()
-        if not marks:
-            return None
-        return Finding(
+        return found(
             "bookmark events",
-            f"{len(marks)} bookmarks cite events that do not exist",
-            len(marks),
-            tuple(f"{b} in {p}" for b, p in marks[:examples]),
+            self._missing_bookmark_events(),
+            "bookmarks cite events that do not exist",
+            lambda r: f"{r[0]} in {r[1]}",
             "memtoc rebuild --bookmarks",
+            examples,
         )
 
     def _docs(self, examples: int) -> list[Finding | None]:
@@ -292,29 +274,19 @@ class SqlAudit:
             "AND d.project = b.project AND d.doc_id = b.bookmark_id)"
         )
         stale = self.q(f"SELECT d.kind, d.project, d.doc_id {STALE_DOCS}")
+        # a bookmark lost without its document: detected again from the events first
+        bookmark = any(r[0] == "bookmark" for r in stale)
+
+        def item(r: Any) -> str:
+            return f"{r[0]} {r[2]} in {r[1]}"
+
         return [
-            Finding(
-                "search documents",
-                f"{len(missing)} nodes, grips or bookmarks have no search document",
-                len(missing),
-                tuple(f"{r[0]} {r[2]} in {r[1]}" for r in missing[:examples]),
-                "memtoc rebuild --docs",
-            )
-            if missing
-            else None,
-            Finding(
-                "search documents",
-                f"{len(stale)} search documents are of items that do not exist",
-                len(stale),
-                tuple(f"{r[0]} {r[2]} in {r[1]}" for r in stale[:examples]),
-                # a bookmark lost without its document: detected again from the events first
-                "memtoc rebuild --bookmarks --docs"
-                if any(r[0] == "bookmark" for r in stale)
-                else "memtoc rebuild --docs",
-            )
-            if stale
-            else None,
-        ]
+            found("search documents", missing, "nodes, grips or bookmarks have no search document",
+                  item, "memtoc rebuild --docs", examples),
+            found("search documents", stale, "search documents are of items that do not exist",
+                  item, "memtoc rebuild --bookmarks --docs" if bookmark else "memtoc rebuild --docs",
+                  examples),
+        ]  # fmt: skip
 
     # -- the BM25 indexes: a word of a stored text must find it -------------------------------------
     def _finds(self, table: str, key: str, rowid: Any, word: str) -> bool | None:
