@@ -93,24 +93,29 @@ def test_hits_say_whether_they_hold_every_term_on_both_stores(
     assert flags[0] == flags[1]
 
 
-def test_the_callers_scan_cap_bounds_both_stores_alike(pg_url: str, tmp_path: Path) -> None:
-    """``scan_cap`` is the caller's on both stores (recall's expansion asks for fewer rows than
-    search): the OR pass leaves out a lexeme matching more than it, a larger cap ranks every
-    match. (PostgreSQL used its own constant, so the expansion ranked 5,000 rows there.)"""
+def _small_stores(pg_url: str, tmp_path: Path) -> dict[str, Memory]:
     clock = ManualClock(BASE + 10 * DAY)
-    stores = {
+    return {
         "postgres": open_memory(PostgresStore(pg_url, clock=clock, pool_size=2), clock, None),
         "sqlite": open_memory(SqliteStore(tmp_path / "m.db", clock=clock), clock, None),
     }
 
-    def add(memory: Memory, texts: list[str], start: int) -> None:
-        records = [
-            {"session_id": f"s{start}", "timestamp": BASE + (start + i) * 60_000,
-             "role": "user", "text": t}
-            for i, t in enumerate(texts)
-        ]  # fmt: skip
-        assert memory.ingest_records(records, project="p").ingested == len(texts)
-        memory.process()
+
+def _add(memory: Memory, texts: list[str], start: int) -> None:
+    records = [
+        {"session_id": f"s{start}", "timestamp": BASE + (start + i) * 60_000,
+         "role": "user", "text": t}
+        for i, t in enumerate(texts)
+    ]  # fmt: skip
+    assert memory.ingest_records(records, project="p").ingested == len(texts)
+    memory.process()
+
+
+def test_the_callers_scan_cap_bounds_both_stores_alike(pg_url: str, tmp_path: Path) -> None:
+    """``scan_cap`` is the caller's on both stores (recall's expansion asks for fewer rows than
+    search): the OR pass leaves out a lexeme matching more than it, a larger cap ranks every
+    match. (PostgreSQL used its own constant, so the expansion ranked 5,000 rows there.)"""
+    stores = _small_stores(pg_url, tmp_path)
 
     def found(memory: Memory, cap: int) -> set[str]:
         f = SearchFilters(kinds=("event",))
@@ -119,16 +124,47 @@ def test_the_callers_scan_cap_bounds_both_stores_alike(pg_url: str, tmp_path: Pa
 
     try:
         for name, memory in stores.items():
-            add(memory, ["a kestrel hovered", "the kestrel again", "kestrel at dusk", "one osprey"],
-                0)  # fmt: skip
+            _add(memory, ["a kestrel hovered", "the kestrel again", "kestrel at dusk",
+                          "one osprey"], 0)  # fmt: skip
             assert len(found(memory, 4)) == 4, name
-            add(memory, ["kestrel number four", "kestrel number five"], 100)
+            _add(memory, ["kestrel number four", "kestrel number five"], 100)
             # kestrel now matches 5 rows > 4: the OR pass keeps only the rare lexeme
             assert found(memory, 4) == {"one osprey"}, name
             assert len(found(memory, 10)) == 6, name  # under a larger cap every match is ranked
     finally:
         for memory in stores.values():
             memory.close()
+
+
+def test_a_query_is_cut_into_the_same_terms_on_both_stores(pg_url: str, tmp_path: Path) -> None:
+    """PostgreSQL stems the terms SQLite searches (``fts_text.build_match``: stop words dropped,
+    a hyphenated word as its parts, a path as its identifier forms), not its own parse of the
+    question, which added the whole ``plan-first`` and ``agents.md/claude.md`` as extra, rare
+    lexemes: rows without that spelling left the AND pass and the spelling's rows scored it
+    twice over."""
+    stores = _small_stores(pg_url, tmp_path)
+    texts = ["we plan first, then the pipeline runs", "the plan-first pipeline",
+             "another pipeline", "the AGENTS.md and CLAUDE.md files conflict",
+             "AGENTS.md/CLAUDE.md conflict"]  # fmt: skip
+    flags: list[dict[str, dict[str, bool]]] = []
+    try:
+        for name, memory in stores.items():
+            _add(memory, texts, 0)
+            store = memory.store
+            assert isinstance(store, SqliteStore | PostgresStore)
+            found: dict[str, dict[str, bool]] = {}
+            for query in ("plan-first pipeline", "AGENTS.md/CLAUDE.md conflict"):
+                hits = bm25_search(store, query, SearchFilters(kinds=("event",)), limit=10)
+                found[query] = {store.get_event(h.item_id).text: h.every_term for h in hits}
+            assert found["plan-first pipeline"] == {
+                texts[0]: True, texts[1]: True, texts[2]: False
+            }, name  # fmt: skip
+            assert found["AGENTS.md/CLAUDE.md conflict"][texts[4]], name
+            flags.append(found)
+    finally:
+        for memory in stores.values():
+            memory.close()
+    assert flags[0] == flags[1]
 
 
 def test_filters_on_postgres(pair: tuple[Memory, Memory]) -> None:

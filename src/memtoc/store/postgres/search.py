@@ -5,9 +5,13 @@ FTS5 queries stay in teleport). Two ``tsvector`` indexes answer, as on SQLite: `
 (nodes, grips, bookmarks) and ``event_search.tsv`` (events filed into segments), both the
 ``english`` configuration (Porter stems, like SQLite's ``porter`` tokenizer).
 
-- **Any text is a valid query.** The query's lexemes come from ``ts_debug`` of the text itself
-  (never parsed as tsquery syntax), then are quoted into a tsquery; a text with no lexeme (only
-  stop words or punctuation) returns nothing.
+- **Any text is a valid query, cut as on SQLite.** The query's terms are SQLite's
+  (``fts_text.build_match``: its stop words dropped, a hyphenated word as its parts, a code token
+  as its identifier forms); their lexemes come from ``ts_debug`` of those terms (never parsed as
+  tsquery syntax), then are quoted into a tsquery; a text with no lexeme (only stop words or
+  punctuation) returns nothing. (From the question itself, ``ts_debug`` added ``plan-first`` and
+  ``agents.md/claude.md`` as whole lexemes beside their parts: rare, so they outweighed the rest,
+  and rows without that spelling left the AND pass.)
 - **AND first, then OR**, as on SQLite: rows holding every lexeme rank first (factor 1), then —
   when they are fewer than the candidate cap — rows holding any of the rarer lexemes (factor
   ``OR_ONLY_FACTOR``).
@@ -53,6 +57,7 @@ from memtoc.store.capabilities import (
 from memtoc.store.postgres import text_stats
 from memtoc.store.postgres.base import PgBase
 from memtoc.store.postgres.text_stats import index_stats, terms
+from memtoc.text.fts_text import build_match
 
 BITMAP_ROWS = 50_000
 """A pass whose matches are bounded by this many rows (by the lexemes' document frequencies) takes
@@ -94,7 +99,10 @@ class PgSearch(PgBase):
     def _terms(self, query: str, *, docs: bool, events: bool) -> list[tuple[str, int, int]]:
         """``(lexeme, df in docs, df in event_search)`` of ``query``'s lexemes (one statement)."""
         tables = (("docs",) if docs else ()) + (("event_search",) if events else ())
-        return terms(self, query, tables)
+        match = build_match(query)
+        if match is None:
+            return []
+        return terms(self, " ".join(match.terms), tables)
 
     def rank_text(
         self,
