@@ -25,10 +25,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Collection, Sequence
-from typing import Any
-
-import numpy as np
-import numpy.typing as npt
+from typing import TYPE_CHECKING, Any
 
 from memtoc.errors import StoreError
 from memtoc.store.capabilities import (
@@ -40,7 +37,12 @@ from memtoc.store.capabilities import (
 from memtoc.store.codecs import embedder_meta_key, identity_json
 from memtoc.store.sqlite.base import SqliteBase
 
-_LE_F32 = np.dtype("<f4")
+if TYPE_CHECKING:
+    import numpy.typing as npt
+
+_LE_F32 = "<f4"
+"""Stored vectors: float32, little-endian (numpy is imported by the methods that need it, so
+opening a store for ``memtoc context`` or a hook does not load it)."""
 
 
 def _in(column: str, values: Collection[str] | None, params: list[Any]) -> str:
@@ -89,6 +91,8 @@ class SqliteVectors(SqliteBase):
         """Insert or replace one vector per key under ``embedder.name`` (as given: the in-memory
         index normalises), with the doc text each came from when ``sources`` is given; records
         the embedder's dimension and version in ``meta``. Returns the number of rows written."""
+        import numpy as np
+
         matrix = np.asarray(vectors, dtype=_LE_F32)
         if matrix.ndim != 2 or matrix.shape[0] != len(keys):
             raise StoreError(f"put_vectors: {len(keys)} keys but vectors of shape {matrix.shape}")
@@ -214,6 +218,8 @@ class SqliteVectors(SqliteBase):
             "LEFT JOIN bookmarks b ON v.kind = 'bookmark' AND b.bookmark_id = v.item_id "
             f"WHERE {where} ORDER BY v.kind, v.project, v.item_id"
         )
+        import numpy as np
+
         with self._lock:
             try:
                 rows = self._conn.execute(sql, params).fetchall()
