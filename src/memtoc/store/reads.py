@@ -1,5 +1,5 @@
 """Reads whose SQL is the same on both engines: events by id, the outbox's state, TOC nodes,
-checkpoints, rollup marks, bookmarks, the forget audit and vector provenance.
+checkpoints, rollup marks, bookmarks and vector provenance.
 
 Written once with ``?`` placeholders and run through the store's ``_q`` (SQLite runs them as
 they are; PostgreSQL's ``_q`` turns ``?`` into ``%s``), so the two backends cannot drift apart on
@@ -18,7 +18,6 @@ from memtoc.model import Bookmark, Event, JsonValue, OutboxEntry, TocNode
 from memtoc.store.base import DirtyPeriod
 from memtoc.store.capabilities import (
     BEHIND_CAP,
-    AuditEntry,
     EmbedderIdentity,
     VectorProgress,
     embed_job,
@@ -218,21 +217,6 @@ class SharedReads:
                 params.append(value)
         sql += " ORDER BY created_ms, bookmark_id"
         return [bookmark_from_row(r) for r in self._q(sql, params)]
-
-    # -- forget audit (ForgetStore) -------------------------------------------------------------------
-    def list_audit(self, limit: int = 50) -> list[AuditEntry]:
-        """The most recent forgets, newest first."""
-        rows = self._q(
-            "SELECT audit_id, forgotten_ms, selector, event_ids, counts FROM forget_audit "
-            "ORDER BY audit_id DESC LIMIT ?",
-            (limit,),
-        )
-        return [
-            AuditEntry(
-                int(r[0]), int(r[1]), json.loads(r[2]), tuple(json.loads(r[3])), json.loads(r[4])
-            )
-            for r in rows
-        ]
 
     def retired_nodes_overlapping(self, project: str, since_ms: int, until_ms: int) -> list[str]:
         """Nodes with stored versions but no latest pointer (retired) whose span overlaps

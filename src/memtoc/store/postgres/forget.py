@@ -36,9 +36,7 @@ from typing import Any
 import psycopg
 
 from memtoc.errors import StoreError
-from memtoc.model import JsonValue
 from memtoc.store.capabilities import DOC_KINDS, EventRef, ScrubReport
-from memtoc.store.codecs import json_sorted
 from memtoc.store.postgres.base import LIVE, PgBase
 
 SCRUBBED: tuple[str, ...] = (
@@ -72,6 +70,9 @@ def _like(word: str) -> str:
 
 class PgForget(PgBase):
     """The PostgreSQL store's half of ``memtoc.forgetting``."""
+
+    ROW_LOCK = " FOR UPDATE"
+    """``update_audit_counts`` locks the row it merges into (``store/forget_audit.py``)."""
 
     def select_events(
         self,
@@ -193,34 +194,6 @@ class PgForget(PgBase):
             "v.project AND n.node_id = v.node_id), 2147483647)",
             (project, list(dict.fromkeys(node_ids))),
         )
-
-    # -- audit ------------------------------------------------------------------------------------
-    def write_audit(
-        self,
-        now_ms: int,
-        selector: dict[str, JsonValue],
-        event_ids: Sequence[str],
-        counts: dict[str, JsonValue],
-    ) -> int:
-        rows = self._query(
-            "INSERT INTO forget_audit(forgotten_ms, selector, event_ids, counts) "
-            "VALUES (%s, %s, %s, %s) RETURNING audit_id",
-            (now_ms, json_sorted(selector), json_sorted(list(event_ids)), json_sorted(counts)),
-        )
-        return int(rows[0][0])
-
-    def update_audit_counts(self, audit_id: int, counts: dict[str, JsonValue]) -> None:
-        with self.transaction():
-            rows = self._query(
-                "SELECT counts FROM forget_audit WHERE audit_id = %s FOR UPDATE", (audit_id,)
-            )
-            if not rows:
-                return
-            merged = {**json.loads(rows[0][0]), **counts}
-            self._exec(
-                "UPDATE forget_audit SET counts = %s WHERE audit_id = %s",
-                (json_sorted(merged), audit_id),
-            )
 
     # -- physical purge ---------------------------------------------------------------------------
     def scrub(self, now_ms: int) -> ScrubReport:

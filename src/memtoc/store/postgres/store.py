@@ -35,6 +35,7 @@ from memtoc.store.codecs import (
     outbox_entry_from_row,
 )
 from memtoc.store.event_checks import Stored, classify, out_of_range_count, row_problem
+from memtoc.store.forget_audit import ForgetAudit
 from memtoc.store.postgres.base import (
     APPEND_LOCK,
     CLAIM_LOCK,
@@ -65,7 +66,9 @@ def _session_key(project: str, session_id: str) -> str:
     return f"{project}\x1f{session_id}"
 
 
-class PostgresStore(PgPipeline, PgSearch, PgVectors, PgProjects, PgForget, PgUpkeep, SharedReads):
+class PostgresStore(
+    PgPipeline, PgSearch, PgVectors, PgProjects, PgForget, PgUpkeep, SharedReads, ForgetAudit
+):
     """``Store`` + ``PipelineStore`` on a PostgreSQL database (``postgresql://`` URL)."""
 
     # -- events -------------------------------------------------------------------------------------

@@ -34,9 +34,8 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, cast
 
 from memtoc.errors import StoreError
-from memtoc.model import Event, JsonValue
+from memtoc.model import Event
 from memtoc.store.capabilities import EventRef, ScrubReport
-from memtoc.store.codecs import json_sorted
 from memtoc.store.sqlite import scrub as sqlite_scrub
 from memtoc.store.sqlite.base import SqliteBase
 from memtoc.store.sqlite.sessions import session_scope
@@ -311,37 +310,6 @@ class SqliteForget(SqliteBase):
                 )
                 deleted += max(cur.rowcount, 0)
         return deleted
-
-    # -- audit -----------------------------------------------------------------------------------------
-
-    def write_audit(
-        self,
-        now_ms: int,
-        selector: dict[str, JsonValue],
-        event_ids: Sequence[str],
-        counts: dict[str, JsonValue],
-    ) -> int:
-        """Record a forget (ids and counts, never content); return its audit id."""
-        with self.transaction():
-            cur = self.connection.execute(
-                "INSERT INTO forget_audit(forgotten_ms, selector, event_ids, counts) VALUES (?,?,?,?)",
-                (now_ms, json_sorted(selector), json_sorted(list(event_ids)), json_sorted(counts)),
-            )
-            return int(cur.lastrowid or 0)
-
-    def update_audit_counts(self, audit_id: int, counts: dict[str, JsonValue]) -> None:
-        """Merge ``counts`` into an audit row (re-derivation finishes after the purge commits)."""
-        with self.transaction():
-            rows = self._forget_run(
-                "SELECT counts FROM forget_audit WHERE audit_id = ?", (audit_id,)
-            )
-            if not rows:
-                return
-            merged = {**json.loads(rows[0][0]), **counts}
-            self._forget_run(
-                "UPDATE forget_audit SET counts = ? WHERE audit_id = ?",
-                (json_sorted(merged), audit_id),
-            )
 
     # -- scrub (store/sqlite/scrub.py) --------------------------------------------------------------
     def scrub(self, now_ms: int) -> ScrubReport:

@@ -44,6 +44,7 @@ from memtoc.store.event_checks import (
     split_valid,
     storable_text,
 )
+from memtoc.store.forget_audit import ForgetAudit
 from memtoc.store.reads import SharedReads
 from memtoc.store.sqlite import projects as sqlite_projects
 from memtoc.store.sqlite.forget import SqliteForget
@@ -132,6 +133,7 @@ class SqliteStore(
     SqliteUpkeep,
     SqliteMerge,
     SharedReads,
+    ForgetAudit,
 ):
     """``Store`` on one SQLite file."""
 
