@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from itertools import tee
 from operator import attrgetter
 from pathlib import Path
@@ -97,6 +97,12 @@ TOUCH_BUSY_MS = 250
 """How long a read-only store's bookmark touch waits for another writer before giving up."""
 
 
+def _touch(execute: Callable[..., sqlite3.Cursor], bookmark_ids: Sequence[str], now_ms: int) -> int:
+    """Set the bookmarks' ``last_relevant_ms`` to ``now_ms`` where it is older; how many."""
+    sql = "UPDATE bookmarks SET last_relevant_ms = ? WHERE bookmark_id = ? AND last_relevant_ms < ?"
+    return sum(execute(sql, (now_ms, bid, now_ms)).rowcount for bid in bookmark_ids)
+
+
 def _touch_via_writer(path: Path, bookmark_ids: Sequence[str], now_ms: int) -> int:
     """``touch_bookmarks`` for a store opened read-only: one small write transaction on a
     connection of its own (never waiting long), closed at once."""
@@ -107,14 +113,7 @@ def _touch_via_writer(path: Path, bookmark_ids: Sequence[str], now_ms: int) -> i
         raise StoreError(f"cannot record bookmark use in {path}: {exc}") from exc
     try:
         conn.execute("BEGIN IMMEDIATE")
-        changed = 0
-        for bid in bookmark_ids:
-            cur = conn.execute(
-                "UPDATE bookmarks SET last_relevant_ms = ? "
-                "WHERE bookmark_id = ? AND last_relevant_ms < ?",
-                (now_ms, bid, now_ms),
-            )
-            changed += cur.rowcount
+        changed = _touch(conn.execute, bookmark_ids, now_ms)
         conn.execute("COMMIT")
         return changed
     except sqlite3.Error as exc:
@@ -561,16 +560,8 @@ class SqliteStore(
             return 0
         if self.read_only:
             return _touch_via_writer(self.path, stale, now_ms)
-        changed = 0
         with self.transaction():
-            for bid in stale:
-                cur = self._exec(
-                    "UPDATE bookmarks SET last_relevant_ms = ? "
-                    "WHERE bookmark_id = ? AND last_relevant_ms < ?",
-                    (now_ms, bid, now_ms),
-                )
-                changed += cur.rowcount
-        return changed
+            return _touch(self._exec, stale, now_ms)
 
     def delete_bookmarks(self, bookmark_ids: Sequence[str]) -> int:
         """Delete bookmarks and their search documents; return how many existed."""
