@@ -167,6 +167,37 @@ def test_a_query_is_cut_into_the_same_terms_on_both_stores(pg_url: str, tmp_path
     assert flags[0] == flags[1]
 
 
+def test_an_old_row_of_rare_terms_beyond_the_scan_cap_on_both_stores(
+    pg_url: str, tmp_path: Path
+) -> None:
+    """When the OR pass can match more rows than it scores (the newest), the rows of the rarest
+    lexemes are scored too, on PostgreSQL as on SQLite: an old row holding two of three terms
+    ranks first."""
+    clock = ManualClock(BASE + 10 * DAY)
+    old = "the heron and the egret nest upstream"
+    texts = [old] + [f"{b} fishing at pool {i}" for i in range(20) for b in ("heron", "egret")]
+    texts += [f"sparrow number {i}" for i in range(100)]
+    records = [
+        {"session_id": "s", "timestamp": BASE + i * 60_000, "role": "user", "text": t}
+        for i, t in enumerate(texts)
+    ]
+    stores: list[Store] = [
+        PostgresStore(pg_url, clock=clock, pool_size=2),
+        SqliteStore(tmp_path / "m.db", clock=clock),
+    ]
+    for store in stores:
+        memory = open_memory(store, clock, None)
+        try:
+            memory.ingest_records(records, project="p")
+            memory.process()
+            f = SearchFilters(projects=("p",), kinds=("event",))
+            hits = bm25_search(store, "heron egret bittern", f, limit=10, scan_cap=30)
+            assert store.get_event(hits[0].item_id).text == old, store
+            assert len(hits) == 10
+        finally:
+            memory.close()
+
+
 def test_filters_on_postgres(pair: tuple[Memory, Memory]) -> None:
     pg, lite = pair
     store = pg.store

@@ -192,26 +192,27 @@ def test_bounded_or_pass_sees_a_term_turn_common(tmp_path: Path) -> None:
 
     try:
         add(["a kestrel hovered", "the kestrel again", "kestrel at dusk", "one osprey"], 0)
-        assert found(3) == {
+        assert found(4) == {
             "a kestrel hovered",
             "the kestrel again",
             "kestrel at dusk",
             "one osprey",
         }
         add(["kestrel number four", "kestrel number five"], 100)
-        # kestrel now matches 5 rows > 3: the OR pass keeps only the rare term
-        assert found(3) == {"one osprey"}
+        # kestrel now matches 5 rows > 4: the OR pass keeps only the rare term
+        assert found(4) == {"one osprey"}
         assert len(found(10)) == 6  # under a larger cap every match is ranked
     finally:
         mem.close()
 
 
-def test_two_term_pass_finds_an_old_row_beyond_the_scan_cap(
+def test_or_pass_finds_an_old_row_beyond_the_scan_cap(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """When the OR expression matches many rows, rows holding two of its terms are ranked first
-    over the whole index — an old one is found although the OR pass alone would rank only the
-    newest ``scan_cap`` matches."""
+    """When the OR expression matches more rows than the scan cap, the rows holding its rarest
+    terms are ranked over the whole index — an old one is found although the newest ``scan_cap``
+    matches do not hold it (on a seven-month coding history the newest 5,000 matches of a
+    question's words were its last weeks, and older answers were never ranked)."""
     from zoneinfo import ZoneInfo
 
     from memtoc.clock import ManualClock
@@ -237,19 +238,55 @@ def test_two_term_pass_finds_an_old_row_beyond_the_scan_cap(
         return [(mem.store.get_event(h.item_id).text, h.score) for h in hits]
 
     try:
-        monkeypatch.setattr(teleport, "MAX_PAIR_TERMS", 1)  # off: the bounded OR pass alone
-        without = search()
-        # each term matches 21 rows (rare under the cap of 30), together 41: the OR pass ranks
-        # the 30 newest, and the old row is not among them
-        assert old not in [t for t, _ in without]
-        monkeypatch.undo()
-        with_pairs = search()
-        assert with_pairs[0][0] == old
-        # two of three terms: its OR score (one matching pair), above the one-term rows, and
-        # like every row without all the terms, at most OR_ONLY_FACTOR
-        assert with_pairs[0][1] == teleport.OR_ONLY_FACTOR > with_pairs[1][1]
-        # fewer two-term rows than candidates: the OR pass still fills the rest
-        assert len(with_pairs) == 10
+        # each term matches 21 rows (rare under the cap of 30), together 41: the newest 30
+        # matches do not hold the old row, the rows of the rarest terms (bittern, heron) do
+        monkeypatch.setattr(teleport, "MAX_PAIR_TERMS", 1)
+        found = search()
+        assert found[0][0] == old
+        # two of three terms, above the one-term rows, and like every row without all the terms,
+        # at most OR_ONLY_FACTOR
+        assert found[0][1] == teleport.OR_ONLY_FACTOR > found[1][1]
+        assert len(found) == 10
+    finally:
+        mem.close()
+
+
+def test_or_pass_over_the_cap_ranks_as_an_uncapped_one(tmp_path: Path) -> None:
+    """The bounded OR pass scores the rows it ranks over every term: its best rows and their
+    scores are those of ranking every match, when the best rows hold a rare term or are new."""
+    from zoneinfo import ZoneInfo
+
+    from memtoc.clock import ManualClock
+    from memtoc.store.sqlite import SqliteStore
+
+    clock = ManualClock(BASE + 10 * DAY)
+    mem = Memory(SqliteStore(tmp_path / "memtoc.db", clock=clock), clock=clock, tz=ZoneInfo("UTC"))
+    texts = ["a bittern and a heron by the reeds", "one bittern alone in the reeds"]
+    texts += [f"heron fishing at pool {i}" for i in range(40)]
+    texts += [f"egret resting on post {i}" for i in range(40)]
+    texts += [f"heron and egret together at dawn {i}" for i in range(5)]
+    texts += [f"sparrow number {i}" for i in range(200)]  # so the birds' IDFs are not nil
+    records = [
+        {"session_id": "s", "timestamp": BASE + i * 60_000, "role": "user", "text": t}
+        for i, t in enumerate(texts)
+    ]
+    mem.ingest_records(records, project="p")
+    mem.process()
+
+    def search(cap: int, projects: tuple[str, ...] | None) -> list[tuple[str, float]]:
+        f = SearchFilters(projects=projects, kinds=("event",))
+        hits = bm25_search(mem.store, "heron egret bittern", f, limit=12, scan_cap=cap)
+        return [(h.item_id, round(h.raw, 9)) for h in hits]
+
+    try:
+        # bittern 2 rows, egret 45, heron 46: together 93 matches over a cap of 50
+        for projects in (None, ("p",)):
+            capped, every = search(50, projects), search(10**9, projects)
+            assert [r for _, r in capped] == [r for _, r in every]
+            last = capped[-1][1]  # rows tied with the last may differ
+            assert {i for i, r in capped if r > last} == {i for i, r in every if r > last}
+            texts_found = {mem.store.get_event(i).text for i, _ in capped}
+            assert texts[0] in texts_found and texts[1] in texts_found
     finally:
         mem.close()
 

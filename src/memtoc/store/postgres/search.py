@@ -30,7 +30,9 @@ Two round trips per search, whatever the number of lexemes and indexes:
 index wanted (statistics: that module); one statement then runs both passes of both indexes
 (``_pass``; the OR pass of an index only runs when its AND pass found fewer than the cap). Per
 pass, the newest ``scan_cap`` matches are scored (the caller's, as on SQLite: ``DEFAULT_SCAN_CAP``
-unless given; recall's expansion asks for fewer). How they are found depends on how many rows can
+unless given; recall's expansion asks for fewer); when the OR pass can match more, every row of its
+rarest lexemes (as many as add up to ``scan_cap`` rows) is scored instead, and the newest matches
+fill what is left (SQLite's ``_rarest_first``). How they are found depends on how many rows can
 match (known from the frequencies): few (``BITMAP_ROWS`` at most) — the GIN
 bitmap gives every match and the newest are kept (``ORDER BY seq + 0`` keeps the planner off the
 other plan); many — a backward walk of the primary key, testing each row, stops at the cap (dense
@@ -139,12 +141,12 @@ class PgSearch(PgBase):
             where, where_params = (
                 _doc_where(doc_kinds, scope) if table == "docs" else _event_where(scope)
             )
-            for p, (tsq, bound) in enumerate(_passes(w, scan_cap)):
+            for p, (tsq, bound, newest) in enumerate(_passes(w, scan_cap)):
                 name = f"p{n}_{p}"
                 gate = f" AND (SELECT COUNT(*) FROM p{n}_0) < %s" if p else ""
                 ctes.append(
                     f"{name} AS MATERIALIZED "
-                    f"({_pass(table, where, gate, bound, scope.event_fields, scan_cap)})"
+                    f"({_pass(table, where, gate, bound, scope.event_fields, newest)})"
                 )
                 params += [*w.bm25_params, tsq, *where_params, *([candidates] if p else []),
                            candidates]  # fmt: skip
@@ -200,20 +202,37 @@ class PgSearch(PgBase):
         return out
 
 
-def _passes(w: _Weights, scan_cap: int) -> list[tuple[str, int]]:
-    """``(tsquery, bound on its matches)`` of the AND pass and (several lexemes) the OR pass —
-    over the rarer lexemes only (those matching at most ``scan_cap`` rows) when there are any, as
-    SQLite's teleport does, so a rare term's rows are all ranked, not just the newest matches of a
-    common one."""
+def _passes(w: _Weights, scan_cap: int) -> list[tuple[str, int, int]]:
+    """``(tsquery, bound on its matches, how many of the newest it scores)`` of the AND pass and
+    (several lexemes) the OR pass — over the rarer lexemes only (those matching at most
+    ``scan_cap`` rows) when there are any, as SQLite's teleport does, so a rare term's rows are all
+    ranked, not just the newest matches of a common one; when those can match more than
+    ``scan_cap`` rows, the rarest lexemes' rows and then the newest matches."""
     # a count that stopped at the cap ("more") bounds nothing
     more = text_stats.DF_CAP + 1
     bounds = [BITMAP_ROWS + 1 if df == more else df for df in w.dfs]
-    passes = [(tsquery_text(w.lexemes, "&"), min(bounds))]
+    passes = [(tsquery_text(w.lexemes, "&"), min(bounds), scan_cap)]
     if len(w.lexemes) > 1:
         pairs = list(zip(w.lexemes, w.dfs, bounds, strict=True))
         rare = [p for p in pairs if p[1] <= scan_cap and p[1] != more]
         used = rare or pairs
-        passes.append((tsquery_text([p[0] for p in used], "|"), sum(p[2] for p in used)))
+        any_of = tsquery_text([p[0] for p in used], "|")
+        bound = sum(p[2] for p in used)
+        if not rare or bound <= scan_cap:
+            passes.append((any_of, bound, scan_cap))
+            return passes
+        # more matches than one pass scores: every row of the rarest lexemes (as many as add up
+        # to scan_cap rows), then the newest matches in what is left (SQLite's ``_rarest_first``)
+        rarest: list[str] = []
+        total = 0
+        for lexeme, df, _ in sorted(rare, key=lambda p: p[1]):
+            if rarest and total + df > scan_cap:
+                break
+            rarest.append(lexeme)
+            total += df
+        passes.append((tsquery_text(rarest, "|"), total, scan_cap))
+        if total < scan_cap:
+            passes.append((any_of, bound, scan_cap - total))
     return passes
 
 
@@ -247,7 +266,9 @@ def _merge(rows: list[tuple[Any, ...]], passes: list[int], cap: int) -> list[Sco
     raw score kept, times the pass factor; last, whether the row came from the AND pass."""
     kept: list[tuple[Any, ...]] = []
     seen: set[tuple[str, str]] = set()
-    for row, p in zip(rows, passes, strict=True):
+    # the AND rows first, then the OR passes' rows (rarest lexemes, newest matches) by score
+    ordered = sorted(zip(rows, passes, strict=True), key=lambda rp: (rp[1] > 0, -float(rp[0][4])))
+    for row, p in ordered:
         if (row[1], row[2]) not in seen:
             seen.add((row[1], row[2]))
             kept.append((*row[:5], OR_ONLY_FACTOR if p else 1.0))

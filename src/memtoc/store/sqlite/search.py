@@ -148,6 +148,14 @@ class _Index:
         )
         return int(rows[0][0]) if rows else None
 
+    def count(self, store: SqliteStore, expression: str, most: int) -> int:
+        """How many rows match, counting at most ``most`` (walks at most that many postings)."""
+        rows = store._query(
+            f"SELECT count(*) FROM (SELECT rowid FROM {self.fts} WHERE {self.fts} MATCH ? LIMIT ?)",
+            (expression, most),
+        )
+        return int(rows[0][0])
+
     def ranked(
         self, store: SqliteStore, expression: str, limit: int, floor: int | None, inner: int | None
     ) -> list[tuple[Any, ...]]:
@@ -169,36 +177,37 @@ class _Index:
         return store._query(sql, [*params, *self.params, limit])
 
 
-class _CommonTerms:
-    """Which terms match more than ``scan_cap`` rows of an index, remembered per store until its
-    data changes (``PRAGMA data_version`` for other connections' commits, ``total_changes`` for
-    this connection's): the OR pass asks it for every term of every query, and at a million
-    events each probe of a common term walks ``scan_cap`` postings."""
+class _TermCounts:
+    """How many rows of an index hold each term, up to ``scan_cap`` (above it: ``None``, a
+    common term), remembered per store until its data changes (``PRAGMA data_version`` for other
+    connections' commits, ``total_changes`` for this connection's): the OR pass asks it for every
+    term of every query, and at a million events each count of a common term walks ``scan_cap``
+    postings."""
 
     MAX_ENTRIES = 50_000
 
     def __init__(self) -> None:
         self.version: tuple[int, int] = (-1, -1)
-        self.known: dict[tuple[str, str, int], bool] = {}
+        self.known: dict[tuple[str, str, int], int | None] = {}
 
-    def common(self, store: SqliteStore, index: _Index, term: str, scan_cap: int) -> bool:
+    def rows(self, store: SqliteStore, index: _Index, term: str, scan_cap: int) -> int | None:
         version = (int(store._query("PRAGMA data_version")[0][0]), store.connection.total_changes)
         if version != self.version or len(self.known) > self.MAX_ENTRIES:
             self.version, self.known = version, {}
         key = (index.fts, term, scan_cap)
-        found = self.known.get(key)
-        if found is None:
-            found = self.known[key] = index.probe(store, quote(term), scan_cap) is not None
-        return found
+        if key not in self.known:
+            n = index.count(store, quote(term), scan_cap + 1)
+            self.known[key] = n if n <= scan_cap else None
+        return self.known[key]
 
 
-_COMMON: weakref.WeakKeyDictionary[SqliteStore, _CommonTerms] = weakref.WeakKeyDictionary()
+_COUNTS: weakref.WeakKeyDictionary[SqliteStore, _TermCounts] = weakref.WeakKeyDictionary()
 
 
-def _common_terms(store: SqliteStore) -> _CommonTerms:
-    cache = _COMMON.get(store)
+def _term_counts(store: SqliteStore) -> _TermCounts:
+    cache = _COUNTS.get(store)
     if cache is None:
-        cache = _COMMON[store] = _CommonTerms()
+        cache = _COUNTS[store] = _TermCounts()
     return cache
 
 
@@ -209,19 +218,18 @@ def _ranked(
 
     Ranking cost is bounded: the OR pass leaves out terms matching more than ``scan_cap`` rows
     (unless every term does), and an expression still matching more than ``scan_cap`` rows is
-    ranked over its ``scan_cap`` newest matches only — unless filters then leave fewer than
-    ``candidates`` rows, when every match is ranked (exact, slower: common terms + a selective
-    filter).
+    ranked over the rows of its rarest terms and its newest matches (``_rarest_first``) — with
+    filters, over every match when those leave fewer than ``candidates`` rows (exact, slower:
+    common terms + a selective filter).
 
-    When the OR expression matches more than ``scan_cap`` rows (so its pass would rank only the
-    newest of them), rows holding two of its terms, of different query words, are ranked first
-    (``_pairs``: far fewer rows, from the whole index); the bounded OR pass runs only if the rows
-    so far are fewer than a third of ``candidates`` (``PAIR_ENOUGH_DIVISOR``: a search's ``limit``
-    by default, at least one row) —
-    with that many rows holding two terms or more, rows holding one are left out (a minimum
-    should-match of two). FTS5 scores such a row ``m - 1`` times its OR score (``m``: the terms it
-    holds, each counted once per matching pair): a row holding two keeps its OR score, one holding
-    more gets a coordination boost, and every row of the pass still carries the OR factor.
+    When every term is common, the OR expression's rows holding two of its terms, of different
+    query words, are ranked first (``_pairs``: far fewer rows, newest first); the bounded OR pass
+    runs only if the rows so far are fewer than a third of ``candidates``
+    (``PAIR_ENOUGH_DIVISOR``: a search's ``limit`` by default, at least one row) — with that many
+    rows holding two terms or more, rows holding one are left out (a minimum should-match of
+    two). FTS5 scores such a row ``m - 1`` times its OR score (``m``: the terms it holds, each
+    counted once per matching pair): a row holding two keeps its OR score, one holding more gets
+    a coordination boost, and every row of the pass still carries the OR factor.
     """
     rows: list[tuple[Any, ...]] = []
     seen: set[str] = set()
@@ -247,17 +255,76 @@ def _ranked(
         return rows[:candidates]
     if match.any_terms == match.all_terms:
         return rows
-    cache = _common_terms(store)
-    rare = [t for t in match.terms if not cache.common(store, index, t, scan_cap)]
+    counts = _term_counts(store)
+    rows_of = {t: counts.rows(store, index, t, scan_cap) for t in match.terms}
+    rare = [t for t in match.terms if rows_of[t] is not None]
     terms = rare or list(match.terms)
     expression = " OR ".join(quote(t) for t in terms)
     floor = index.probe(store, expression, scan_cap)
+    if floor is not None and rare:
+        # more matches than the cap: the rows holding the rarest terms, from the whole index,
+        # merged with the newest matches, all scored over every term
+        return _rarest_first(store, index, rows, seen, terms, rows_of, candidates, scan_cap)
     pairs = _pairs(terms, match) if floor is not None and len(terms) <= MAX_PAIR_TERMS else None
     if pairs:
         take(OR_ONLY_FACTOR, pairs, index.probe(store, pairs, scan_cap))
         if len(rows) >= max(1, candidates // PAIR_ENOUGH_DIVISOR):
             return rows[:candidates]
     take(OR_ONLY_FACTOR, expression, floor)
+    return rows[:candidates]
+
+
+def _rarest_first(
+    store: SqliteStore,
+    index: _Index,
+    rows: list[tuple[Any, ...]],
+    seen: set[str],
+    terms: Sequence[str],
+    rows_of: dict[str, int | None],
+    candidates: int,
+    scan_cap: int,
+) -> list[tuple[Any, ...]]:
+    """The OR pass when ``terms`` match more than ``scan_cap`` rows. Ranking every match would
+    cost as many postings; ranking only the newest ``scan_cap`` would lose every older row (on a
+    seven-month history, most of it). Instead the terms are taken rarest first while their rows
+    add up to at most ``scan_cap`` (``rarest``): every row holding one of them is scored over
+    *all* the terms — FTS5's BM25 is a sum over the expression's phrases, so ``rarest AND
+    others`` scores a row holding both kinds exactly, and ``rarest`` alone one holding no other.
+    The newest matches fill what is left of ``scan_cap`` (rows holding only commoner terms,
+    scored over all the terms too), and all are merged by score: about ``scan_cap`` rows ranked,
+    as before, but no longer only the newest."""
+    ordered = sorted(terms, key=lambda t: rows_of[t] or 0)
+    rarest: list[str] = []
+    total = 0
+    for t in ordered:
+        if rarest and total + (rows_of[t] or 0) > scan_cap:
+            break
+        rarest.append(t)
+        total += rows_of[t] or 0
+    others = [t for t in terms if t not in rarest]
+    rare_or = " OR ".join(quote(t) for t in rarest)
+    inner = None if index.where else candidates
+    found = index.ranked(store, rare_or, candidates, None, inner)
+    if others:
+        both = f"({rare_or}) AND ({' OR '.join(quote(t) for t in others)})"
+        found += index.ranked(store, both, candidates, None, inner)
+    left = scan_cap - total  # the newest matches get what the rarest terms' rows left
+    if left > 0:
+        expression = " OR ".join(quote(t) for t in terms)
+        floor = index.probe(store, expression, left)
+        bound = inner if inner is not None or floor is None else 8 * candidates
+        newest = index.ranked(store, expression, candidates, floor, bound)
+        if index.where and floor is not None and len(newest) < candidates:
+            newest = index.ranked(store, expression, candidates, None, None)  # filters ate them
+        found += newest
+    best: dict[str, tuple[Any, ...]] = {}
+    for row in found:
+        if row[2] not in best or row[4] > best[row[2]][4]:
+            best[row[2]] = row
+    for row in sorted(best.values(), key=lambda r: -r[4]):
+        if row[2] not in seen:
+            seen.add(row[2])
+            rows.append((*row, OR_ONLY_FACTOR))
     return rows[:candidates]
 
 
