@@ -109,11 +109,11 @@ def best_range(
     return top, top
 
 
-@lru_cache(maxsize=256)
+@lru_cache(maxsize=32)
 def _sentences_of(text: str) -> tuple[tuple[str, ...], tuple[str | None, ...]]:
     """The sentences of ``text`` (its first ``SEARCH_CHARS``) and, for an ASCII one, its
     lowercased form (None otherwise): split once per event, however many bullets of its segment
-    look for their excerpt in it."""
+    look for their excerpt in it (a few events per segment: a small cache)."""
     sentences = [m.group(0).strip() for m in _SENTENCE.finditer(text[:SEARCH_CHARS])]
     kept = tuple(s for s in sentences if s)
     return kept, tuple(s.lower() if s.isascii() else None for s in kept)

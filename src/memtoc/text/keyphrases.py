@@ -153,6 +153,11 @@ def iter_words(text: str) -> Iterable[re.Match[str]]:
     return _WORD.finditer(text)
 
 
+def words(text: str) -> list[str]:
+    """Word and code tokens of ``text``, in order."""
+    return _WORD.findall(text)
+
+
 @lru_cache(maxsize=65_536)
 def is_code_token(token: str) -> bool:
     """Paths, dotted names, snake_case, camelCase, CLI flags and error names."""
@@ -270,33 +275,35 @@ class _Candidates:
 def _candidates(texts: Sequence[str]) -> _Candidates:
     """Candidates: runs of plain words split at stopwords and punctuation; code tokens alone."""
     cands = _Candidates()
+    add, flush, code = cands.add, cands.flush, cands.code  # bound once: a token is read per loop
+    classify, sentence_gap = _classify, _SENTENCE_GAP.search
     for text in texts:
         run: list[tuple[str, str, bool]] = []  # (term, surface, capitalised mid-sentence)
         prev_end = 0
         for m in _WORD.finditer(text):
             token = m.group()
-            start = m.start()
+            start, end = m.span()
             sentence_start = prev_end == 0
             if start > prev_end:
                 gap = text[prev_end:start]
                 if gap.strip(" \t"):
                     if run:
-                        cands.flush(run)
-                    sentence_start = _SENTENCE_GAP.search(gap) is not None
-            prev_end = m.end()
+                        flush(run)
+                    sentence_start = sentence_gap(gap) is not None
+            prev_end = end
             cands.total += 1
-            kind, low, term = _classify(token)
+            kind, low, term = classify(token)
             if kind == _PLAIN:
                 run.append((term, token, not sentence_start and token[0].isupper()))
                 continue
             if run:
-                cands.flush(run)
+                flush(run)
             if kind == _CODE:
                 key = (low,)
-                cands.add(key, token.removesuffix("()"), False)
-                cands.code.add(key)
+                add(key, token.removesuffix("()"), False)
+                code.add(key)
         if run:
-            cands.flush(run)
+            flush(run)
     return cands
 
 

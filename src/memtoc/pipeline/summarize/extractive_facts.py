@@ -37,7 +37,7 @@ from memtoc.pipeline.summarize.extractive_markdown import TAG as _TAG
 from memtoc.pipeline.summarize.extractive_markdown import sentences as _sentences
 from memtoc.pipeline.summarize.tool_calls import render_tool_call
 from memtoc.pipeline.summarize.tool_results import describe_result, results_of
-from memtoc.text.keyphrases import SPEAKER_LABEL, iter_words, token_terms
+from memtoc.text.keyphrases import SPEAKER_LABEL, token_terms, words
 
 MAX_WORDS = 40
 READ_CHARS = 20_000
@@ -212,13 +212,16 @@ def request_phrase(text: str) -> str:
 
 
 def _terms_of(text: str) -> tuple[frozenset[str], bool]:
-    terms: list[str] = []
+    """A fact's key terms, and whether it names code (an identifier with parts: a snake_case or
+    dotted name, a path, a flag). Each distinct token is read once."""
+    terms: set[str] = set()
     code = False
-    for m in iter_words(text):
-        tt = token_terms(m.group())
-        if len(tt) > 1 and ("_" in tt[0] or "/" in tt[0] or "." in tt[0] or tt[0][0] == "-"):
+    for token in set(words(text)):
+        tt = token_terms(token)
+        terms.update(tt)
+        if not code and len(tt) > 1 and ("_" in tt[0] or "/" in tt[0] or "." in tt[0]
+                                         or tt[0][0] == "-"):  # fmt: skip
             code = True
-        terms.extend(tt)
     return frozenset(terms), code
 
 
