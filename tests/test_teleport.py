@@ -331,3 +331,39 @@ def test_two_term_pass_with_a_tiny_candidate_cap_still_falls_back_to_or(tmp_path
         assert len(hits) == 1
     finally:
         mem.close()
+
+
+def test_a_selective_filter_still_finds_old_rows_of_the_commoner_terms(tmp_path: Path) -> None:
+    """Over the scan cap, rows holding only the commoner terms are ranked among the newest
+    matches; when a filter (an old project) leaves fewer rows than wanted, every match is ranked,
+    so the filter's old rows are found."""
+    from zoneinfo import ZoneInfo
+
+    from memtoc.clock import ManualClock
+    from memtoc.store.sqlite import SqliteStore
+
+    clock = ManualClock(BASE + 10 * DAY)
+    mem = Memory(SqliteStore(tmp_path / "memtoc.db", clock=clock), clock=clock, tz=ZoneInfo("UTC"))
+
+    def add(project: str, texts: list[str], start: int) -> None:
+        records = [
+            {"session_id": f"{project}-s", "timestamp": BASE + (start + i) * 60_000,
+             "role": "user", "text": t}
+            for i, t in enumerate(texts)
+        ]  # fmt: skip
+        assert mem.ingest_records(records, project=project).ingested == len(texts)
+
+    try:
+        old = [f"a heron on the old pond {i}" for i in range(3)]
+        add("old", old, 0)
+        add("new", [f"heron fishing at pool {i}" for i in range(25)], 100)
+        add("new", [f"egret resting on post {i}" for i in range(15)], 200)
+        add("new", [f"sparrow number {i}" for i in range(100)], 300)
+        mem.process()
+        # heron 28 rows, egret 15, bittern none: together 43 over a cap of 30; the rarest rows
+        # (egret) are all in the new project, the old project's rows hold heron only
+        f = SearchFilters(projects=("old",), kinds=("event",))
+        hits = bm25_search(mem.store, "heron egret bittern", f, limit=10, scan_cap=30)
+        assert {mem.store.get_event(h.item_id).text for h in hits} == set(old)
+    finally:
+        mem.close()

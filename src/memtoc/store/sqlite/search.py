@@ -314,7 +314,11 @@ def _rarest_first(
         floor = index.probe(store, expression, left)
         bound = inner if inner is not None or floor is None else 8 * candidates
         newest = index.ranked(store, expression, candidates, floor, bound)
-        if index.where and floor is not None and len(newest) < candidates:
+        if (
+            index.where
+            and floor is not None
+            and len({r[2] for r in (*found, *newest)}) < candidates
+        ):
             newest = index.ranked(store, expression, candidates, None, None)  # filters ate them
         found += newest
     best: dict[str, tuple[Any, ...]] = {}
