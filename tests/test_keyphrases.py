@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 
 from hypothesis import given, settings
@@ -10,8 +11,10 @@ from hypothesis import strategies as st
 from memtoc.text.keyphrases import (
     extract_keyphrases,
     is_code_token,
+    iter_words,
     key_terms,
     normalize_term,
+    words,
 )
 
 CODING = [
@@ -139,3 +142,39 @@ def test_tool_names_and_filler_are_not_keyphrases() -> None:
     assert "kubernetes deploys" in lowered  # not "Kubernetes deploys test suite"
     # Without ``exclude`` the tool names would be there: the filter, not luck, removes them.
     assert "Bash" in extract_keyphrases(texts, 10)
+
+
+_PLAIN_ALTERNATIVES = re.compile(
+    r"""
+    (?:~|\.{1,2})?/?(?:[\w@+-]++/)+[\w@+.-]*\w
+    | --[A-Za-z][\w-]*\w
+    | [^\W\d][\w-]*+(?:\.[^\W\d]\w*+)+(?:\(\))?
+    | [^\W\d]\w*+(?:['\u2019-][^\W\d_]\w*+)*(?:\(\))?
+    | \d+(?:[.:]\d+)*%?
+    """,
+    re.VERBOSE,
+)
+"""The tokeniser as plain alternatives (paths, flags, dotted names, words, numbers), without the
+fast path for plain words or the spelled-out path prefixes: the oracle its tokens must equal."""
+_TRICKY = st.sampled_from(
+    ["a", "Zq", "é", "_", "9", "12", ".", "..", "/", "\\", "-", "--", "~", "@", "+", "(", ")",
+     "()", "'", "\u2019", ":", "%", " ", "\n", "x.y", "日本", "Error", "foo_bar", "camelCase", "!"]
+)  # fmt: skip
+
+
+def test_tokens_of_paths_flags_and_names() -> None:
+    text = ("see ~/x/y.py, ../a/b and /etc/hosts; os.path.join() --until-idle don't well-known "
+            "v1.2.3 50% user@host/x a+b/c f() end.")  # fmt: skip
+    assert words(text) == [
+        "see", "~/x/y.py", "../a/b", "and", "/etc/hosts", "os.path.join()", "--until-idle",
+        "don't", "well-known", "v1", "2.3", "50%", "user@host/x", "a+b/c", "f()", "end",
+    ]  # fmt: skip
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(_TRICKY, max_size=16).map("".join))
+def test_tokens_equal_the_plain_alternatives(text: str) -> None:
+    assert words(text) == _PLAIN_ALTERNATIVES.findall(text)
+    assert [m.span() for m in iter_words(text)] == [
+        m.span() for m in _PLAIN_ALTERNATIVES.finditer(text)
+    ]

@@ -25,7 +25,7 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-from memtoc.text.keyphrases import is_code_token, iter_words
+from memtoc.text.keyphrases import is_code_token, iter_words, words
 
 FTS_TOKENIZE = "porter unicode61 remove_diacritics 2 tokenchars '_'"
 """The FTS5 tokenizer of ``events_fts`` and ``docs_fts`` (migration ``0005_code_aware_fts``)."""
@@ -89,7 +89,9 @@ def identifier_forms(token: str) -> list[str]:
 
 
 def _code_tokens(text: str) -> list[str]:
-    return [m.group() for m in iter_words(text) if is_code_token(m.group())]
+    """The distinct code tokens of ``text``, in the order they first occur (each token of a long
+    output is classified once, however often it recurs)."""
+    return [token for token in dict.fromkeys(words(text)) if is_code_token(token)]
 
 
 def search_text(text: str) -> str:
@@ -100,7 +102,7 @@ def search_text(text: str) -> str:
     """
     clean = text.replace(EXTRAS_MARK, " ")
     extras: dict[str, None] = {}
-    for token in dict.fromkeys(_code_tokens(clean)):
+    for token in _code_tokens(clean):
         for form in _forms(token):  # identifiers recur across events: computed once each
             extras[form] = None
     if not extras:

@@ -24,19 +24,27 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 
+_PATH = r"[\w@+-][\w@+-]*+/(?:[\w@+-]++/)*[\w@+.-]*\w"
+"""A path's parts: ``src/app/auth.py`` (what follows an optional ``~``, ``.``, ``..`` or ``/``)."""
 _WORD = re.compile(
-    r"""
-    (?:~|\.{1,2})?/?(?:[\w@+-]++/)+[\w@+.-]*\w     # paths: src/app/auth.py, ./x/y, /etc/hosts
+    rf"""
+    [^\W\d]\w*+(?![\w@+/'\u2019(-]|\.[^\W\d])    # a plain word no other alternative extends
+    | ~/{_PATH} | ~{_PATH} | \.\./{_PATH} | \.\.{_PATH} | \./{_PATH} | \.{_PATH} | /{_PATH}
+    | {_PATH}                                      # paths: src/app/auth.py, ./x/y, /etc/hosts
     | --[A-Za-z][\w-]*\w                           # CLI flags: --until-idle
     | [^\W\d][\w-]*+(?:\.[^\W\d]\w*+)+(?:\(\))?   # dotted names: os.path.join, a-b.yml, f()
     | [^\W\d]\w*+(?:['\u2019-][^\W\d_]\w*+)*(?:\(\))?  # words, snake_case, camelCase, don't
-    | \d+(?:[.:]\d+)*%?                            # numbers (kept for phrases' boundaries only)
+    | \d\d*(?:[.:]\d+)*%?                          # numbers (kept for phrases' boundaries only)
     """,
     re.VERBOSE,
 )
-"""Possessive runs (``*+``, ``++``) where the character after a run can never be one of the run's
-own (a ``/`` after a path part, a ``.`` after a word): the same tokens, without retrying every
-shorter run before the next alternative."""
+"""Word and code tokens, leftmost alternative first. Possessive runs (``*+``, ``++``) where the
+character after a run can never be one of the run's own (a ``/`` after a path part, a ``.`` after a
+word). Every alternative opens with a literal or a character class, which the regex engine checks
+before entering it, and the first one takes a plain word in one pass when the character after it
+can extend no other alternative (no ``/``, ``.`` + letter, ``-``, ``'``, ``(``, ``@``, ``+``): the
+same tokens as the path / flag / dotted / word / number alternatives alone (the optional ``~``,
+``..``, ``.`` or ``/`` before a path spelled out), read once instead of up to three times."""
 SPEAKER_LABEL = re.compile(r"^([A-Z][\w.'-]{0,30}(?: [A-Z][\w.'-]{0,30})?): (?=\S)")
 """A ``Name: `` label opening a turn (group 1: the name), as chat transcripts write the speaker."""
 _CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
