@@ -242,8 +242,9 @@ class Processor:
     def _handle(self, entry: OutboxEntry, report: ProcessReport) -> None:
         try:
             if entry.kind in FILE_KINDS:
-                report.events += self._apply_events(entry)
-                self._run_hooks(entry, report)
+                batch = self._batch(entry)
+                report.events += self._apply_events(entry, batch)
+                self._run_hooks(entry, [e for _, e in batch], report)
             elif entry.kind in self.handlers:
                 self.handlers[entry.kind](entry)
                 self.store.complete_outbox([entry.entry_id])
@@ -256,11 +257,8 @@ class Processor:
             return
         report.entries += 1
 
-    def _run_hooks(self, entry: OutboxEntry, report: ProcessReport) -> None:
-        if not self.event_hooks:
-            return
-        first, last = _seq_range(entry)
-        events = [e for _, e in self.store.events_by_seq(first, last)]
+    def _run_hooks(self, entry: OutboxEntry, events: list[Event], report: ProcessReport) -> None:
+        """The event hooks (bookmarks) on the entry's events, read once with ``_apply_events``."""
         for hook in self.event_hooks:
             try:
                 hook(events)
@@ -270,11 +268,15 @@ class Processor:
                     f"entry {entry.entry_id} hook {name}: {type(exc).__name__}: {exc}"
                 )
 
-    def _apply_events(self, entry: OutboxEntry) -> int:
+    def _batch(self, entry: OutboxEntry) -> list[tuple[int, Event]]:
+        """The live events of a ``FILE_KINDS`` entry's seq range (at least one)."""
         first, last = _seq_range(entry)
         batch = self.store.events_by_seq(first, last)
         if not batch:
             raise StoreError(f"outbox entry {entry.entry_id}: no events with seq {first}..{last}")
+        return batch
+
+    def _apply_events(self, entry: OutboxEntry, batch: list[tuple[int, Event]]) -> int:
         results = self.segmenter.assign(batch)
         now = self.clock.now_ms()
         events = 0
