@@ -17,11 +17,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memtoc.clock import ManualClock
-from memtoc.errors import SummarizerError
+from memtoc.errors import NotFoundError, StoreError, SummarizerError
 from memtoc.ids import derived_ulid
-from memtoc.model import Event, Summary
+from memtoc.model import Event, Grip, Summary
 from memtoc.pipeline.periods import Calendar
 from memtoc.pipeline.summarize.extractive import ExtractiveSummarizer
+from memtoc.pipeline.toc import BuildOutcome, PreparedPeriod
 from memtoc.pipeline.worker import PipelineConfig, Processor
 from memtoc.store.sqlite import SqliteStore
 from memtoc.text.tokens import TokenCounter, default_counter
@@ -235,6 +236,76 @@ def test_failures_are_quarantined_and_retried(tmp_path: Path, counter: TokenCoun
     assert again.segments_built == 1 and len(handled) == 1
     assert len(again.failed_entries) == 2  # the bad payloads fail again, with their reasons
     assert store.failed_segments() == []
+    check_consistency(store, counter)
+
+
+def test_a_failed_write_rolls_back_its_batch_and_quarantines_only_its_segments(
+    tmp_path: Path, counter: TokenCounter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Segments are written in batches: a write failing half-way (its node already put) rolls
+    the batch back, the batch is written again segment by segment, and only the failing
+    session's segments are quarantined, with nothing of theirs left behind."""
+    clock = ManualClock(FAR_FUTURE)
+    store = open_store(tmp_path / "w.db", clock)
+    proc = processor(store, counter, clock)
+    events = make_events(seed=9, sessions=6, per_session=(10, 20), start_ms=T0)
+    target = events[0].session_id
+    store.append_events(events)
+    put_grips = store.replace_node_grips
+
+    def failing(project: str, node_id: str, grips: Sequence[Grip]) -> int:
+        if grips and grips[0].session_id == target:
+            raise StoreError("disk said no")
+        return put_grips(project, node_id, grips)
+
+    monkeypatch.setattr(store, "replace_node_grips", failing)
+    report = proc.run()
+    failed = store.failed_segments()
+    assert failed and {s.session_id for s in failed} == {target}
+    assert len(report.failed_segments) == len(failed) and report.segments_built > 0
+    nodes = store.list_nodes("alpha") + store.list_nodes("beta")
+    assert target not in {n.session_id for n in nodes}  # the put_node before the failure is gone
+    built = {n.node_id for n in nodes if n.level == "segment"}
+    sessions = {e.session_id for e in events} - {target}
+    assert {n.session_id for n in nodes if n.level == "segment"} == sessions
+    for seg in failed:
+        assert seg.node_id not in built
+        with pytest.raises(NotFoundError):
+            store.get_node(seg.project, seg.node_id)
+    monkeypatch.undo()
+    assert proc.retry_failed() == len(failed)
+    assert proc.run().segments_built == len(failed)
+    proc.rollup(force=True)
+    check_consistency(store, counter)
+
+
+def test_a_failed_period_write_leaves_the_other_periods_rolled(
+    tmp_path: Path, counter: TokenCounter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Periods are written in batches too: one failing write is reported, its mark kept, and
+    every other period of the batch rolls up."""
+    clock = ManualClock(FAR_FUTURE)
+    store = open_store(tmp_path / "r.db", clock)
+    proc = processor(store, counter, clock)
+    store.append_events(make_events(seed=9, sessions=6, per_session=(10, 20), start_ms=T0))
+    proc.run(rollup=False)
+    days = store.dirty_periods("day")
+    assert len(days) > 2
+    bad = days[1].node_id
+    write = proc.builder.write_period
+
+    def failing(prepared: PreparedPeriod) -> BuildOutcome:
+        if prepared.period.node_id == bad:
+            raise StoreError("disk said no")
+        return write(prepared)
+
+    monkeypatch.setattr(proc.builder, "write_period", failing)
+    report = proc.rollup(force=True)
+    assert len(report.failures) == 1 and bad in report.failures[0]
+    assert report.rolled["day"] == len(days) - 1
+    assert [m.node_id for m in store.dirty_periods("day")] == [bad]
+    monkeypatch.undo()
+    assert proc.rollup(force=True).rolled["day"] == 1
     check_consistency(store, counter)
 
 

@@ -27,8 +27,11 @@ job's checkpoint: a run that dies half-way resumes where it stopped, and a secon
 nothing dirty and writes nothing (idempotent). A summary per level is kept in the ``rollup:{level}``
 checkpoint.
 
-Several workers may roll up at once (team mode). A build whose children changed while it was
-summarised writes nothing (``TocBuilder.build_period`` checks under the node's lock) and is built
+Periods are summarised outside any transaction and written in batches (``WRITE_BATCH``: one
+transaction writes the nodes and clears their marks; a failed write rolls the batch back and its
+periods are built one by one). Several workers may roll up at once (team mode). A build whose
+children changed while it was summarised writes nothing (``TocBuilder.write_period`` checks under
+the node's lock) and is built
 again from the new children; the mark is cleared only after a build that was not stale, and
 ``clear_dirty`` keeps a mark re-set meanwhile (each marking gets a greater generation, ``seq``, from
 the store's counter — not a clock time, which equal or skewed clocks would repeat), so the last version written is always built from
@@ -37,13 +40,20 @@ the latest children.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 from memtoc.clock import Clock
 from memtoc.errors import NotFoundError, QueryError
 from memtoc.model import JsonValue
 from memtoc.pipeline.periods import PERIOD_LEVELS, Calendar, Period
-from memtoc.pipeline.toc import BuildOutcome, TocBuilder
+from memtoc.pipeline.toc import (
+    WRITE_BATCH,
+    WRITE_BATCH_S,
+    BuildOutcome,
+    PreparedPeriod,
+    TocBuilder,
+)
 from memtoc.store.base import DirtyPeriod, PipelineStore
 
 ROLLUP_ORDER: tuple[str, ...] = tuple(reversed(PERIOD_LEVELS))
@@ -127,25 +137,29 @@ def run_rollups(
         now = clock.now_ms()
         _backfill(store, lvl, now)
         rolled = pending = 0
+        batch: list[tuple[DirtyPeriod, PreparedPeriod]] = []
+        started = 0.0
         for mark in store.dirty_periods(lvl):
             period = calendar.from_node_id(mark.node_id)
             if not force and not _due(store, mark, period, ages.of(lvl), now):
                 pending += 1
                 continue
             try:
-                outcome = _build(builder, mark, period)
+                prepared = builder.prepare_period(
+                    mark.project, period, activity_ms=mark.activity_ms
+                )
             except Exception as exc:  # one bad period must not stop the others
                 report.failures.append(
                     f"{mark.project} {mark.node_id}: {type(exc).__name__}: {exc}"
                 )
                 continue
-            if outcome.stale:  # children kept changing under us: leave the mark for a later run
-                report.stale += 1
-                continue
-            store.clear_dirty(mark.project, mark.node_id, mark.seq)
-            rolled += 1
-            report.written += int(outcome.written)
-            report.retired += int(outcome.retired)
+            if not batch:
+                started = time.perf_counter()
+            batch.append((mark, prepared))
+            if len(batch) >= WRITE_BATCH or time.perf_counter() - started >= WRITE_BATCH_S:
+                rolled += _write_periods(store, builder, batch, report)
+                batch = []
+        rolled += _write_periods(store, builder, batch, report)
         report.rolled[lvl] = rolled
         report.pending += pending
         store.set_checkpoint(
@@ -175,6 +189,59 @@ def _build(builder: TocBuilder, mark: DirtyPeriod, period: Period) -> BuildOutco
             break
         outcome = builder.build_period(mark.project, period, activity_ms=mark.activity_ms)
     return outcome
+
+
+def _write_periods(
+    store: PipelineStore,
+    builder: TocBuilder,
+    batch: list[tuple[DirtyPeriod, PreparedPeriod]],
+    report: RollupReport,
+) -> int:
+    """Write prepared periods and clear their marks in one transaction; return how many rolled.
+    A stale one (its children changed since they were read) is built again on its own; when a
+    write fails, the batch is rolled back and each period built on its own, as if never batched."""
+    if not batch:
+        return 0
+    try:
+        with store.transaction():
+            outcomes = [builder.write_period(prepared) for _, prepared in batch]
+            for (mark, _), outcome in zip(batch, outcomes, strict=True):
+                if not outcome.stale:
+                    store.clear_dirty(mark.project, mark.node_id, mark.seq)
+    except Exception:
+        return sum(_build_one(store, builder, mark, p.period, report) for mark, p in batch)
+    rolled = 0
+    for (mark, prepared), outcome in zip(batch, outcomes, strict=True):
+        if outcome.stale:
+            rolled += _build_one(store, builder, mark, prepared.period, report)
+            continue
+        rolled += 1
+        report.written += int(outcome.written)
+        report.retired += int(outcome.retired)
+    return rolled
+
+
+def _build_one(
+    store: PipelineStore,
+    builder: TocBuilder,
+    mark: DirtyPeriod,
+    period: Period,
+    report: RollupReport,
+) -> int:
+    """Build one period and clear its mark on their own; 1 when it rolled, 0 when it failed or
+    stayed stale (its mark is left for a later run)."""
+    try:
+        outcome = _build(builder, mark, period)
+    except Exception as exc:  # one bad period must not stop the others
+        report.failures.append(f"{mark.project} {mark.node_id}: {type(exc).__name__}: {exc}")
+        return 0
+    if outcome.stale:  # children kept changing under us: leave the mark for a later run
+        report.stale += 1
+        return 0
+    store.clear_dirty(mark.project, mark.node_id, mark.seq)
+    report.written += int(outcome.written)
+    report.retired += int(outcome.retired)
+    return 1
 
 
 SCHEME = 2

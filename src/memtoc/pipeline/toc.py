@@ -13,7 +13,11 @@ is retired. A written or retired period marks dirty the periods summarised from 
 (``Calendar.summary_parents``: a day its week and month, a month its year).
 
 Summaries are computed *outside* the write transaction (an LLM call may take seconds), so the
-store is locked only to write. That leaves a race between workers rolling up one period: the
+store is locked only to write: ``prepare_segment`` / ``prepare_period`` read and summarise,
+``write_segment`` / ``write_period`` write. The worker and the rollups write prepared nodes in
+batches (``WRITE_BATCH`` nodes or ``WRITE_BATCH_S`` seconds, one transaction each); when a write
+fails, the batch is rolled back and its nodes are written one by one, so only the failing one is
+quarantined, as without batching. That leaves a race between workers rolling up one period: the
 write transaction takes the node's lock (``PipelineStore.lock_node``) and re-reads the children;
 if their versions differ from the ones summarised, nothing is written and the outcome is ``stale``
 (the rollup runner builds again), so a parent is never replaced by one built from older children.
@@ -34,6 +38,12 @@ from memtoc.store.base import DirtyPeriod, DocRow, PipelineStore, SegmentRecord,
 from memtoc.text.fts_text import search_text
 from memtoc.text.tokens import TokenCounter
 
+WRITE_BATCH = 64
+"""Prepared nodes written in one transaction at most: one commit (and one flush of the full-text
+indexes' pending terms) for many nodes, instead of one each."""
+WRITE_BATCH_S = 1.0
+"""Seconds after the first prepared node of a batch when the batch is written however small (a
+slow summariser's nodes still show up as they come)."""
 _HEAD_CHARS_PER_TOKEN = 8
 """Characters of a long text counted first to see whether it can fit the overlap at all (a
 prefix has at most one token fewer than the whole text has up to the cut)."""
@@ -86,6 +96,28 @@ class BuildOutcome:
     """The segment changed while it was being summarised; it stays queued for another build."""
 
 
+@dataclass(frozen=True, slots=True)
+class PreparedSegment:
+    """A segment's node and grips, summarised from the events read with ``seg`` (not written)."""
+
+    seg: SegmentRecord
+    node: TocNode
+    grips: list[Grip]
+    day: Period
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedPeriod:
+    """A period's node summarised from ``children`` (None: it has none, so it is retired) and
+    the periods to mark dirty when it is written (not written yet)."""
+
+    project: str
+    period: Period
+    children: list[TocNode]
+    marks: list[DirtyPeriod]
+    node: TocNode | None
+
+
 class TocBuilder:
     """Builds segment and period nodes into a ``PipelineStore``."""
 
@@ -131,6 +163,12 @@ class TocBuilder:
         return out
 
     def build_segment(self, seg: SegmentRecord) -> BuildOutcome:
+        """Summarise, grip and write one segment (``prepare_segment`` then ``write_segment``)."""
+        return self.write_segment(self.prepare_segment(seg))
+
+    def prepare_segment(self, seg: SegmentRecord) -> PreparedSegment:
+        """The segment's node and grips, from its events: reads only (no lock held while the
+        summariser runs)."""
         # an agent's bookkeeping (warm-up prompts, command wrappers, notices) is never summarised
         members = self.store.segment_member_events(seg.project, seg.node_id)
         events = [e for e in members if not e.bookkeeping]
@@ -165,6 +203,12 @@ class TocBuilder:
             summarizer=summary.backend,
             degraded=summary.degraded,
         )
+        return PreparedSegment(seg, node, grips, day)
+
+    def write_segment(self, prepared: PreparedSegment) -> BuildOutcome:
+        """Write a prepared segment in one transaction (joining the caller's, if any): nothing
+        when its membership changed since it was read (``stale``)."""
+        seg, node, grips, day = prepared.seg, prepared.node, prepared.grips, prepared.day
         with self.store.transaction():
             try:
                 current: SegmentRecord | None = self.store.get_segment(seg.project, seg.node_id)
@@ -192,7 +236,13 @@ class TocBuilder:
         return self.store.list_nodes(project, parent_id=period.node_id)
 
     def build_period(self, project: str, period: Period, *, activity_ms: int) -> BuildOutcome:
-        """(Re)build a period node from its children; retire it when it has none left."""
+        """(Re)build a period node from its children; retire it when it has none left
+        (``prepare_period`` then ``write_period``)."""
+        return self.write_period(self.prepare_period(project, period, activity_ms=activity_ms))
+
+    def prepare_period(self, project: str, period: Period, *, activity_ms: int) -> PreparedPeriod:
+        """The period's node from its children's latest nodes (None when it has none): reads
+        only (no lock held while the summariser runs)."""
         children = self.summary_children(project, period)
         parents = self.calendar.parents(period)
         if period.level == "week":  # the months its days lie in (one or two)
@@ -204,15 +254,7 @@ class TocBuilder:
             for p in self.calendar.summary_parents(period)
         ]
         if not children:
-            with self.store.transaction():
-                self.store.lock_node(project, period.node_id)
-                if self.summary_children(project, period):
-                    return BuildOutcome(period.node_id, False, stale=True)
-                existed = bool(self.store.node_versions(project, period.node_id))
-                if existed:
-                    self.store.delete_node(project, period.node_id)
-                    self.store.mark_dirty(marks)
-            return BuildOutcome(period.node_id, False, retired=existed)
+            return PreparedPeriod(project, period, children, marks, None)
         listed = children
         if period.level == "month":  # the weeks of its days (a week may lie in two months)
             listed = weeks_of_days(self.store, project, period.start_ms, period.end_ms, children)
@@ -244,6 +286,25 @@ class TocBuilder:
             summarizer=summary.backend,
             degraded=summary.degraded,
         )
+        return PreparedPeriod(project, period, children, marks, node)
+
+    def write_period(self, prepared: PreparedPeriod) -> BuildOutcome:
+        """Write (or retire) a prepared period in one transaction (joining the caller's, if
+        any): nothing when its children changed since they were read (``stale``)."""
+        project, period, children, marks = (
+            prepared.project, prepared.period, prepared.children, prepared.marks
+        )  # fmt: skip
+        node = prepared.node
+        if node is None:
+            with self.store.transaction():
+                self.store.lock_node(project, period.node_id)
+                if self.summary_children(project, period):
+                    return BuildOutcome(period.node_id, False, stale=True)
+                existed = bool(self.store.node_versions(project, period.node_id))
+                if existed:
+                    self.store.delete_node(project, period.node_id)
+                    self.store.mark_dirty(marks)
+            return BuildOutcome(period.node_id, False, retired=existed)
         with self.store.transaction():
             # Another worker may have rolled this period up from newer children meanwhile: under
             # the node's lock, write only if the children summarised are still the latest ones.

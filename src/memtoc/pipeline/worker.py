@@ -35,8 +35,8 @@ from memtoc.pipeline.periods import Calendar
 from memtoc.pipeline.rollup import RollupAges, RollupReport, run_rollups
 from memtoc.pipeline.segment import Segmenter
 from memtoc.pipeline.summarize.base import Summarizer
-from memtoc.pipeline.toc import TocBuilder
-from memtoc.store.base import DirtyPeriod, PipelineStore
+from memtoc.pipeline.toc import WRITE_BATCH, WRITE_BATCH_S, PreparedSegment, TocBuilder
+from memtoc.store.base import DirtyPeriod, PipelineStore, SegmentRecord
 from memtoc.text.fts_text import search_text
 from memtoc.text.tokens import TokenCounter
 
@@ -297,27 +297,60 @@ class Processor:
         return events
 
     def build_segments(self, report: ProcessReport) -> None:
-        """Build every queued segment (changed membership), quarantining the ones that fail."""
+        """Build every queued segment (changed membership), quarantining the ones that fail:
+        each is summarised outside any transaction, then written in batches (``WRITE_BATCH``)."""
         while True:
             todo = self.store.unbuilt_segments(self.config.build_batch)
             if not todo:
                 return
             progressed = False
+            batch: list[PreparedSegment] = []
+            started = 0.0
             for seg in todo:
                 try:
-                    outcome = self.builder.build_segment(seg)
+                    prepared = self.builder.prepare_segment(seg)
                 except Exception as exc:
-                    message = f"{type(exc).__name__}: {exc}"
-                    self.store.fail_segment(seg.project, seg.node_id, message)
-                    report.failed_segments.append(f"{seg.project} {seg.node_id}: {message}")
+                    self._quarantine(seg, exc, report)
                     continue
-                if outcome.stale:
-                    continue
-                progressed = True
-                report.segments_built += 1
-                report.nodes_written += int(outcome.written)
+                if not batch:
+                    started = time.perf_counter()
+                batch.append(prepared)
+                if len(batch) >= WRITE_BATCH or time.perf_counter() - started >= WRITE_BATCH_S:
+                    progressed |= self._write_segments(batch, report)
+                    batch = []
+            progressed |= self._write_segments(batch, report)
             if not progressed:  # pragma: no cover - only under a concurrent re-segmentation
                 return
+
+    def _write_segments(self, batch: list[PreparedSegment], report: ProcessReport) -> bool:
+        """Write prepared segments in one transaction; when one write fails, the batch is rolled
+        back and written segment by segment, so only the failing one is quarantined. True when
+        one was built (not stale)."""
+        if not batch:
+            return False
+        try:
+            with self.store.transaction():
+                outcomes = [self.builder.write_segment(p) for p in batch]
+        except Exception:
+            outcomes = []
+            for p in batch:
+                try:
+                    outcomes.append(self.builder.write_segment(p))
+                except Exception as exc:
+                    self._quarantine(p.seg, exc, report)
+        progressed = False
+        for outcome in outcomes:
+            if outcome.stale:
+                continue
+            progressed = True
+            report.segments_built += 1
+            report.nodes_written += int(outcome.written)
+        return progressed
+
+    def _quarantine(self, seg: SegmentRecord, exc: Exception, report: ProcessReport) -> None:
+        message = f"{type(exc).__name__}: {exc}"
+        self.store.fail_segment(seg.project, seg.node_id, message)
+        report.failed_segments.append(f"{seg.project} {seg.node_id}: {message}")
 
 
 FILE_KINDS = ("events", "refile")
