@@ -41,6 +41,7 @@ import dataclasses
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from memtoc.clock import Clock
 from memtoc.config import DEFAULTS, Settings
@@ -128,11 +129,9 @@ def _same_content(a: Bookmark, b: Bookmark) -> bool:
     if a.content == b.content:
         return True
     ta, tb = _terms(a.content), _terms(b.content)
-    na, nb = (
-        {t for t in ta if any(c.isdigit() for c in t)},
-        {t for t in tb if any(c.isdigit() for c in t)},
-    )
-    if na != nb:  # "retry 8 times" and "retry 5 times", "Go 1.25.6" and "Go 1.21" differ
+    if _numbers(a.content) != _numbers(
+        b.content
+    ):  # "retry 8 times" and "retry 5 times", "Go 1.25.6" and "Go 1.21" differ
         return False
     if min(len(ta), len(tb)) < 3:
         return False
@@ -208,13 +207,22 @@ _COMMON = frozenset(
 )
 
 
+@lru_cache(maxsize=4096)
 def _terms(text: str) -> frozenset[str]:
+    """A bookmark's content words but the common ones (cached: every candidate of a pass is
+    compared with its rivals and with the pass's other candidates)."""
     words = _WORD.findall(text.lower())
     return frozenset(
         w.strip(".-")
         for w in words
         if w not in _COMMON and (len(w) > 2 or any(c.isdigit() for c in w))
     )
+
+
+@lru_cache(maxsize=4096)
+def _numbers(text: str) -> frozenset[str]:
+    """The terms of ``_terms`` holding a digit."""
+    return frozenset(t for t in _terms(text) if any(c.isdigit() for c in t))
 
 
 def _newer(a: Bookmark, b: Bookmark) -> bool:

@@ -284,6 +284,19 @@ class _Session:
             elif e.role == "assistant" and e.event_id not in self.corrected:
                 yield from self._assistant(i, e, prev, nxt)
 
+    def _last_error(self, i: int) -> Event | None:
+        """The last failing tool output in the window before event ``i`` (read newest first:
+        long outputs before it are not searched)."""
+        window = self.events[max(0, i - RESOLUTION_WINDOW) : i]
+        return next(
+            (
+                p
+                for p in reversed(window)
+                if p.event_type == "tool_result" and cues.ERROR.search(p.text)
+            ),
+            None,
+        )
+
     def _corrected(self) -> set[str]:
         """Assistant messages the user corrected next: never a source of what was right."""
         out: set[str] = set()
@@ -450,14 +463,10 @@ class _Session:
             stated = _informative(lead, cause, min_words=6)
             success, line = _success_after(self.events, i)
             inside = any(cues.SUCCESS.search(s) for s in said)
-            errors = [
-                p
-                for p in self.events[max(0, i - RESOLUTION_WINDOW) : i]
-                if p.event_type == "tool_result" and cues.ERROR.search(p.text)
-            ]
             if success or inside:
                 parts = [stated, line] if line is not None else [stated]
-                sources = [*errors[-1:], e, *success, *([ack] if ack else [])]
+                error = self._last_error(i)
+                sources = [*([error] if error else []), e, *success, *([ack] if ack else [])]
                 yield from _maybe(e.project, "resolution", _join(parts), sources, 0.8)
             else:
                 sources = [e, *([ack] if ack else [])]
