@@ -29,6 +29,7 @@ import math
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Protocol
 
 from memtoc.model import Event
@@ -235,6 +236,34 @@ def _gathered(verb: str, subjects: Sequence[str], noun: str) -> str:
     return f"{verb} {shown[0]}"
 
 
+_Reading = tuple[str, frozenset[str], bool, bool, bool, bool, bool, bool]
+
+
+@lru_cache(maxsize=8192)
+def _read_sentence(raw: str, speaker: str | None) -> _Reading | None:
+    """What a candidate sentence says, as a fact holds it: its cleaned text, key terms, whether it
+    names code, and its cues (decision, fix, life event, finding, chitchat); None when nothing
+    is left to say. Cached: a segment rebuilt as events arrive, and the overlap read again as the
+    next segment's context, give the same sentences again."""
+    text = clean_sentence(raw)
+    if not text or not any(c.isalnum() for c in text):
+        return None
+    terms, code = _terms_of(text)
+    body = text[len(speaker) + 2 :] if speaker and text.startswith(speaker + ": ") else text
+    body = body.lower()
+    cues = {m.lastgroup for m in _CUES.finditer(body)}
+    return (
+        text,
+        terms,
+        code,
+        "decision" in cues,
+        "fix" in cues,
+        "life" in cues or (speaker is not None and _did(body)),
+        "finding" in cues,
+        _CHITCHAT.match(body) is not None,
+    )
+
+
 def extract_facts(events: Sequence[Event], context: Sequence[Event] = ()) -> list[Fact]:
     """Every candidate bullet of a segment, in order (``context``: the events before the
     segment, where the calls answered by its first results may be)."""
@@ -242,13 +271,10 @@ def extract_facts(events: Sequence[Event], context: Sequence[Event] = ()) -> lis
 
     def add(text: str, index: int, kind: str, speaker: str | None = None,
             heading: bool = False) -> Fact | None:  # fmt: skip
-        text = clean_sentence(text)
-        if not text or not any(c.isalnum() for c in text):
+        read = _read_sentence(text, speaker)
+        if read is None:
             return None
-        terms, code = _terms_of(text)
-        body = text[len(speaker) + 2 :] if speaker and text.startswith(speaker + ": ") else text
-        body = body.lower()
-        cues = {m.lastgroup for m in _CUES.finditer(body)}
+        text, terms, code, decision, fix, life_event, finding, chitchat = read
         fact = Fact(
             text=text,
             position=len(facts),
@@ -256,11 +282,11 @@ def extract_facts(events: Sequence[Event], context: Sequence[Event] = ()) -> lis
             terms=terms,
             kind=kind,
             speaker=speaker,
-            decision="decision" in cues,
-            fix="fix" in cues,
-            life_event="life" in cues or (speaker is not None and _did(body)),
-            finding="finding" in cues,
-            chitchat=_CHITCHAT.match(body) is not None,
+            decision=decision,
+            fix=fix,
+            life_event=life_event,
+            finding=finding,
+            chitchat=chitchat,
             code=code or kind in ("command", "edit"),
             heading=heading,
         )
