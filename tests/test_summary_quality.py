@@ -48,6 +48,7 @@ def test_process_bench_counts_and_times(tmp_path: Path) -> None:
     assert int(r["nodes"]) > int(r["segments"])  # type: ignore[call-overload]  # periods too
     assert float(r["pipeline_s"]) > float(r["scan_s"]) > 0  # type: ignore[arg-type]
     assert float(r["peak_rss_mb"]) > 10  # type: ignore[arg-type]
+    assert float(r["cpu_s"]) > 0 and float(r["cpu_us_per_event"]) > 0  # type: ignore[arg-type]
 
 
 def test_process_bench_runs_in_a_child(tmp_path: Path) -> None:
