@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from functools import lru_cache
 
 from memtoc.model import Event, Grip, TocNode
@@ -204,7 +204,7 @@ def segment_grips(
     if not events:
         return []
     event_terms = [key_terms(ev.text[:SEARCH_CHARS]) for ev in events]
-    flats: list[str] | None = None
+    flats: list[str | None] = [None] * len(events)  # flattened when a bullet's types ask
     out: list[Grip] = []
     for bullet in bullets:
         bterms = key_terms(bullet)
@@ -212,12 +212,7 @@ def segment_grips(
         core, types = bullet_core(bullet)
         source = -1
         if core:
-            if flats is None:
-                flats = [_flat(ev.text[:SEARCH_CHARS]) for ev in events]
-            source = next(
-                (k for k, f in enumerate(flats) if events[k].event_type in types and core in f),
-                -1,
-            )
+            source = _source_of(core, types, events, flats)
             if source >= 0:
                 raw[source] += SOURCE_BONUS
         start, end = best_range(raw, anchor=source if source >= 0 else None)
@@ -244,18 +239,46 @@ def segment_grips(
     return out
 
 
+def _source_of(
+    core: str, types: frozenset[str], events: Sequence[Event], flats: list[str | None]
+) -> int:
+    """The first event of one of ``types`` whose flattened text holds ``core`` (-1: none). An
+    event is flattened the first time a bullet's types include it (``flats`` keeps it for the
+    segment's other bullets): a message bullet never flattens the long tool outputs."""
+    for k, event in enumerate(events):
+        if event.event_type not in types:
+            continue
+        flat = flats[k]
+        if flat is None:
+            flat = flats[k] = _flat(event.text[:SEARCH_CHARS])
+        if core in flat:
+            return k
+    return -1
+
+
+def _line_sentences(lines: Sequence[str]) -> Iterator[str]:
+    """The non-empty sentences of ``lines``, in order, each line split on its own."""
+    for line in lines:
+        for m in _SENTENCE.finditer(line):
+            sentence = m.group(0).strip()
+            if sentence:
+                yield sentence
+
+
 def quote_excerpt(text: str, core: str, bullet_terms: set[str], limit: int = EXCERPT_CHARS) -> str:
     """The sentence(s) of ``text`` that hold the bullet's quote (``core``); for a tool call or
     output (lines, no sentences) the line holding it. Falls back to ``excerpt_of``."""
     head = core[:60]
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    sentences = [m.group(0).strip() for ln in lines for m in _SENTENCE.finditer(ln)]
-    sentences = [s for s in sentences if s]
-    for k, sentence in enumerate(sentences):
+    sentences = _line_sentences(lines)  # split as far as read: the quote is often early
+    for sentence in sentences:
         if head[:30] in _flat(sentence):
             chosen = [sentence]
-            while len(" ".join(chosen)) < len(core) and k + len(chosen) < len(sentences):
-                chosen.append(sentences[k + len(chosen)])  # a quote spanning sentences
+            while len(" ".join(chosen)) < len(core):
+                following = next(sentences, None)  # a quote spanning sentences
+                if following is None:
+                    break
+                chosen.append(following)
             return _cut(" ".join(chosen), limit)
     for line in lines:
         flat = _flat(line)
