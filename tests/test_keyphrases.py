@@ -5,15 +5,19 @@ from __future__ import annotations
 import re
 import time
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import memtoc.text.keyphrases as kp
 from memtoc.text.keyphrases import (
+    distinct_words,
     extract_keyphrases,
     is_code_token,
     iter_words,
     key_terms,
     normalize_term,
+    token_terms,
     words,
 )
 
@@ -178,3 +182,21 @@ def test_tokens_equal_the_plain_alternatives(text: str) -> None:
     assert [m.span() for m in iter_words(text)] == [
         m.span() for m in _PLAIN_ALTERNATIVES.finditer(text)
     ]
+
+
+def test_distinct_words_of_long_texts_are_read_once_and_bounded(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    short = "see src/app/auth.py and src/app/auth.py again"
+    assert distinct_words(short) == ("see", "src/app/auth.py", "and", "again")
+    longs = [f"run {i}: " + " ".join(CODING) * 40 for i in range(4)]
+    assert all(len(t) > 2_000 for t in longs)
+    monkeypatch.setattr(kp, "LONG_TOKENS_MAX_CHARS", 2 * len(longs[0]) + 10)
+    monkeypatch.setattr(kp, "_long_tokens", kp.OrderedDict())
+    monkeypatch.setattr(kp, "_long_tokens_chars", 0)
+    for text in longs:
+        assert distinct_words(text) == tuple(dict.fromkeys(words(text)))
+        assert distinct_words(text) is distinct_words(text)  # kept: tokenised once
+        assert key_terms(text) == {t for w in words(text) for t in token_terms(w)}
+    assert list(kp._long_tokens) == longs[2:]  # the oldest went first, within the bound
+    assert kp._long_tokens_chars == len(longs[2]) + len(longs[3])

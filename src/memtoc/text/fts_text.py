@@ -25,7 +25,7 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-from memtoc.text.keyphrases import is_code_token, iter_words, words
+from memtoc.text.keyphrases import distinct_words, is_code_token, iter_words
 
 FTS_TOKENIZE = "porter unicode61 remove_diacritics 2 tokenchars '_'"
 """The FTS5 tokenizer of ``events_fts`` and ``docs_fts`` (migration ``0005_code_aware_fts``)."""
@@ -91,7 +91,7 @@ def identifier_forms(token: str) -> list[str]:
 def _code_tokens(text: str) -> list[str]:
     """The distinct code tokens of ``text``, in the order they first occur (each token of a long
     output is classified once, however often it recurs)."""
-    return [token for token in dict.fromkeys(words(text)) if is_code_token(token)]
+    return [token for token in distinct_words(text) if is_code_token(token)]
 
 
 def search_text(text: str) -> str:

@@ -20,6 +20,9 @@ from __future__ import annotations
 import itertools
 import math
 import re
+import sys
+import threading
+from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -228,9 +231,43 @@ def _short_key_terms(text: str) -> frozenset[str]:
 def _key_terms(text: str) -> set[str]:
     out: set[str] = set()
     terms = token_terms
-    for token in set(_WORD.findall(text)):  # a long output repeats its tokens: each read once
+    tokens = _WORD.findall(text) if len(text) <= _MEMO_CHARS else distinct_words(text)
+    for token in set(tokens):  # a long output repeats its tokens: each read once
         out.update(terms(token))
     return out
+
+
+LONG_TOKENS_MAX_CHARS = 8_000_000
+"""Characters of long texts whose distinct tokens ``distinct_words`` keeps (oldest dropped): the
+long events of the outbox entries one worker round claims, whose segments it builds next."""
+_long_tokens: OrderedDict[str, tuple[str, ...]] = OrderedDict()
+_long_tokens_chars = 0
+_long_tokens_lock = threading.Lock()
+
+
+def distinct_words(text: str) -> tuple[str, ...]:
+    """The distinct word and code tokens of ``text``, in the order they first occur.
+
+    A long text's (over ``_MEMO_CHARS``: a tool output, a long message) are kept in a bounded
+    memo, oldest first out, their tokens interned: the pipeline indexes an event's text for
+    full-text search (``fts_text.search_text``) and, once its segment is built, reads its key
+    terms for the grips (``key_terms``) — the same long text tokenised once, not twice."""
+    global _long_tokens_chars
+    if len(text) <= _MEMO_CHARS:
+        return tuple(dict.fromkeys(_WORD.findall(text)))
+    with _long_tokens_lock:
+        found = _long_tokens.get(text)
+    if found is not None:
+        return found
+    tokens = tuple(map(sys.intern, dict.fromkeys(_WORD.findall(text))))
+    with _long_tokens_lock:
+        if text not in _long_tokens:
+            _long_tokens[text] = tokens
+            _long_tokens_chars += len(text)
+            while _long_tokens_chars > LONG_TOKENS_MAX_CHARS and _long_tokens:
+                old, _ = _long_tokens.popitem(last=False)
+                _long_tokens_chars -= len(old)
+    return tokens
 
 
 @lru_cache(maxsize=65_536)
