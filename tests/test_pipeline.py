@@ -115,6 +115,14 @@ def test_end_to_end_toc_is_complete_and_consistent(
         "SELECT COUNT(*) FROM docs_fts WHERE docs_fts MATCH 'flexbox OR vacuum OR jwt'"
     ).fetchone()[0]
     assert hit > 0
+    # What a rollup's staleness check reads: the listed nodes' ids and versions, same order.
+    months = store.list_nodes("alpha", level="month")
+    for kw in ({}, {"level": "day"}, {"parent_id": months[0].node_id},
+               {"level": "day", "since_ms": months[0].start_ms, "until_ms": months[0].end_ms}):  # fmt: skip
+        assert store.list_node_versions("alpha", **kw) == [  # type: ignore[arg-type]
+            (n.node_id, n.version)
+            for n in store.list_nodes("alpha", **kw)  # type: ignore[arg-type]
+        ]
 
 
 def test_second_run_and_rollup_write_nothing(

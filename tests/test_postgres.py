@@ -267,6 +267,13 @@ def test_projects_are_isolated_on_every_read_path(pg: PostgresStore) -> None:
     near = pg.nearest(emb.name, unit, 20, projects=("beta",), kinds=("node", "grip"))
     assert [k.item_id for k, _ in near] == ["n-beta"]
     assert pg.latest_nodes("beta", "segment", 50) == pg.list_nodes("beta", level="segment")[::-1]
+    days = pg.list_nodes("beta", level="day")
+    for kw in ({}, {"level": "segment"}, {"parent_id": days[0].node_id},
+               {"level": "day", "since_ms": days[0].start_ms, "until_ms": days[-1].end_ms}):  # fmt: skip
+        assert pg.list_node_versions("beta", **kw) == [  # type: ignore[arg-type]
+            (n.node_id, n.version)
+            for n in pg.list_nodes("beta", **kw)  # type: ignore[arg-type]
+        ]
 
 
 def test_text_with_nul_round_trips_and_derived_text_is_storable(pg: PostgresStore) -> None:

@@ -235,6 +235,14 @@ class TocBuilder:
             )
         return self.store.list_nodes(project, parent_id=period.node_id)
 
+    def summary_child_versions(self, project: str, period: Period) -> list[tuple[str, int]]:
+        """``(node_id, version)`` of ``summary_children``, their content not read."""
+        if period.level == "month":
+            return self.store.list_node_versions(
+                project, level="day", since_ms=period.start_ms, until_ms=period.end_ms
+            )
+        return self.store.list_node_versions(project, parent_id=period.node_id)
+
     def build_period(self, project: str, period: Period, *, activity_ms: int) -> BuildOutcome:
         """(Re)build a period node from its children; retire it when it has none left
         (``prepare_period`` then ``write_period``)."""
@@ -298,7 +306,7 @@ class TocBuilder:
         if node is None:
             with self.store.transaction():
                 self.store.lock_node(project, period.node_id)
-                if self.summary_children(project, period):
+                if self.summary_child_versions(project, period):
                     return BuildOutcome(period.node_id, False, stale=True)
                 existed = bool(self.store.node_versions(project, period.node_id))
                 if existed:
@@ -309,7 +317,7 @@ class TocBuilder:
             # Another worker may have rolled this period up from newer children meanwhile: under
             # the node's lock, write only if the children summarised are still the latest ones.
             self.store.lock_node(project, period.node_id)
-            if _versions(self.summary_children(project, period)) != _versions(children):
+            if self.summary_child_versions(project, period) != _versions(children):
                 return BuildOutcome(period.node_id, False, stale=True)
             stored, written = self.store.put_node(node)
             if written:

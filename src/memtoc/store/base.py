@@ -159,6 +159,18 @@ class Store(Protocol):
         """Latest versions, ordered by start time; ``since``/``until`` select overlapping periods."""
         ...
 
+    def list_node_versions(
+        self,
+        project: str,
+        *,
+        level: str | None = None,
+        parent_id: str | None = None,
+        since_ms: int | None = None,
+        until_ms: int | None = None,
+    ) -> list[tuple[str, int]]:
+        """``(node_id, latest version)`` of what ``list_nodes`` returns, content not read."""
+        ...
+
     def latest_nodes(self, project: str, level: str, limit: int) -> list[TocNode]:
         """The ``limit`` nodes of ``level`` that start last, newest first (an index walk)."""
         ...

@@ -124,23 +124,31 @@ class SharedReads:
         since_ms: int | None = None,
         until_ms: int | None = None,
     ) -> list[TocNode]:
-        where = ["n.project = ?"]
-        params: list[Any] = [project]
-        for clause, value in (
-            ("n.level = ?", level),
-            ("n.parent_id = ?", parent_id),
-            ("n.end_ms > ?", since_ms),  # periods overlapping [since, until)
-            ("n.start_ms < ?", until_ms),
-        ):
-            if value is not None:
-                where.append(clause)
-                params.append(value)
+        where, params = _node_filter(project, level, parent_id, since_ms, until_ms)
         rows = self._q(
             f"SELECT n.node_id, v.version, v.data {LATEST} "
-            f"WHERE {' AND '.join(where)} ORDER BY n.start_ms, n.node_id",
+            f"WHERE {where} ORDER BY n.start_ms, n.node_id",
             params,
         )
         return [node_from_row(project, r[0], r[1], r[2]) for r in rows]
+
+    def list_node_versions(
+        self,
+        project: str,
+        *,
+        level: str | None = None,
+        parent_id: str | None = None,
+        since_ms: int | None = None,
+        until_ms: int | None = None,
+    ) -> list[tuple[str, int]]:
+        """``(node_id, latest version)`` of the nodes ``list_nodes`` returns, in its order,
+        without reading their content (a rollup checks that its children did not change)."""
+        where, params = _node_filter(project, level, parent_id, since_ms, until_ms)
+        rows = self._q(
+            f"SELECT n.node_id, v.version {LATEST} WHERE {where} ORDER BY n.start_ms, n.node_id",
+            params,
+        )
+        return [(r[0], int(r[1])) for r in rows]
 
     def latest_nodes(self, project: str, level: str, limit: int) -> list[TocNode]:
         """The ``limit`` nodes of ``level`` that start last, newest first: a backwards walk of
@@ -270,3 +278,25 @@ class SharedReads:
                 )
             ],
         )
+
+
+def _node_filter(
+    project: str,
+    level: str | None,
+    parent_id: str | None,
+    since_ms: int | None,
+    until_ms: int | None,
+) -> tuple[str, list[Any]]:
+    """The ``WHERE`` of ``list_nodes`` and ``list_node_versions`` and its parameters."""
+    where = ["n.project = ?"]
+    params: list[Any] = [project]
+    for clause, value in (
+        ("n.level = ?", level),
+        ("n.parent_id = ?", parent_id),
+        ("n.end_ms > ?", since_ms),  # periods overlapping [since, until)
+        ("n.start_ms < ?", until_ms),
+    ):
+        if value is not None:
+            where.append(clause)
+            params.append(value)
+    return " AND ".join(where), params
