@@ -19,6 +19,7 @@ from memtoc.store.capabilities import TextScope
 from memtoc.store.postgres import PostgresStore
 from memtoc.store.postgres import search as postgres_search
 from memtoc.store.postgres import text_stats as postgres_text_stats
+from memtoc.store.postgres.text_index import EVENT_UPSERT, event_params
 from memtoc.store.postgres.text_stats import ESTIMATE_ABOVE, index_stats, terms
 
 BASE = 1_705_312_800_000
@@ -31,7 +32,7 @@ def _event(i: int, text: str) -> Event:
 
 
 def _text(i: int) -> str:
-    words = ["deploy"] if i % 10 else []  # 90% of the rows
+    words = ["rollout"] if i % 10 else []  # 90% of the rows
     words += ["rollback"] if i % 100 == 0 else []
     words += ["zanzibar"] if i == 4_321 else []
     return " ".join([*words, f"ticket{i}", "window", "window" if i % 2 else "canary"])
@@ -39,11 +40,11 @@ def _text(i: int) -> str:
 
 def _fill(store: PostgresStore, first: int, count: int, text: Any = _text) -> None:
     store.append_events([_event(i, text(i)) for i in range(first, first + count)])
-    store._exec(
-        "INSERT INTO event_search(seq, project, tsv) SELECT seq, project, "
-        "to_tsvector('english'::regconfig, text) FROM events e WHERE NOT EXISTS "
-        "(SELECT 1 FROM event_search x WHERE x.seq = e.seq)"
+    rows = store._query(
+        "SELECT seq, project, text FROM events e WHERE NOT EXISTS "
+        "(SELECT 1 FROM event_search x WHERE x.seq = e.seq) ORDER BY seq"
     )
+    store._exec(EVENT_UPSERT, event_params(*zip(*rows, strict=True)))
 
 
 @pytest.fixture
@@ -56,14 +57,17 @@ def store(pg_url: str) -> Iterator[PostgresStore]:
 
 
 def test_common_lexemes_are_estimated_rare_ones_counted(store: PostgresStore) -> None:
-    _fill(store, 6_000, 100, lambda i: f"ticket{i} late")  # the statistics still say 90% "deploy"
+    _fill(store, 6_000, 100, lambda i: f"ticket{i} late")  # the statistics still say 90% "rollout"
     store._bm25_stats.clear()
-    got = {lex: df for lex, _, df in terms(store, "deploy rollback zanzibar", ("event_search",))}
-    exact = store._query("SELECT COUNT(*) FROM event_search WHERE tsv @@ 'deploy'::tsquery")[0][0]
+    got = {
+        lex: df
+        for lex, _, df in terms(store, ["rollout", "rollback", "zanzibar"], ("event_search",))
+    }
+    exact = store._query("SELECT COUNT(*) FROM event_search WHERE tsv @@ 'rollout'::tsquery")[0][0]
     assert exact == 5_400 > ESTIMATE_ABOVE
-    assert got["deploy"] == pytest.approx(0.9 * 6_100, rel=0.01)  # frequency x rows, not a count
+    assert got["rollout"] == pytest.approx(0.9 * 6_100, rel=0.01)  # frequency x rows, not a count
     assert got["rollback"] == 60 and got["zanzibar"] == 1  # rare: counted exactly
-    assert [t[1] for t in terms(store, "deploy", ("event_search",))] == [-1]  # docs not asked
+    assert [t[1] for t in terms(store, ["rollout"], ("event_search",))] == [-1]  # docs not asked
 
 
 def test_text_indexes_keep_a_short_pending_list(store: PostgresStore) -> None:
@@ -82,12 +86,12 @@ def test_counts_stop_at_the_cap_and_say_more(
 ) -> None:
     monkeypatch.setattr(postgres_text_stats, "ESTIMATE_ABOVE", 10**9)  # as with no statistics
     monkeypatch.setattr(postgres_text_stats, "DF_CAP", 1_000)
-    got = {lex: df for lex, _, df in terms(store, "deploy rollback", ("event_search",))}
-    assert got == {"deploy": 1_001, "rollback": 60}
-    plans = store.rank_text("deploy window", kinds=("event",), scope=TextScope(), candidates=5)
+    got = {lex: df for lex, _, df in terms(store, ["rollout", "rollback"], ("event_search",))}
+    assert got == {"rollout": 1_001, "rollback": 60}
+    plans = store.rank_text("rollout window", kinds=("event",), scope=TextScope(), candidates=5)
     monkeypatch.setattr(postgres_text_stats, "DF_CAP", 50_000)
     assert (
-        store.rank_text("deploy window", kinds=("event",), scope=TextScope(), candidates=5)[0][2]
+        store.rank_text("rollout window", kinds=("event",), scope=TextScope(), candidates=5)[0][2]
         == plans[0][2]
     )
 
@@ -117,7 +121,7 @@ def test_search_is_two_statements_and_both_plans_rank_alike(
             return _real(*args)
 
         monkeypatch.setattr(store, name, counted)
-    queries = ["deploy window", "rollback canary window ticket4321", "zanzibar deploy", "window"]
+    queries = ["rollout window", "rollback canary window ticket4321", "zanzibar rollout", "window"]
     store.rank_text("warm the statistics", kinds=ALL, scope=TextScope())
     found = []
     for query in queries:
@@ -126,7 +130,7 @@ def test_search_is_two_statements_and_both_plans_rank_alike(
         assert len(calls) == 2, calls  # lexemes + frequencies, then every pass of both indexes
         assert rows and all(0.0 <= r[4] <= 1.0 for r in rows)
         found.append(rows)
-    # "deploy window" matches 5,400 rows: only the newest SCAN_CAP are ranked, by either plan
+    # "rollout window" matches 5,400 rows: only the newest SCAN_CAP are ranked, by either plan
     monkeypatch.setattr(postgres_search, "BITMAP_ROWS", -1)  # always walk the newest rows
     assert [
         store.rank_text(q, kinds=ALL, scope=TextScope(), candidates=20) for q in queries
@@ -135,7 +139,7 @@ def test_search_is_two_statements_and_both_plans_rank_alike(
     assert [
         store.rank_text(q, kinds=ALL, scope=TextScope(), candidates=20) for q in queries
     ] == found
-    rare = store.rank_text("zanzibar deploy", kinds=("event",), scope=TextScope())
+    rare = store.rank_text("zanzibar rollout", kinds=("event",), scope=TextScope())
     assert rare[0][2] == "e004321" and rare[0][4] == 1.0
 
 

@@ -6,8 +6,8 @@ ranges, segment membership and "append order" mean the same), the outbox keeps e
 bookmarks, vectors (pgvector, bit-exact float32), checkpoints (importer watermarks, rollup state),
 rollup marks, tombstones and ``meta`` (time zone, embedder identities). PostgreSQL-only columns are
 filled on the way: ``outbox.first_seq/last_seq/sessions`` from the events of each entry,
-``text_exact`` for event text holding NUL, ``event_search`` (events filed into segments) computed by
-the server from the copied text, ``docs.tsv`` by its generated column.
+``text_exact`` for event text holding NUL, ``event_search`` (events filed into segments) and
+``docs.tsv`` computed from the copied text (``postgres/text_index``, as the pipeline writes them).
 
 **Resumable.** Tables are copied in a fixed order, each in keyset batches (by primary key); a
 batch and the ``migrate-store:{table}`` checkpoint recording its last key commit in one target
@@ -44,6 +44,9 @@ from memtoc.clock import Clock, SystemClock
 from memtoc.errors import StoreError
 from memtoc.model import JsonValue
 from memtoc.store.postgres.base import pg_text, redact_url
+from memtoc.store.postgres.lexemes import index_rows
+from memtoc.store.postgres.text_index import EVENT_UPSERT, event_params
+from memtoc.text.fts_text import search_text
 
 Row = tuple[Any, ...]
 CHECKPOINT_PREFIX = "migrate-store:"
@@ -314,6 +317,8 @@ def _copy_table(
             _write(dst, spec, rows)
             if spec.name == "segment_events":
                 _index_events(dst, [int(r[0]) for r in rows])
+            elif spec.name == "docs":
+                _index_docs(dst, rows)
             _set_checkpoint(dst, job, state, now)
         copied += len(batch)
         if progress is not None:
@@ -366,11 +371,28 @@ def _write(dst: psycopg.Connection[Row], spec: TableSpec, rows: Sequence[Row]) -
 
 def _index_events(dst: psycopg.Connection[Row], seqs: list[int]) -> None:
     """Full text of newly filed events, as the PostgreSQL pipeline writes it."""
-    dst.execute(
-        "INSERT INTO event_search(seq, project, tsv) "
-        "SELECT s.seq, s.project, to_tsvector('english'::regconfig, e.text) "
-        "FROM segment_events s JOIN events e ON e.seq = s.seq WHERE s.seq = ANY(%s)",
+    rows = dst.execute(
+        "SELECT s.seq, s.project, e.text FROM segment_events s JOIN events e ON e.seq = s.seq "
+        "WHERE s.seq = ANY(%s) ORDER BY s.seq",
         (seqs,),
+    ).fetchall()
+    if rows:
+        dst.execute(
+            EVENT_UPSERT,
+            event_params([r[0] for r in rows], [r[1] for r in rows],
+                         [search_text(r[2]) for r in rows]),
+        )  # fmt: skip
+
+
+def _index_docs(dst: psycopg.Connection[Row], rows: Sequence[Sequence[Any]]) -> None:
+    """Full text of copied documents (``kind, doc_id, project, ts_ms, text`` rows), as the
+    PostgreSQL pipeline writes it."""
+    literals, lengths = index_rows([str(r[4]) for r in rows])
+    dst.execute(
+        "UPDATE docs d SET tsv = u.v::tsvector, dl = u.n FROM unnest(%s::text[], %s::text[], "
+        "%s::text[], %s::text[], %s::int4[]) AS u(k, i, p, v, n) "
+        "WHERE d.kind = u.k AND d.doc_id = u.i AND d.project = u.p",
+        ([r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows], literals, lengths),
     )
 
 

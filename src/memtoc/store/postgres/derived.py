@@ -1,8 +1,8 @@
 """``DerivedStore`` on PostgreSQL: the audit (``postgres/audit``) plus ``rebuild``'s repairs.
 
 The same operations as ``sqlite/derived``; ``rebuild_text_index`` refills ``event_search`` and
-recomputes document texts (``docs.tsv`` is generated from them) and drops this process's cached
-BM25 statistics.
+recomputes document texts and their ``tsv`` and ``dl`` (``postgres/text_index``) and drops this
+process's cached BM25 statistics.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from memtoc.store.audit import LATEST_VERSIONS, STALE_DOCS, stray_from
 from memtoc.store.postgres.audit import PgAudit
 from memtoc.store.postgres.base import pg_text
+from memtoc.store.postgres.text_index import EVENT_UPSERT, event_params, reindex_docs
 from memtoc.text.fts_text import original_text, search_text
 
 
@@ -115,7 +116,8 @@ class PgDerived(PgAudit):
         self, *, events: bool = True, docs: bool = True, batch: int = 5_000
     ) -> dict[str, int]:
         """``event_search`` refilled from the filed events, in one transaction; documents whose
-        stored text is not ``search_text`` of their original get it (``tsv`` follows: generated)."""
+        stored text is not ``search_text`` of their original get it; every document's ``tsv``
+        and ``dl`` recomputed (``postgres/text_index``)."""
         n_events = n_docs = 0
         store = self.store
         with store.transaction():
@@ -136,6 +138,9 @@ class PgDerived(PgAudit):
                 store._many("UPDATE docs SET text = %s WHERE doc_seq = %s", changed)
                 after = int(rows[-1][0])
                 n_docs += len(rows)
+            if docs:
+                with store._conn() as conn:
+                    reindex_docs(conn, batch=batch)
         store._bm25_stats.clear()  # this process's cached BM25 statistics are of the old index
         return {"events": n_events, "docs": n_docs}
 
@@ -149,15 +154,10 @@ class PgDerived(PgAudit):
             (after, batch),
         ):
             store._exec(
-                "INSERT INTO event_search(seq, project, tsv) "
-                "SELECT s, p, to_tsvector('english'::regconfig, t) "
-                "FROM unnest(%s::int8[], %s::text[], %s::text[]) AS u(s, p, t)",
-                (
-                    [r[0] for r in rows],
-                    [r[1] for r in rows],
-                    [pg_text(search_text(r[2])) for r in rows],
-                ),
-            )
+                EVENT_UPSERT,
+                event_params([r[0] for r in rows], [r[1] for r in rows],
+                             [search_text(r[2]) for r in rows]),
+            )  # fmt: skip
             after = int(rows[-1][0])
             done += len(rows)
         return done

@@ -31,6 +31,7 @@ from memtoc.store.codecs import (
     segment_row,
 )
 from memtoc.store.postgres.base import LIVE, PgBase, pg_text
+from memtoc.store.postgres.text_index import EVENT_UPSERT, doc_row, event_params
 
 EVENT_COLS = (
     "seq, event_id, ts_ms, project, session_id, agent, event_type, role, text, metadata, "
@@ -214,12 +215,10 @@ class PgPipeline(PgBase):
                 )
             if index_events:
                 self._exec(
-                    "INSERT INTO event_search(seq, project, tsv) "
-                    "SELECT s, %s, to_tsvector('english'::regconfig, t) "
-                    "FROM unnest(%s::int8[], %s::text[]) AS u(s, t) "
-                    "ON CONFLICT (seq) DO UPDATE SET tsv = excluded.tsv",
-                    (project, [i[0] for i in index_events], [pg_text(i[1]) for i in index_events]),
-                )
+                    EVENT_UPSERT,
+                    event_params([i[0] for i in index_events], [project] * len(index_events),
+                                 [i[1] for i in index_events]),
+                )  # fmt: skip
 
     # -- building -----------------------------------------------------------------------------------
     def unbuilt_segments(self, limit: int) -> list[SegmentRecord]:
@@ -315,11 +314,14 @@ class PgPipeline(PgBase):
     def put_docs(self, docs: Sequence[DocRow]) -> None:
         ordered = sorted(docs, key=lambda d: (d.kind, d.project, d.doc_id))
         self._many(
-            "INSERT INTO docs(kind, doc_id, project, ts_ms, text) VALUES (%s,%s,%s,%s,%s) "
+            "INSERT INTO docs(kind, doc_id, project, ts_ms, text, tsv, dl) "
+            "VALUES (%s,%s,%s,%s,%s,%s::tsvector,%s) "
             "ON CONFLICT (kind, project, doc_id) DO UPDATE SET text = excluded.text, "
-            "ts_ms = excluded.ts_ms WHERE docs.text <> excluded.text OR docs.ts_ms <> excluded.ts_ms",
-            [(d.kind, d.doc_id, d.project, d.ts_ms, pg_text(d.text)) for d in ordered],
-        )
+            "ts_ms = excluded.ts_ms, tsv = excluded.tsv, dl = excluded.dl "
+            "WHERE docs.text <> excluded.text OR docs.ts_ms <> excluded.ts_ms",
+            [(d.kind, d.doc_id, d.project, d.ts_ms, pg_text(d.text), *doc_row(d.text))
+             for d in ordered],
+        )  # fmt: skip
 
     def _delete_docs(self, kind: str, project: str, doc_ids: Sequence[str]) -> None:
         if doc_ids:

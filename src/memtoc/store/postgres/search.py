@@ -2,25 +2,25 @@
 
 ``retrieval.teleport.bm25_search`` hands a PostgreSQL store's queries here (the SQLite store's
 FTS5 queries stay in teleport). Two ``tsvector`` indexes answer, as on SQLite: ``docs.tsv``
-(nodes, grips, bookmarks) and ``event_search.tsv`` (events filed into segments), both the
-``english`` configuration (Porter stems, like SQLite's ``porter`` tokenizer).
+(nodes, grips, bookmarks) and ``event_search.tsv`` (events filed into segments), both holding
+FTS5's tokens as lexemes, with each row's length in tokens (``dl``): ``postgres/lexemes``.
 
 - **Any text is a valid query, cut as on SQLite.** The query's terms are SQLite's
   (``fts_text.build_match``: its stop words dropped, a hyphenated word as its parts, a code token
-  as its identifier forms); their lexemes come from ``ts_debug`` of those terms (never parsed as
-  tsquery syntax), then are quoted into a tsquery; a text with no lexeme (only stop words or
-  punctuation) returns nothing. (From the question itself, ``ts_debug`` added ``plan-first`` and
-  ``agents.md/claude.md`` as whole lexemes beside their parts: rare, so they outweighed the rest,
-  and rows without that spelling left the AND pass.)
+  as its identifier forms), cut and stemmed as the index is (``lexemes.query_lexemes``), then
+  quoted into a tsquery (never parsed as tsquery syntax); a text with no lexeme returns nothing.
 - **AND first, then OR**, as on SQLite: rows holding every lexeme rank first (factor 1), then —
   when they are fewer than the candidate cap — rows holding any of the rarer lexemes (factor
   ``OR_ONLY_FACTOR``).
-- **BM25, scores 0..1**: each candidate row is scored by BM25 in SQL (``_BM25``: IDF per lexeme
-  as FTS5 computes it, term frequency from the lexeme's positions in the row's tsvector, length
-  normalisation by distinct lexemes), divided per index by the best score that index returned,
-  times the pass factor — the SQLite store's normalisation of ``bm25()``, so fused rankings and
-  thresholds mean the same on both stores. (``ts_rank_cd``, without IDF, lost 27 points of LoCoMo
-  recall@10 against this.)
+- **BM25, scores 0..1**: each candidate row is scored by FTS5's ``bm25()`` computed in SQL
+  (``_BM25``: FTS5's IDF, ``ln((N - df + 0.5) / (df + 0.5))`` and at least 1e-6, times how many
+  of the query's terms hold the lexeme; term frequency from the lexeme's positions in the row's
+  tsvector; length normalisation by the row's tokens, ``dl``, over the index's average), over
+  the lexemes of the pass's own expression (the OR pass's rarer lexemes only, as FTS5 scores
+  the phrases of the expression it matched); divided per index by the best score that index
+  returned, times the pass factor — the SQLite store's normalisation of ``bm25()``, so fused
+  rankings and thresholds mean the same on both stores. (``ts_rank_cd``, without IDF, lost 27
+  points of LoCoMo recall@10 against this.)
 - **Filters** are the SQLite ones: projects, kinds, levels (nodes only), time (events and grips
   by instant, nodes by span overlap, bookmarks by creation), session (events, grips, segment
   nodes), role (events only).
@@ -58,6 +58,7 @@ from memtoc.store.capabilities import (
 )
 from memtoc.store.postgres import text_stats
 from memtoc.store.postgres.base import PgBase
+from memtoc.store.postgres.lexemes import query_lexemes
 from memtoc.store.postgres.text_stats import index_stats, terms
 from memtoc.text.fts_text import build_match
 
@@ -73,15 +74,17 @@ PLAN_SETTINGS = (
 which the planner estimates cheap and is not; parallel workers and JIT cost more than they save on
 a statement of a few milliseconds (docs/benchmarks.md, "Figures behind design choices")."""
 K1, B = 1.2, 0.75
+MIN_IDF = 1e-6
+"""FTS5's floor for the IDF of a term in more than half of the rows."""
 _BM25 = (
     f"(SELECT COALESCE(SUM((%s::float8[])[array_position(%s::text[], u.lexeme)] "
     f"* cardinality(u.positions) * (1 + {K1}) / (cardinality(u.positions) + {K1} * "
-    f"(1 - {B} + {B} * length(x.tsv) / %s))), 0) "
+    f"(1 - {B} + {B} * x.dl / %s))), 0) "
     "FROM unnest(ts_filter(setweight(x.tsv, 'A', %s::text[]), '{a}')) u)"
 )
-"""BM25 of one candidate row ``x`` over the query's weighted lexemes (term frequency = the
-lexeme's positions in the row's tsvector, length = its distinct lexemes). Parameters: IDFs,
-lexemes, average length, lexemes."""
+"""BM25 of one candidate row ``x`` over weighted lexemes (term frequency = the lexeme's
+positions in the row's tsvector, length = its tokens, ``dl``). Parameters: weights, lexemes,
+average length, lexemes."""
 
 
 def tsquery_text(lexemes: Sequence[str], op: str) -> str:
@@ -95,16 +98,20 @@ class PgSearch(PgBase):
     """BM25 ranked search over the PostgreSQL store's text indexes."""
 
     def query_lexemes(self, query: str) -> list[str]:
-        """The distinct lexemes of ``query`` under the ``english`` configuration, in order."""
-        return [t[0] for t in self._terms(query, docs=False, events=False)]
+        """The distinct lexemes ``query`` is searched by, in order."""
+        match = build_match(query)
+        return [] if match is None else [lex for lex, _ in query_lexemes(match.terms)]
 
-    def _terms(self, query: str, *, docs: bool, events: bool) -> list[tuple[str, int, int]]:
-        """``(lexeme, df in docs, df in event_search)`` of ``query``'s lexemes (one statement)."""
+    def _terms(self, query: str, *, docs: bool, events: bool) -> list[tuple[str, int, int, int]]:
+        """``(lexeme, df in docs, df in event_search, terms holding it)`` of ``query``'s lexemes
+        (one statement)."""
         tables = (("docs",) if docs else ()) + (("event_search",) if events else ())
         match = build_match(query)
         if match is None:
             return []
-        return terms(self, " ".join(match.terms), tables)
+        found = query_lexemes(match.terms)
+        times = dict(found)
+        return [(w, d, e, times[w]) for w, d, e in terms(self, [w for w, _ in found], tables)]
 
     def rank_text(
         self,
@@ -132,23 +139,24 @@ class PgSearch(PgBase):
         params: list[Any] = []
         selects: list[str] = []
         indexes: list[tuple[str, _Weights]] = []
+        times = [t[3] for t in terms]
         if doc_kinds:
-            indexes.append(("docs", self._weights("docs", lexemes, [t[1] for t in terms])))
+            indexes.append(("docs", self._weights("docs", lexemes, [t[1] for t in terms], times)))
         if events:
             indexes.append(("event_search", self._weights("event_search", lexemes,
-                                                          [t[2] for t in terms])))  # fmt: skip
+                                                          [t[2] for t in terms], times)))  # fmt: skip
         for n, (table, w) in enumerate(indexes):
             where, where_params = (
                 _doc_where(doc_kinds, scope) if table == "docs" else _event_where(scope)
             )
-            for p, (tsq, bound, newest) in enumerate(_passes(w, scan_cap)):
+            for p, (tsq, bound, newest, scored) in enumerate(_passes(w, scan_cap)):
                 name = f"p{n}_{p}"
                 gate = f" AND (SELECT COUNT(*) FROM p{n}_0) < %s" if p else ""
                 ctes.append(
                     f"{name} AS MATERIALIZED "
                     f"({_pass(table, where, gate, bound, scope.event_fields, newest)})"
                 )
-                params += [*w.bm25_params, tsq, *where_params, *([candidates] if p else []),
+                params += [*w.bm25_params(scored), tsq, *where_params, *([candidates] if p else []),
                            candidates]  # fmt: skip
                 selects.append(f"SELECT {n}, {p}, * FROM {name}")
         rows = self._query_planned(
@@ -162,11 +170,17 @@ class PgSearch(PgBase):
                           candidates)  # fmt: skip
         return out
 
-    def _weights(self, table: str, lexemes: list[str], dfs: list[int]) -> _Weights:
-        """The query's BM25 weights over ``table``: IDF is FTS5's ``ln((N - df + 0.5) / (df +
-        0.5) + 1)``, N and the average length (distinct lexemes per row) from ``index_stats``."""
+    def _weights(
+        self, table: str, lexemes: list[str], dfs: list[int], times: list[int]
+    ) -> _Weights:
+        """The query's BM25 weights over ``table``: FTS5's IDF, ``ln((N - df + 0.5) / (df +
+        0.5))`` and at least ``MIN_IDF``, times the query terms holding the lexeme (FTS5 scores
+        each term); N and the average length in tokens from ``index_stats``."""
         n, avgdl = index_stats(self, table)
-        idf = [math.log((max(n, df) - df + 0.5) / (df + 0.5) + 1.0) for df in dfs]
+        idf = [
+            k * max(MIN_IDF, math.log((max(n, df) - df + 0.5) / (df + 0.5)))
+            for df, k in zip(dfs, times, strict=True)
+        ]
         return _Weights(lexemes, dfs, idf, avgdl)
 
     def keep_keys(
@@ -202,8 +216,9 @@ class PgSearch(PgBase):
         return out
 
 
-def _passes(w: _Weights, scan_cap: int) -> list[tuple[str, int, int]]:
-    """``(tsquery, bound on its matches, how many of the newest it scores)`` of the AND pass and
+def _passes(w: _Weights, scan_cap: int) -> list[tuple[str, int, int, list[str]]]:
+    """``(tsquery, bound on its matches, how many of the newest it scores, the lexemes it scores
+    over)`` of the AND pass and
     (several lexemes) the OR pass — over the rarer lexemes only (those matching at most
     ``scan_cap`` rows) when there are any, as SQLite's teleport does, so a rare term's rows are all
     ranked, not just the newest matches of a common one; when those can match more than
@@ -211,15 +226,16 @@ def _passes(w: _Weights, scan_cap: int) -> list[tuple[str, int, int]]:
     # a count that stopped at the cap ("more") bounds nothing
     more = text_stats.DF_CAP + 1
     bounds = [BITMAP_ROWS + 1 if df == more else df for df in w.dfs]
-    passes = [(tsquery_text(w.lexemes, "&"), min(bounds), scan_cap)]
+    passes = [(tsquery_text(w.lexemes, "&"), min(bounds), scan_cap, w.lexemes)]
     if len(w.lexemes) > 1:
         pairs = list(zip(w.lexemes, w.dfs, bounds, strict=True))
         rare = [p for p in pairs if p[1] <= scan_cap and p[1] != more]
         used = rare or pairs
-        any_of = tsquery_text([p[0] for p in used], "|")
+        scored = [p[0] for p in used]  # FTS5 scores the phrases of the expression it matched
+        any_of = tsquery_text(scored, "|")
         bound = sum(p[2] for p in used)
         if not rare or bound <= scan_cap:
-            passes.append((any_of, bound, scan_cap))
+            passes.append((any_of, bound, scan_cap, scored))
             return passes
         # more matches than one pass scores: every row of the rarest lexemes (as many as add up
         # to scan_cap rows), then the newest matches in what is left (SQLite's ``_rarest_first``)
@@ -230,9 +246,9 @@ def _passes(w: _Weights, scan_cap: int) -> list[tuple[str, int, int]]:
                 break
             rarest.append(lexeme)
             total += df
-        passes.append((tsquery_text(rarest, "|"), total, scan_cap))
+        passes.append((tsquery_text(rarest, "|"), total, scan_cap, scored))
         if total < scan_cap:
-            passes.append((any_of, bound, scan_cap - total))
+            passes.append((any_of, bound, scan_cap - total, scored))
     return passes
 
 
@@ -332,15 +348,15 @@ def _doc_where(kinds: Sequence[str], s: TextScope) -> tuple[str, list[Any]]:
 
 @dataclass(frozen=True, slots=True)
 class _Weights:
-    """A query's lexemes with their document frequency and IDF in one index, and the index's
-    average document length."""
+    """A query's lexemes with their document frequency and weight (IDF times the terms holding
+    it) in one index, and the index's average length in tokens."""
 
     lexemes: list[str]
     dfs: list[int]
     idf: list[float]
     avgdl: float
 
-    @property
-    def bm25_params(self) -> list[Any]:
-        """The parameters of ``_BM25``, in order."""
-        return [self.idf, self.lexemes, self.avgdl, self.lexemes]
+    def bm25_params(self, scored: list[str]) -> list[Any]:
+        """The parameters of ``_BM25`` scoring over the lexemes ``scored``, in order."""
+        idf = [self.idf[self.lexemes.index(lex)] for lex in scored]
+        return [idf, scored, self.avgdl, scored]

@@ -1,8 +1,8 @@
 """BM25 statistics of the PostgreSQL store's text indexes: rows, average length, document
 frequencies — what ``postgres/search`` needs before it can rank, read cheaply at any size.
 
-- **Rows and average length** (``index_stats``) per index, cached ``STATS_TTL_S`` per store: exact
-  (``COUNT``, ``AVG(length(tsv))``) below ``SAMPLE_ABOVE`` rows; above, the row count is the
+- **Rows and average length** in tokens (``index_stats``; a row's ``dl``, ``postgres/lexemes``)
+  per index, cached ``STATS_TTL_S`` per store: exact (``COUNT``, ``AVG(dl)``) below ``SAMPLE_ABOVE`` rows; above, the row count is the
   server's own estimate (``pg_class.reltuples`` / ``pg_stat_user_tables.n_live_tup``, whichever is
   larger) and the average length comes from a sample of about ``SAMPLE_ROWS`` rows (``TABLESAMPLE
   SYSTEM … REPEATABLE``): exact statistics of a large store cost a search too much, even once a
@@ -20,8 +20,9 @@ frequencies — what ``postgres/search`` needs before it can rank, read cheaply 
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 
-from memtoc.store.postgres.base import PgBase, pg_text
+from memtoc.store.postgres.base import PgBase
 
 STATS_TTL_S = 60.0
 SAMPLE_ABOVE = 200_000
@@ -46,21 +47,18 @@ _DF = (
     "m.f * %s > %s), (SELECT COUNT(*) FROM (SELECT 1 FROM {t} WHERE tsv @@ q.t LIMIT %s) c))"
 )
 _TERMS = (
-    "WITH l AS (SELECT w, min(d.i * 1000 + x.j) AS i FROM ts_debug('english'::regconfig, %s) "
-    "WITH ORDINALITY AS d(a, b, c, e, f, lexemes, i), unnest(d.lexemes) WITH ORDINALITY x(w, j) "
-    "WHERE d.lexemes IS NOT NULL AND w <> '' GROUP BY w), "
-    "m AS (SELECT s.tablename::text AS t, e.w, e.f::float8 AS f FROM pg_stats s, "
+    "WITH m AS (SELECT s.tablename::text AS t, e.w, e.f::float8 AS f FROM pg_stats s, "
     "unnest(s.most_common_elems::text::text[], s.most_common_elem_freqs) AS e(w, f) "
     "WHERE s.schemaname = current_schema() AND s.attname = 'tsv' AND s.tablename = ANY(%s)), "
-    f"q AS (SELECT w, i, {_QUOTED} AS t FROM l) "
+    f"q AS (SELECT w, i, {_QUOTED} AS t FROM unnest(%s::text[]) WITH ORDINALITY AS l(w, i)) "
     "SELECT w, {docs}, {events} FROM q ORDER BY i"
 )
-"""The query's distinct lexemes in order, with their document frequency in ``docs`` and in
+"""The given lexemes in order, with their document frequency in ``docs`` and in
 ``event_search`` (``-1`` for an index not asked)."""
 
 
 def index_stats(store: PgBase, table: str) -> tuple[int, float]:
-    """``(rows, average distinct lexemes per row)`` of ``table`` (see the module doc)."""
+    """``(rows, average length in tokens)`` of ``table`` (see the module doc)."""
     now = time.monotonic()
     cached = store._bm25_stats.get(table)
     if cached is not None and now - cached[0] <= STATS_TTL_S:
@@ -73,12 +71,12 @@ def index_stats(store: PgBase, table: str) -> tuple[int, float]:
     )
     rows = int(est[0][0]) if est else 0
     if rows < SAMPLE_ABOVE:
-        row = store._query(f"SELECT COUNT(*), COALESCE(AVG(length(tsv)), 1) FROM {table}")[0]
+        row = store._query(f"SELECT COUNT(*), COALESCE(AVG(dl), 1) FROM {table}")[0]
         rows, avgdl = int(row[0]), float(row[1])
     else:
         pct = min(100.0, 100.0 * SAMPLE_ROWS / rows)
         row = store._query(
-            f"SELECT AVG(length(tsv)) FROM {table} TABLESAMPLE SYSTEM (%s) REPEATABLE (0)",
+            f"SELECT AVG(dl) FROM {table} TABLESAMPLE SYSTEM (%s) REPEATABLE (0)",
             (pct,),
         )[0]
         avgdl = float(row[0]) if row[0] is not None else 1.0
@@ -86,10 +84,14 @@ def index_stats(store: PgBase, table: str) -> tuple[int, float]:
     return rows, max(1.0, avgdl)
 
 
-def terms(store: PgBase, query: str, tables: tuple[str, ...]) -> list[tuple[str, int, int]]:
-    """``(lexeme, df in docs, df in event_search)`` of ``query``'s distinct lexemes under the
-    ``english`` configuration, in order; ``-1`` for a table not in ``tables``. One statement."""
-    params: list[object] = [pg_text(query), list(tables)]
+def terms(
+    store: PgBase, lexemes: Sequence[str], tables: tuple[str, ...]
+) -> list[tuple[str, int, int]]:
+    """``(lexeme, df in docs, df in event_search)`` of each of ``lexemes`` (``postgres/lexemes``),
+    in order; ``-1`` for a table not in ``tables``. One statement."""
+    if not lexemes:
+        return []
+    params: list[object] = [list(tables), list(lexemes)]
     parts: dict[str, str] = {}
     for table in TABLES:
         if table in tables:

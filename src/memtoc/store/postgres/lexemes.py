@@ -1,0 +1,111 @@
+"""SQLite FTS5's tokens as PostgreSQL lexemes: what the team store indexes and searches.
+
+The SQLite store ranks with FTS5 (``porter unicode61 remove_diacritics 2 tokenchars '_'``,
+``fts_text.FTS_TOKENIZE``). PostgreSQL's own parser and ``english`` configuration cut and weigh
+text differently — stop words (``all``, ``above``, ``after``, ``now``…) never indexed or searched,
+``refresh_token`` split at ``_``, ``auth.py`` and ``plan-first`` kept whole beside their parts,
+Snowball's English stems — and its ``length(tsvector)`` counts distinct lexemes, not tokens. Over
+context-evaluator's 174 questions the two stores agreed on the top 10 BM25 hits of 0 questions
+(docs/benchmarks.md, "Team mode (PostgreSQL)").
+
+So the team store does not parse: ``index_text`` cuts a text as FTS5's tokenizer does (lowercase,
+diacritics removed, runs of letters, digits and ``_``), stems each token with the Porter algorithm
+as FTS5's ``porter`` does (tokens shorter than 3 or longer than 64 bytes kept as they are), and
+returns the ``tsvector`` literal (lexemes with their token positions) and the token count — the
+document length FTS5's ``bm25()`` normalises by. ``query_lexemes`` cuts a query's terms the same
+way. PostgreSQL then only stores, indexes (GIN) and matches these lexemes.
+
+Limits PostgreSQL puts on a ``tsvector`` (its ``to_tsvector`` applies the same): a lexeme of
+2,048 bytes or more is left out, positions stop at 16,383, a lexeme keeps its first 256, and the
+lexemes of one text stop short of 1 MB — a text past that is still found by its first lexemes and
+still weighed by its full length.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Iterable
+from functools import lru_cache
+
+import snowballstemmer
+
+_TOKEN = re.compile(r"\w+")
+_PORTER = snowballstemmer.stemmer("porter")
+PORTER_MIN, PORTER_MAX = 3, 64
+"""FTS5's ``porter`` stems tokens of 3 to 64 bytes; shorter and longer ones pass unchanged."""
+MAX_LEXEME_BYTES = 2_047
+MAX_POSITION = 16_383
+MAX_POSITIONS = 256
+MAX_TSVECTOR_BYTES = 1_000_000
+
+
+def tokens(text: str) -> list[str]:
+    """``text`` cut as FTS5's ``unicode61`` with ``remove_diacritics 2`` and ``tokenchars '_'``
+    cuts it: lowercased, diacritics removed, maximal runs of letters, digits and ``_``."""
+    low = text.lower()
+    if not low.isascii():
+        decomposed = unicodedata.normalize("NFD", low)
+        low = "".join(ch for ch in decomposed if not unicodedata.combining(ch))
+    return _TOKEN.findall(low)
+
+
+@lru_cache(maxsize=200_000)
+def stem(token: str) -> str:
+    """The lexeme FTS5's ``porter`` tokenizer makes of one token."""
+    if not PORTER_MIN <= len(token.encode("utf-8")) <= PORTER_MAX:
+        return token
+    return str(_PORTER.stemWord(token))
+
+
+def _quoted(lexeme: str) -> str:
+    return "'" + lexeme.replace("\\", "\\\\").replace("'", "''") + "'"
+
+
+def index_text(text: str) -> tuple[str, int]:
+    """``(tsvector literal, token count)`` of an indexed text (``fts_text.search_text`` of an
+    event or a document): each lexeme with the positions of its tokens, within PostgreSQL's
+    limits (module doc)."""
+    found = tokens(text)
+    positions: dict[str, list[int]] = {}
+    size = 0
+    for n, token in enumerate(found, start=1):
+        lexeme = stem(token)
+        at = positions.get(lexeme)
+        if at is None:
+            cost = len(lexeme.encode("utf-8"))
+            if cost > MAX_LEXEME_BYTES or size + cost > MAX_TSVECTOR_BYTES:
+                continue
+            size += cost
+            positions[lexeme] = [min(n, MAX_POSITION)]
+        elif len(at) < MAX_POSITIONS:
+            at.append(min(n, MAX_POSITION))
+    literal = " ".join(
+        _quoted(lexeme) + ":" + ",".join(map(str, sorted(set(at))))
+        for lexeme, at in positions.items()
+    )
+    return literal, len(found)
+
+
+def index_rows(texts: Iterable[str]) -> tuple[list[str], list[int]]:
+    """``index_text`` of each text: the literals and the token counts, as two lists (the
+    ``unnest`` parameters of a batch insert)."""
+    literals: list[str] = []
+    lengths: list[int] = []
+    for text in texts:
+        literal, length = index_text(text)
+        literals.append(literal)
+        lengths.append(length)
+    return literals, lengths
+
+
+def query_lexemes(terms: Iterable[str]) -> list[tuple[str, int]]:
+    """The distinct lexemes of a query's terms (``fts_text.build_match``), in order, each with
+    how many of the terms hold it: FTS5 scores each term as a phrase of its own, so two terms
+    with one stem (``socket``, ``sockets``) weigh it twice."""
+    counts: dict[str, int] = {}
+    for term in terms:
+        for lexeme in dict.fromkeys(stem(t) for t in tokens(term)):
+            if len(lexeme.encode("utf-8")) <= MAX_LEXEME_BYTES:
+                counts[lexeme] = counts.get(lexeme, 0) + 1
+    return list(counts.items())
