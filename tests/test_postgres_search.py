@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from unittest.mock import ANY
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -289,3 +290,88 @@ def test_bookmarks_on_postgres(pair: tuple[Memory, Memory]) -> None:
     if a:
         found = pg.search(a[0][0], mode="bm25", kinds=("bookmark",), limit=3)
         assert found.items and found.items[0].kind == "bookmark"
+
+
+FTS5_TEXTS = [
+    "the retry loop stalls",
+    "retry loop " + "log " * 60 + "done",  # long, but few distinct words
+    "what is above the fold on the landing page",
+    "the fold line sits low",
+    "refresh_token expired again",
+    "refresh token rotated",
+    "the page renders",
+    "the page loads",
+    "the page scrolls",
+]
+FTS5_QUERIES = ["retry loop", "above the fold", "refresh_token", "landing page", "page"]
+
+
+def _ranked(memory: Memory, query: str) -> list[tuple[str, float, bool]]:
+    hits = bm25_search(memory.store, query, SearchFilters(kinds=("event",)), limit=10)
+    return [(memory.store.get_event(h.item_id).text, h.raw, h.every_term) for h in hits]
+
+
+def _same_ranking(pg: Memory, lite: Memory) -> None:
+    for query in FTS5_QUERIES:
+        a, b = _ranked(pg, query), _ranked(lite, query)
+        assert [(t, e) for t, _, e in a] == [(t, e) for t, _, e in b], query
+        assert [r for _, r, _ in a] == pytest.approx([r for _, r, _ in b], rel=1e-9), query
+
+
+def test_bm25_scores_are_fts5_scores_on_both_stores(pg_url: str, tmp_path: Path) -> None:
+    """PostgreSQL's BM25 is FTS5's: the same rows in the same order with the same raw scores.
+    Its ``english`` parse never indexed or searched stop words (``above``), split ``refresh_token``
+    at ``_``, weighed a term in most rows above FTS5's near-zero IDF, and measured a row by its
+    distinct lexemes, so a long row repeating one word ranked above a short one."""
+    stores = _small_stores(pg_url, tmp_path)
+    try:
+        for memory in stores.values():
+            _add(memory, FTS5_TEXTS, 0)
+        _same_ranking(stores["postgres"], stores["sqlite"])
+        ranked = _ranked(stores["postgres"], "retry loop")
+        assert [t for t, _, _ in ranked] == FTS5_TEXTS[:2]  # the short row first, as FTS5 ranks
+        assert _ranked(stores["postgres"], "above the fold")[0] == (FTS5_TEXTS[2], ANY, True)
+        assert _ranked(stores["postgres"], "refresh_token")[0][0] == FTS5_TEXTS[4]
+    finally:
+        for memory in stores.values():
+            memory.close()
+
+
+def test_a_store_indexed_before_fts5_tokens_is_reindexed_by_its_migration(
+    pg_url: str, tmp_path: Path
+) -> None:
+    """Opening a store written before ``0011_fts5_tokens`` (``english`` tsvectors, no lengths)
+    re-indexes its events and documents: it then ranks as SQLite does."""
+    stores = _small_stores(pg_url, tmp_path)
+    try:
+        for memory in stores.values():
+            _add(memory, FTS5_TEXTS, 0)
+            memory.rollup(force=True)
+        pg = stores["postgres"].store
+        assert isinstance(pg, PostgresStore)
+        pg._exec(
+            "UPDATE event_search x SET tsv = to_tsvector('english'::regconfig, e.text) "
+            "FROM events e WHERE e.seq = x.seq; "
+        )
+        pg._exec("ALTER TABLE event_search DROP COLUMN dl")
+        pg._exec("ALTER TABLE docs DROP COLUMN dl")
+        pg._exec("ALTER TABLE docs DROP COLUMN tsv")
+        pg._exec(
+            "ALTER TABLE docs ADD COLUMN tsv TSVECTOR GENERATED ALWAYS AS "
+            "(to_tsvector('english'::regconfig, text)) STORED"
+        )
+        pg._exec("DELETE FROM schema_migrations WHERE name = '0011_fts5_tokens'")
+        stores["postgres"].close()
+        clock = ManualClock(BASE + 10 * DAY)
+        stores["postgres"] = open_memory(
+            PostgresStore(pg_url, clock=clock, pool_size=2), clock, None
+        )
+        _same_ranking(stores["postgres"], stores["sqlite"])
+        for kinds in (("node",), ("grip",)):
+            f = SearchFilters(kinds=kinds)
+            a = [(h.item_id, h.raw) for h in bm25_search(stores["postgres"].store, "page", f)]
+            b = [(h.item_id, h.raw) for h in bm25_search(stores["sqlite"].store, "page", f)]
+            assert a and [r for _, r in a] == pytest.approx([r for _, r in b], rel=1e-9), kinds
+    finally:
+        for memory in stores.values():
+            memory.close()

@@ -25,10 +25,12 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from functools import lru_cache
 
 import snowballstemmer
+
+from memtoc.text.fts_text import TermGroup
 
 _TOKEN = re.compile(r"\w+")
 _PORTER = snowballstemmer.stemmer("porter")
@@ -109,3 +111,30 @@ def query_lexemes(terms: Iterable[str]) -> list[tuple[str, int]]:
             if len(lexeme.encode("utf-8")) <= MAX_LEXEME_BYTES:
                 counts[lexeme] = counts.get(lexeme, 0) + 1
     return list(counts.items())
+
+
+Option = tuple[str, ...]
+"""Lexemes a row must all hold (one form of a query token)."""
+
+
+def query_groups(groups: Sequence[TermGroup]) -> list[tuple[Option, ...]]:
+    """The AND pass's structure (``MatchQuery.all_terms``) in lexemes: per query token, its
+    options — each whole form, or all its parts together — any one of which suffices (a row
+    saying "refresh token" matches ``refresh_token`` by its parts, as on SQLite)."""
+    out: list[tuple[Option, ...]] = []
+    for group in groups:
+        options = [_lexemes(whole) for whole in group.wholes]
+        if group.parts:
+            options.append(tuple(dict.fromkeys(x for p in group.parts for x in _lexemes(p))))
+        kept = tuple(dict.fromkeys(o for o in options if o))
+        if kept:
+            out.append(kept)
+    return out
+
+
+def _lexemes(term: str) -> Option:
+    return tuple(
+        lex
+        for lex in dict.fromkeys(stem(t) for t in tokens(term))
+        if len(lex.encode("utf-8")) <= MAX_LEXEME_BYTES
+    )

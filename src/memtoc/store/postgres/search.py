@@ -58,7 +58,7 @@ from memtoc.store.capabilities import (
 )
 from memtoc.store.postgres import text_stats
 from memtoc.store.postgres.base import PgBase
-from memtoc.store.postgres.lexemes import query_lexemes
+from memtoc.store.postgres.lexemes import Option, query_groups, query_lexemes
 from memtoc.store.postgres.text_stats import index_stats, terms
 from memtoc.text.fts_text import build_match
 
@@ -102,16 +102,19 @@ class PgSearch(PgBase):
         match = build_match(query)
         return [] if match is None else [lex for lex, _ in query_lexemes(match.terms)]
 
-    def _terms(self, query: str, *, docs: bool, events: bool) -> list[tuple[str, int, int, int]]:
+    def _terms(
+        self, query: str, *, docs: bool, events: bool
+    ) -> tuple[list[tuple[str, int, int, int]], list[tuple[Option, ...]]]:
         """``(lexeme, df in docs, df in event_search, terms holding it)`` of ``query``'s lexemes
-        (one statement)."""
+        (one statement), and the AND pass's structure (``lexemes.query_groups``)."""
         tables = (("docs",) if docs else ()) + (("event_search",) if events else ())
         match = build_match(query)
         if match is None:
-            return []
+            return [], []
         found = query_lexemes(match.terms)
         times = dict(found)
-        return [(w, d, e, times[w]) for w, d, e in terms(self, [w for w, _ in found], tables)]
+        stats = terms(self, [w for w, _ in found], tables)
+        return [(w, d, e, times[w]) for w, d, e in stats], query_groups(match.groups)
 
     def rank_text(
         self,
@@ -130,8 +133,8 @@ class PgSearch(PgBase):
         events = "event" in kinds
         if candidates <= 0 or not (doc_kinds or events):
             return []
-        terms = self._terms(query, docs=bool(doc_kinds), events=events)
-        if not terms:
+        terms, groups = self._terms(query, docs=bool(doc_kinds), events=events)
+        if not terms or not groups:
             return []
 
         lexemes = [t[0] for t in terms]
@@ -141,10 +144,12 @@ class PgSearch(PgBase):
         indexes: list[tuple[str, _Weights]] = []
         times = [t[3] for t in terms]
         if doc_kinds:
-            indexes.append(("docs", self._weights("docs", lexemes, [t[1] for t in terms], times)))
+            indexes.append(("docs", self._weights("docs", lexemes, [t[1] for t in terms], times,
+                                                  groups)))  # fmt: skip
         if events:
             indexes.append(("event_search", self._weights("event_search", lexemes,
-                                                          [t[2] for t in terms], times)))  # fmt: skip
+                                                          [t[2] for t in terms], times,
+                                                          groups)))  # fmt: skip
         for n, (table, w) in enumerate(indexes):
             where, where_params = (
                 _doc_where(doc_kinds, scope) if table == "docs" else _event_where(scope)
@@ -171,7 +176,12 @@ class PgSearch(PgBase):
         return out
 
     def _weights(
-        self, table: str, lexemes: list[str], dfs: list[int], times: list[int]
+        self,
+        table: str,
+        lexemes: list[str],
+        dfs: list[int],
+        times: list[int],
+        groups: list[tuple[Option, ...]],
     ) -> _Weights:
         """The query's BM25 weights over ``table``: FTS5's IDF, ``ln((N - df + 0.5) / (df +
         0.5))`` and at least ``MIN_IDF``, times the query terms holding the lexeme (FTS5 scores
@@ -181,7 +191,7 @@ class PgSearch(PgBase):
             k * max(MIN_IDF, math.log((max(n, df) - df + 0.5) / (df + 0.5)))
             for df, k in zip(dfs, times, strict=True)
         ]
-        return _Weights(lexemes, dfs, idf, avgdl)
+        return _Weights(lexemes, dfs, idf, avgdl, groups)
 
     def keep_keys(
         self,
@@ -226,7 +236,8 @@ def _passes(w: _Weights, scan_cap: int) -> list[tuple[str, int, int, list[str]]]
     # a count that stopped at the cap ("more") bounds nothing
     more = text_stats.DF_CAP + 1
     bounds = [BITMAP_ROWS + 1 if df == more else df for df in w.dfs]
-    passes = [(tsquery_text(w.lexemes, "&"), min(bounds), scan_cap, w.lexemes)]
+    passes = [(_all_of(w.groups), _all_bound(w.groups, dict(zip(w.lexemes, bounds, strict=True))),
+               scan_cap, w.lexemes)]  # fmt: skip
     if len(w.lexemes) > 1:
         pairs = list(zip(w.lexemes, w.dfs, bounds, strict=True))
         rare = [p for p in pairs if p[1] <= scan_cap and p[1] != more]
@@ -250,6 +261,21 @@ def _passes(w: _Weights, scan_cap: int) -> list[tuple[str, int, int, list[str]]]
         if total < scan_cap:
             passes.append((any_of, bound, scan_cap - total, scored))
     return passes
+
+
+def _all_of(groups: Sequence[tuple[Option, ...]]) -> str:
+    """The AND pass's tsquery: every query token by one of its options (``MatchQuery.all_terms``,
+    SQLite's AND expression)."""
+    return " & ".join(
+        "(" + " | ".join("(" + tsquery_text(o, "&") + ")" for o in options) + ")"
+        for options in groups
+    )
+
+
+def _all_bound(groups: Sequence[tuple[Option, ...]], bounds: dict[str, int]) -> int:
+    """A bound on the AND pass's matches: the least of its tokens' bounds, a token's the sum of
+    its options', an option's its rarest lexeme's."""
+    return min(sum(min(bounds[x] for x in o) for o in options) for options in groups)
 
 
 def _pass(table: str, where: str, gate: str, bound: int, join_events: bool, scan_cap: int) -> str:
@@ -355,6 +381,7 @@ class _Weights:
     dfs: list[int]
     idf: list[float]
     avgdl: float
+    groups: list[tuple[Option, ...]]
 
     def bm25_params(self, scored: list[str]) -> list[Any]:
         """The parameters of ``_BM25`` scoring over the lexemes ``scored``, in order."""
