@@ -216,8 +216,9 @@ CASES = [
     # rebuild verify named, before
     Case("bookmarks deleted", {"*": ["DELETE FROM bookmarks"]}, ("search documents",),
          "bookmarks"),
-    Case("document BM25 wiped", {"sqlite": ["INSERT INTO docs_fts(docs_fts) VALUES ('delete-all')"]},
-         ("docs_fts rows",), "fts"),
+    Case("document BM25 wiped", {"sqlite": ["INSERT INTO docs_fts(docs_fts) VALUES ('delete-all')"],
+                                 "postgres": ["UPDATE docs SET tsv = ''::tsvector, dl = 0"]},
+         ("docs_fts rows", "docs.tsv probe"), "fts"),
     Case("document vectors deleted", {"*": ["DELETE FROM vectors WHERE kind != 'event'"]},
          ("vectors static:minilm-static-256",), "vectors"),
     Case("vector cut short", {"sqlite": ["UPDATE vectors SET vec = zeroblob(8) WHERE item_id = "

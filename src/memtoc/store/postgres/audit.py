@@ -2,8 +2,8 @@
 
 See ``memtoc.store.derived`` for the contract and ``store/audit.py`` for the shared checks
 (``?`` placeholders: this runner turns them into ``%s``). The differences from SQLite: the events' BM25
-index is ``event_search`` (a ``tsvector`` per filed event), a document's is the generated
-``docs.tsv``, so the probe asks ``tsv @@ plainto_tsquery(word)`` on the probed row; the outbox
+index is ``event_search`` (a ``tsvector`` per filed event), a document's is ``docs.tsv``, so the
+probe asks ``tsv @@`` the word's lexemes (``postgres/lexemes``) on the probed row; the outbox
 keeps each entry's seq range in columns; a document's vector records the MD5 of the text it came
 from (``vectors.source_md5``) instead of SQLite's ``doc_vectors`` rows, so a document whose vector
 was deleted is seen only as "no vector" — a problem once the pipeline is idle.
@@ -17,6 +17,8 @@ from typing import Any
 from memtoc.store.audit import SqlAudit
 from memtoc.store.derived import Finding
 from memtoc.store.event_checks import IN_RANGE_SQL
+from memtoc.store.postgres.lexemes import query_lexemes
+from memtoc.store.postgres.search import tsquery_text
 from memtoc.store.postgres.store import PostgresStore
 
 
@@ -90,12 +92,14 @@ class PgAudit(SqlAudit):
         )
 
     def _finds(self, table: str, key: str, rowid: Any, word: str) -> bool | None:
-        hit, terms = self.q(
-            f"SELECT EXISTS (SELECT 1 FROM {table} WHERE {key} = ? AND tsv @@ q), "
-            "numnode(q) FROM plainto_tsquery('english'::regconfig, ?) q",
-            (rowid, word),
-        )[0]
-        return bool(hit) if terms else None  # no term: a stop word
+        lexemes = [lex for lex, _ in query_lexemes([word])]
+        if not lexemes:
+            return None  # not a searchable word
+        rows = self.q(
+            f"SELECT 1 FROM {table} WHERE {key} = ? AND tsv @@ CAST(? AS tsquery)",
+            (rowid, tsquery_text(lexemes, "&")),
+        )
+        return bool(rows)
 
     def _event_probe(self) -> Finding | None:
         rows = self._probe_events()
