@@ -15,12 +15,15 @@ from hypothesis import strategies as st
 from memtoc.clock import ManualClock
 from memtoc.memory import Memory
 from memtoc.retrieval.embedding_index import SemanticIndex
+from memtoc.retrieval.recall_pack import Packer, Unit
 from memtoc.retrieval.recall_passages import (
     PASSAGE_TOKENS,
     passages_text,
     rank_passages,
     split_passages,
 )
+from memtoc.retrieval.recall_rank import Deadline
+from memtoc.retrieval.tiers import TierRenderer
 from memtoc.store.sqlite import SqliteStore
 from memtoc.text.keyphrases import key_terms
 from memtoc.text.tokens import TiktokenCounter
@@ -85,12 +88,27 @@ def test_the_passage_holding_the_rare_terms_ranks_first() -> None:
     ranked = rank_passages(
         key_terms("why does the exporter escape semicolons?"), split_passages(text, COUNTER)
     )
+    # it holds every question term the plan holds: it stands for the whole event
     assert "escape semicolons" in ranked[0][0].text and ranked[0][1] == 1.0
     # passages without any of the question's terms are not offered at all
     assert all(r > 0 for _, r in ranked)
     # no question term anywhere: the opening stands for the event
     opening = rank_passages(key_terms("kubernetes"), split_passages(text, COUNTER))
     assert len(opening) == 1 and opening[0][0].index == 0
+
+
+def test_a_passage_stands_for_its_share_of_the_event() -> None:
+    """A long report that scatters the question's terms over its parts: no part of it is the
+    answer the whole event's score stands for (getspecstory's long agent reports)."""
+    question = key_terms("why does the exporter escape semicolons?")
+    scattered = _plan(20)
+    for n, word in ((3, "exporter"), (9, "escape"), (15, "semicolons")):
+        scattered = scattered.replace(f"- update the renderer{n} helper", f"- the {word} helper")
+    shares = [r for _, r in rank_passages(question, split_passages(scattered, COUNTER))]
+    assert len(shares) >= 3 and max(shares) < 0.6
+    together = scattered.replace("- the escape helper", "- the exporter must escape semicolons")
+    best = rank_passages(question, split_passages(together, COUNTER))[0]
+    assert "escape semicolons" in best[0].text and best[1] > 0.9
 
 
 def test_gaps_are_marked() -> None:
@@ -152,5 +170,38 @@ def test_recall_packs_the_answering_part_of_a_long_plan(tmp_path: Path) -> None:
                 "exporter semicolons renderer helper unit tests module plan", budget=20_000
             ).items
         )
+    finally:
+        memory.close()
+
+
+def test_a_short_turn_beats_a_report_scattering_the_terms(tmp_path: Path) -> None:
+    """The failure class: a long agent report mentions the question's words all over and ranks
+    above the user's short instruction that answers; the report's best passage, holding one of
+    the words, used to take the report's whole score and the budget (getspecstory)."""
+    report = ["Here is the status of the release work:", ""]
+    for n in range(40):
+        word = ("exporter", "escape", "semicolons")[n * 3 // 40]  # a third of the parts each
+        report += [f"## Part {n}", "", f"- the {word} notes for module{n}: renderer{n} updated", ""]
+    answer = "the exporter must escape those: Excel splits cells on them"
+    records = [
+        {"session_id": "s1", "timestamp": BASE, "role": "assistant", "text": "\n".join(report)},
+        {"session_id": "s2", "timestamp": BASE + DAY, "role": "user", "text": answer},
+    ]
+    memory = _memory(tmp_path / "m.db", records)
+    try:
+        by_text = {e.text: e for e in memory.store.scan_events()}
+        long, short = by_text["\n".join(report)], by_text[answer]
+        units = [
+            Unit("event", "p", long.event_id, 2.0, (long,)),  # the report ranks first...
+            Unit("event", "p", short.event_id, 1.5, (short,)),
+        ]
+        packer = Packer(
+            TierRenderer(memory.store, COUNTER), COUNTER, ZoneInfo("UTC"), 130, Deadline(None),
+            terms=key_terms("Why must the exporter escape semicolons?"),
+        )  # fmt: skip
+        packer.pack(units)
+        items, tokens = packer.finish()
+        # ...but no part of it holds more than two of the three words it matched: the turn first
+        assert tokens <= 130 and any(answer in i.text for i in items), [i.text for i in items]
     finally:
         memory.close()

@@ -286,3 +286,36 @@ def test_tools_are_working_material_and_turns_step_over_them(tmp_path: Path) -> 
         assert CODING_STEPS[6][1] in result.context(), result.context()
     finally:
         memory.close()
+
+
+def test_the_users_next_message_answers_the_agent_past_its_own_turns(tmp_path: Path) -> None:
+    """The user's reaction to an agent's proposal often comes after the agent's own follow-up
+    ("Builds clean.", a tool step): it is the user's next message that decides, not the next
+    turn (getspecstory: "yeah, let's do no space and 12 dash chars" four steps after the
+    proposal it answers)."""
+    steps = [*CODING_STEPS[:6]]
+    steps += [
+        ("tool_call", '{"command": "go build ./..."}'),
+        ("assistant_message", "Builds clean."),
+        CODING_STEPS[6],
+        CODING_STEPS[7],
+    ]
+    memory = _coding_memory(tmp_path / "m.db", steps)
+    try:
+        store = memory.store
+        question = "What did we decide about the nightly export batch size?"
+        kwargs = rank_scope(memory, "p")
+        ids = {e.text: e.event_id for e in store.scan_events()}
+        proposal, decision = ids[CODING_STEPS[5][1]], ids[CODING_STEPS[6][1]]
+        alone = RankConfig(neighbours=0, substance_words=0, w_speaker=0)
+        no_reply = rank_only(store, question, config=replace(alone, w_reply=0), **kwargs)
+        reply = rank_only(store, question, config=alone, **kwargs)
+        assert reply.scores[decision] == pytest.approx(
+            max(no_reply.scores.get(decision, 0.0), alone.w_reply * no_reply.scores[proposal])
+        )
+        assert reply.scores[decision] > no_reply.scores.get(decision, 0.0)
+        # the agent's own follow-up is not the user's answer: it gains nothing from the reply
+        follow = ids["Builds clean."]
+        assert reply.scores.get(follow) == no_reply.scores.get(follow)
+    finally:
+        memory.close()

@@ -78,8 +78,8 @@ def event_line(event: Event) -> str:
 
 
 def part_score(score: float, ratio: float, rank: int) -> float:
-    """The score of a long event's passage: the event's score times the passage's relevance
-    relative to the event's best passage (``rank`` is its place among them, 0 for the best)."""
+    """The score of a long event's passage: the event's score times the passage's share of the
+    event's relevance (``rank`` is its place among them, 0 for the best)."""
     return score * ratio
 
 
@@ -254,9 +254,9 @@ class Packer:
 
     def pack(self, units: Sequence[Unit]) -> None:
         """Pack ``units`` best first (grips and segments after the rest). An event longer than a passage
-        enters as its passages (``recall_passages``), each at the event's score times its relevance
-        relative to the event's best passage: a long event's relevant parts compete with other
-        events one by one, and its irrelevant parts never spend the budget."""
+        enters as its passages (``recall_passages``), each at the event's score times its share
+        of the event's relevance: a long event's relevant parts compete with other events one by
+        one, and its irrelevant parts never spend the budget."""
         queue = [(1 if u.last else 0, -u.score, n, u) for n, u in enumerate(units)]
         heapq.heapify(queue)
         order = len(queue)

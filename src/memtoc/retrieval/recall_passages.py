@@ -9,7 +9,10 @@ the part that does. So recall's packing unit is the *passage*: an event of at mo
 
 A passage's relevance to the question is the IDF-weighted sum of the question's key terms it
 holds, with the IDF taken over the event's own passages: a term on every passage of a plan says
-nothing about which part answers, a term on one says a lot. Passages that hold none of the
+nothing about which part answers, a term on one says a lot. A passage stands for its share of
+the event's relevance (the same sum over every term the event holds): the event's score was
+earned by all its matches, and a passage holding a few of the terms a long report scatters over
+its parts is weaker evidence than a short turn holding them all. Passages that hold none of the
 question's terms are not relevant; when none is, the event's first passage stands for it (a
 message's opening usually says what it is about: a plan's title, a report's conclusion).
 """
@@ -116,10 +119,13 @@ def passages_text(text: str, passages: Sequence[Passage]) -> tuple[str, bool]:
     return "\n".join(out), False
 
 
-def passage_relevance(question_terms: set[str], passages: Sequence[Passage]) -> list[float]:
-    """Each passage's IDF-weighted count of the question's key terms (IDF over ``passages``)."""
+def passage_relevance(
+    question_terms: set[str], passages: Sequence[Passage]
+) -> tuple[list[float], float]:
+    """Each passage's IDF-weighted count of the question's key terms (IDF over ``passages``),
+    and the event's: the same sum over every term some passage holds."""
     if not question_terms or len(passages) <= 1:
-        return [0.0] * len(passages)
+        return [0.0] * len(passages), 0.0
     held = [key_terms(p.text) & question_terms for p in passages]
     df: dict[str, int] = {}
     for terms in held:
@@ -127,19 +133,19 @@ def passage_relevance(question_terms: set[str], passages: Sequence[Passage]) -> 
             df[t] = df.get(t, 0) + 1
     n = len(passages)
     idf = {t: math.log(1.0 + n / d) for t, d in df.items()}
-    return [sum(idf[t] for t in terms) for terms in held]
+    return [sum(idf[t] for t in terms) for terms in held], sum(idf.values())
 
 
 def rank_passages(
     question_terms: set[str], passages: Sequence[Passage]
 ) -> list[tuple[Passage, float]]:
-    """The passages worth packing, best first, each with its relevance relative to the best
-    (1.0 for the best). Without any relevant passage: the first passage alone, at 1.0."""
+    """The passages worth packing, best first, each with its share of the event's relevance
+    (1.0 for a passage holding every question term the event holds). Without any relevant
+    passage: the first passage alone, at 1.0."""
     if not passages:
         return []
-    rel = passage_relevance(question_terms, passages)
-    best = max(rel, default=0.0)
-    if best <= 0:
+    rel, event = passage_relevance(question_terms, passages)
+    if event <= 0:
         return [(passages[0], 1.0)]
     order = sorted(range(len(passages)), key=lambda i: (-rel[i], i))
-    return [(passages[i], rel[i] / best) for i in order if rel[i] > 0]
+    return [(passages[i], rel[i] / event) for i in order if rel[i] > 0]

@@ -26,7 +26,8 @@ says so):
    same thing, while the fact asked for is in the reply (on LoCoMo the turn after a top-8 hit
    ending in "?" is gold 13-17 % of the time, after any other hit 1-3 %). An agent's turn among
    them passes it to the user's next turn the same way: the user decides, corrects or confirms
-   what the agent proposed ("no, keep the old schema"), in words of its own.
+   what the agent proposed ("no, keep the old schema"), in words of its own — the user's next
+   message, after however many of the agent's own turns ("Builds clean.") come between.
 7. **Time** (``recall_time``): with a time expression in the question ("last week", "in March")
    an extra BM25/vector pass restricted to its window brings in-window events into the pool;
    events told inside the window get ``+ w_time``, events whose own words name a time inside it
@@ -62,7 +63,8 @@ from memtoc.retrieval.teleport import Hit, SearchFilters, bm25_search
 from memtoc.retrieval.tiers import grip_events
 from memtoc.store.capabilities import SearchStore
 
-TURN_TYPES = ("user_message", "assistant_message")
+USER = "user_message"
+TURN_TYPES = (USER, "assistant_message")
 """A conversation's turns (stages 6 and 8); tool calls and outputs and system events sit between."""
 SEGMENT_PREFIX = "toc:segment:"
 """Segment node ids start so (``toc:{level}:{period}``, DESIGN §2)."""
@@ -371,7 +373,7 @@ class Ranker:
         ranked = sorted(scores, key=lambda i: -scores[i])
         top = ranked[: cfg.neighbours] if cfg.w_neighbour > 0 else []
         # the hits a reply answers, with their scores before any neighbour gain: one that asks,
-        # or an agent's turn (the user's next turn decides, corrects or confirms what it said)
+        # or an agent's turn (the user's next message decides, corrects or confirms what it said)
         answered = [
             (i, scores[i])
             for i in (ranked[: cfg.replies] if cfg.w_reply > 0 else [])
@@ -386,14 +388,17 @@ class Ranker:
             for n in (*before, *after):
                 self._join(scores, out, n, cfg.w_neighbour * scores[i])
         for i, score in answered:
-            if i in replies:
-                answer = replies[i]
-            else:
-                _, answer = self.store.session_neighbors(
-                    out.events[i], before=0, after=1, event_types=TURN_TYPES
-                )
+            hit = out.events[i]
+            answer = replies.get(i)
+            if answer is None or (
+                not asks_question(hit) and not any(n.event_type == USER for n in answer)
+            ):
+                # an agent's statement is answered by the user's next message, however many
+                # of the agent's own turns ("Builds clean.") come between
+                types = TURN_TYPES if asks_question(hit) else (USER,)
+                _, answer = self.store.session_neighbors(hit, before=0, after=1, event_types=types)
             for n in answer:
-                if n.event_type == "user_message" or asks_question(out.events[i]):
+                if n.event_type == USER or asks_question(hit):
                     self._join(scores, out, n, cfg.w_reply * score)
 
     @staticmethod
