@@ -237,7 +237,7 @@ def _key_terms(text: str) -> set[str]:
     return out
 
 
-LONG_TOKENS_MAX_CHARS = 8_000_000
+LONG_TOKENS_MAX_CHARS = 4_000_000
 """Characters of long texts whose distinct tokens ``distinct_words`` keeps (oldest dropped): the
 long events of the outbox entries one worker round claims, whose segments it builds next."""
 _long_tokens: OrderedDict[str, tuple[str, ...]] = OrderedDict()
