@@ -4,6 +4,8 @@ scores in 0..1, any user text a valid query, vectors in pgvector with embedder p
 
 from __future__ import annotations
 
+import random
+import string
 from collections.abc import Iterator
 from pathlib import Path
 from unittest.mock import ANY
@@ -375,3 +377,21 @@ def test_a_store_indexed_before_fts5_tokens_is_reindexed_by_its_migration(
     finally:
         for memory in stores.values():
             memory.close()
+
+
+def test_a_text_past_the_tsvector_limit_is_indexed_by_its_first_words(pg_url: str) -> None:
+    """PostgreSQL refuses a ``tsvector`` of 1 MB or more (``to_tsvector`` failed on such a text,
+    and with it the pipeline's batch): the lexemes stop short of it, the row is still found by its
+    first words and the events after it are indexed."""
+    clock = ManualClock(BASE + 10 * DAY)
+    memory = open_memory(PostgresStore(pg_url, clock=clock, pool_size=2), clock, None)
+    rng = random.Random(3)
+    huge = "zephyrine " + " ".join(
+        "".join(rng.choices(string.ascii_lowercase, k=12)) for _ in range(120_000)
+    )
+    try:
+        _add(memory, [huge, "a quiet zephyrine morning"], 0)
+        hits = _ranked(memory, "zephyrine")
+        assert sorted(t[:20] for t, _, _ in hits) == ["a quiet zephyrine mo", huge[:20]]
+    finally:
+        memory.close()

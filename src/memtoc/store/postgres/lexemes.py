@@ -16,8 +16,9 @@ document length FTS5's ``bm25()`` normalises by. ``query_lexemes`` cuts a query'
 way. PostgreSQL then only stores, indexes (GIN) and matches these lexemes.
 
 Limits PostgreSQL puts on a ``tsvector`` (its ``to_tsvector`` applies the same): a lexeme of
-2,048 bytes or more is left out, positions stop at 16,383, a lexeme keeps its first 256, and the
-lexemes of one text stop short of 1 MB — a text past that is still found by its first lexemes and
+2,048 bytes or more is left out, positions stop at 16,383, a lexeme keeps its first 256, and one
+text's lexemes and positions stop short of 1 MB (PostgreSQL refuses a bigger ``tsvector``; its
+``to_tsvector`` failed on such a text) — a text past that is still found by its first lexemes and
 still weighed by its full length.
 """
 
@@ -70,17 +71,19 @@ def index_text(text: str) -> tuple[str, int]:
     limits (module doc)."""
     found = tokens(text)
     positions: dict[str, list[int]] = {}
-    size = 0
+    size = 0  # as PostgreSQL counts it: each lexeme 2-byte aligned, a count, 2 bytes a position
     for n, token in enumerate(found, start=1):
         lexeme = stem(token)
         at = positions.get(lexeme)
         if at is None:
-            cost = len(lexeme.encode("utf-8"))
-            if cost > MAX_LEXEME_BYTES or size + cost > MAX_TSVECTOR_BYTES:
+            length = len(lexeme.encode("utf-8"))
+            cost = length + length % 2 + 4
+            if length > MAX_LEXEME_BYTES or size + cost > MAX_TSVECTOR_BYTES:
                 continue
             size += cost
             positions[lexeme] = [min(n, MAX_POSITION)]
-        elif len(at) < MAX_POSITIONS:
+        elif len(at) < MAX_POSITIONS and size + 2 <= MAX_TSVECTOR_BYTES:
+            size += 2
             at.append(min(n, MAX_POSITION))
     literal = " ".join(
         _quoted(lexeme) + ":" + ",".join(map(str, sorted(set(at))))
