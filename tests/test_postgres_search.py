@@ -304,8 +304,12 @@ FTS5_TEXTS = [
     "the page renders",
     "the page loads",
     "the page scrolls",
+    "the auth check runs first",
+    "auth.go holds the auth check",
+    "go build passed",
 ]
-FTS5_QUERIES = ["retry loop", "above the fold", "refresh_token", "landing page", "page"]
+FTS5_QUERIES = ["retry loop", "above the fold", "refresh_token", "landing page", "page",
+                "the auth-check in auth.go", "auth go"]  # fmt: skip
 
 
 def _ranked(memory: Memory, query: str) -> list[tuple[str, float, bool]]:
@@ -323,8 +327,9 @@ def _same_ranking(pg: Memory, lite: Memory) -> None:
 def test_bm25_scores_are_fts5_scores_on_both_stores(pg_url: str, tmp_path: Path) -> None:
     """PostgreSQL's BM25 is FTS5's: the same rows in the same order with the same raw scores.
     Its ``english`` parse never indexed or searched stop words (``above``), split ``refresh_token``
-    at ``_``, weighed a term in most rows above FTS5's near-zero IDF, and measured a row by its
-    distinct lexemes, so a long row repeating one word ranked above a short one."""
+    at ``_``, weighed a term in most rows above FTS5's near-zero IDF, measured a row by its
+    distinct lexemes (a long row repeating one word ranked above a short one), and weighed
+    ``auth`` once where FTS5's AND expression holds it twice (``auth-check``, ``auth.go``)."""
     stores = _small_stores(pg_url, tmp_path)
     try:
         for memory in stores.values():

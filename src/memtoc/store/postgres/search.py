@@ -14,7 +14,7 @@ FTS5's tokens as lexemes, with each row's length in tokens (``dl``): ``postgres/
   ``OR_ONLY_FACTOR``).
 - **BM25, scores 0..1**: each candidate row is scored by FTS5's ``bm25()`` computed in SQL
   (``_BM25``: FTS5's IDF, ``ln((N - df + 0.5) / (df + 0.5))`` and at least 1e-6, times how many
-  of the query's terms hold the lexeme; term frequency from the lexeme's positions in the row's
+  of the expression's phrases hold the lexeme (``_Weights``); term frequency from the lexeme's positions in the row's
   tsvector; length normalisation by the row's tokens, ``dl``, over the index's average), over
   the lexemes of the pass's own expression (the OR pass's rarer lexemes only, as FTS5 scores
   the phrases of the expression it matched); divided per index by the best score that index
@@ -44,6 +44,7 @@ them): unnesting whole tsvectors made scoring 5 times slower.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -161,7 +162,7 @@ class PgSearch(PgBase):
                     f"{name} AS MATERIALIZED "
                     f"({_pass(table, where, gate, bound, scope.event_fields, newest)})"
                 )
-                params += [*w.bm25_params(scored), tsq, *where_params, *([candidates] if p else []),
+                params += [*w.bm25_params(scored, every=p == 0), tsq, *where_params, *([candidates] if p else []),
                            candidates]  # fmt: skip
                 selects.append(f"SELECT {n}, {p}, * FROM {name}")
         rows = self._query_planned(
@@ -184,14 +185,11 @@ class PgSearch(PgBase):
         groups: list[tuple[Option, ...]],
     ) -> _Weights:
         """The query's BM25 weights over ``table``: FTS5's IDF, ``ln((N - df + 0.5) / (df +
-        0.5))`` and at least ``MIN_IDF``, times the query terms holding the lexeme (FTS5 scores
-        each term); N and the average length in tokens from ``index_stats``."""
+        0.5))`` and at least ``MIN_IDF``; N and the average length in tokens from
+        ``index_stats``."""
         n, avgdl = index_stats(self, table)
-        idf = [
-            k * max(MIN_IDF, math.log((max(n, df) - df + 0.5) / (df + 0.5)))
-            for df, k in zip(dfs, times, strict=True)
-        ]
-        return _Weights(lexemes, dfs, idf, avgdl, groups)
+        idf = [max(MIN_IDF, math.log((max(n, df) - df + 0.5) / (df + 0.5))) for df in dfs]
+        return _Weights(lexemes, dfs, idf, avgdl, groups, times)
 
     def keep_keys(
         self,
@@ -374,16 +372,27 @@ def _doc_where(kinds: Sequence[str], s: TextScope) -> tuple[str, list[Any]]:
 
 @dataclass(frozen=True, slots=True)
 class _Weights:
-    """A query's lexemes with their document frequency and weight (IDF times the terms holding
-    it) in one index, and the index's average length in tokens."""
+    """A query's lexemes with their document frequency and IDF in one index, the index's average
+    length in tokens, the AND pass's structure and how many distinct terms hold each lexeme.
+
+    FTS5 scores each phrase of the expression it matched, so a lexeme weighs its IDF as many
+    times as it appears there: in the OR expression once per distinct term holding it
+    (``socket`` and ``sockets``), in the AND expression once per option holding it (``auth`` in
+    ``auth-check`` and among ``auth.go``'s parts)."""
 
     lexemes: list[str]
     dfs: list[int]
     idf: list[float]
     avgdl: float
     groups: list[tuple[Option, ...]]
+    times: list[int]
 
-    def bm25_params(self, scored: list[str]) -> list[Any]:
-        """The parameters of ``_BM25`` scoring over the lexemes ``scored``, in order."""
-        idf = [self.idf[self.lexemes.index(lex)] for lex in scored]
-        return [idf, scored, self.avgdl, scored]
+    def bm25_params(self, scored: list[str], *, every: bool) -> list[Any]:
+        """The parameters of ``_BM25`` scoring over the lexemes ``scored``, in order (``every``:
+        for the AND pass)."""
+        if every:
+            held = Counter(lex for options in self.groups for o in options for lex in o)
+            weights = [self.idf[self.lexemes.index(lex)] * held[lex] for lex in scored]
+        else:
+            weights = [self.idf[i] * self.times[i] for i in map(self.lexemes.index, scored)]
+        return [weights, scored, self.avgdl, scored]
