@@ -205,3 +205,61 @@ def test_a_short_turn_beats_a_report_scattering_the_terms(tmp_path: Path) -> Non
         assert tokens <= 130 and any(answer in i.text for i in items), [i.text for i in items]
     finally:
         memory.close()
+
+
+def test_a_weaker_events_deeper_passages_give_way(tmp_path: Path) -> None:
+    """The failure class: the second and third passages of a long report ranked below the best
+    event took the budget ahead of another event's short answer (getspecstory: four passages of
+    one PR review). A deeper passage is discounted by its event's score relative to the best
+    event's; the best event itself still goes deep."""
+    lines = []
+    for n in range(12):
+        lines += [f"## Part {n}", "", f"- the exporter must escape semicolons in module{n}", ""]
+        lines += [f"- renderer{n}.{k} helper and its unit tests updated" for k in range(3)] + [""]
+    report = "\n".join(lines)
+    answer = "the exporter escapes semicolons because Excel splits cells"
+    top_turn = "the exporter now escapes semicolons, done"
+    records = [
+        {"session_id": "s1", "timestamp": BASE, "role": "assistant", "text": report},
+        {"session_id": "s2", "timestamp": BASE + DAY, "role": "user", "text": answer},
+        {"session_id": "s3", "timestamp": BASE + 2 * DAY, "role": "user", "text": top_turn},
+    ]
+    memory = _memory(tmp_path / "m.db", records)
+    try:
+        by_text = {e.text: e for e in memory.store.scan_events()}
+        long, short, top = by_text[report], by_text[answer], by_text[top_turn]
+        terms = key_terms("Why must the exporter escape semicolons?")
+        passages = split_passages(report, COUNTER)
+        assert len(rank_passages(terms, passages)) >= 3  # every part holds every term
+        # room for the best event, the long one's best passage and then one of: its second
+        # passage, or the short answer
+        first, second = (p for p, _ in rank_passages(terms, passages)[:2])
+        budget = sum(COUNTER.count(t) for t in (top_turn, first.text, second.text)) + 8
+
+        def packed(long_score: float) -> list[str]:
+            packer = Packer(
+                TierRenderer(memory.store, COUNTER), COUNTER, ZoneInfo("UTC"), budget,
+                Deadline(None), terms=terms, headers=False,
+            )  # fmt: skip
+            packer.pack(
+                [
+                    Unit("event", "p", top.event_id, 2.0, (top,)),
+                    Unit("event", "p", long.event_id, long_score, (long,)),
+                    Unit("event", "p", short.event_id, 0.9, (short,)),
+                ]
+            )
+            items, tokens = packer.finish()
+            assert tokens <= budget
+            return [i.text for i in items]
+
+        def depth(texts: list[str]) -> int:
+            return sum(p.text in t for p in passages for t in texts)
+
+        # at half the best event's score, its second passage (1.0 x 0.5) gives way to the answer
+        texts = packed(1.0)
+        assert answer in texts and depth(texts) == 1, texts
+        # as strong as the best event, it goes deep: two passages, the short answer left out
+        texts = packed(2.0)
+        assert answer not in texts and depth(texts) == 2, texts
+    finally:
+        memory.close()

@@ -77,10 +77,13 @@ def event_line(event: Event) -> str:
     return f"[{event.role}] {event.text}"
 
 
-def part_score(score: float, ratio: float, rank: int) -> float:
+def part_score(score: float, ratio: float, rank: int, top: float) -> float:
     """The score of a long event's passage: the event's score times the passage's share of the
-    event's relevance (``rank`` is its place among them, 0 for the best)."""
-    return score * ratio
+    event's relevance, and for the ``rank``-th passage after its best (0: the best) times the
+    event's score relative to the best event's (``top``) to the power ``rank``: the best event
+    goes as deep as its passages deserve, a weaker one gives way to other events' best parts."""
+    depth = min(1.0, score / top) ** rank if top > 0 else 1.0
+    return score * ratio * depth
 
 
 def cited(item: SearchItem) -> str:
@@ -255,10 +258,12 @@ class Packer:
     def pack(self, units: Sequence[Unit]) -> None:
         """Pack ``units`` best first (grips and segments after the rest). An event longer than a passage
         enters as its passages (``recall_passages``), each at the event's score times its share
-        of the event's relevance: a long event's relevant parts compete with other events one by
-        one, and its irrelevant parts never spend the budget."""
+        of the event's relevance, a deeper one discounted by the event's standing (``part_score``):
+        a long event's relevant parts compete with other events one by one, and its irrelevant
+        parts never spend the budget."""
         queue = [(1 if u.last else 0, -u.score, n, u) for n, u in enumerate(units)]
         heapq.heapify(queue)
+        top = max((u.score for u in units if u.kind == "event"), default=0.0)
         order = len(queue)
         misses = 0
         while queue:
@@ -271,7 +276,8 @@ class Packer:
             parts = self._passages(unit)
             if parts is not None:
                 for k, (passage, ratio) in enumerate(parts):
-                    part = replace(unit, score=part_score(unit.score, ratio, k), passage=passage)
+                    score = part_score(unit.score, ratio, k, top)
+                    part = replace(unit, score=score, passage=passage)
                     order += 1
                     heapq.heappush(queue, (pin, -part.score, n if k == 0 else order, part))
                 continue
