@@ -176,25 +176,29 @@ def test_hints_of_an_empty_toc_say_what_to_run(tmp_path: Path) -> None:
 
 
 def test_cli_toc_after_the_first_process_shows_the_current_year(tmp_path: Path) -> None:
-    """The same acceptance through the CLI with the real clock: history up to 10 minutes ago."""
+    """The same acceptance through the CLI with the real clock: history up to 10 minutes ago,
+    in a time zone where it is about noon (so the last 40 minutes never straddle midnight)."""
     now = int(time.time() * 1000)
+    offset = datetime.fromtimestamp(now / 1000, tz=UTC).hour - 12  # local = UTC - offset
+    zone = f"Etc/GMT+{offset}" if offset >= 0 else f"Etc/GMT-{-offset}"
+    tz = ZoneInfo(zone)
     path = tmp_path / "t.jsonl"
     rows = session("s", now - 40 * 60_000, ["The yak shaver needs a new blade", "Ordered one."])
     rows += session("s", now - 11 * 60_000, ["Blade arrived", "Installed it."])
     path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
     db = str(tmp_path / "cli.db")
-    env = {"MEMTOC_TIMEZONE": "UTC"}
+    env = {"MEMTOC_TIMEZONE": zone}
     assert runner.invoke(app, ["--db", db, "ingest", str(path)], env=env).exit_code == 0
     empty = runner.invoke(app, ["--db", db, "toc", "-p", "default"], env=env)
     assert empty.exit_code == 0 and "run `memtoc process`" in empty.output
     assert runner.invoke(app, ["--db", db, "process"], env=env).exit_code == 0
     out = runner.invoke(app, ["--db", db, "toc", "-p", "default", "--json"], env=env)
     assert out.exit_code == 0, out.output
-    year = datetime.fromtimestamp(now / 1000, tz=UTC).year
+    year = datetime.fromtimestamp(now / 1000, tz=tz).year
     roots = json.loads(out.output)["roots"]
     assert [r["node"]["node_id"] for r in roots] == [f"toc:year:{year}"]
     assert roots[0]["provisional"] is True
-    today = datetime.fromtimestamp((now - 11 * 60_000) / 1000, tz=UTC).date().isoformat()
+    today = datetime.fromtimestamp(now / 1000, tz=tz).date().isoformat()
     day = runner.invoke(
         app, ["--db", db, "toc", f"toc:day:{today}", "-p", "default", "--json"], env=env
     )
