@@ -248,13 +248,19 @@ CODING_STEPS = [
 ]
 
 
+EXPORT_QUESTION = "What did we decide about the nightly export batch size?"
+
+
+def _by_text(memory: Memory) -> tuple[dict[str, Any], dict[str, str]]:
+    """``rank_only``'s scope for the coding session, and its event ids by text."""
+    return rank_scope(memory, "p"), {e.text: e.event_id for e in memory.store.scan_events()}
+
+
 def test_tools_are_working_material_and_turns_step_over_them(tmp_path: Path) -> None:
     memory = _coding_memory(tmp_path / "m.db", CODING_STEPS)
     try:
-        store = memory.store
-        question = "What did we decide about the nightly export batch size?"
-        kwargs = rank_scope(memory, "p")
-        ids = {e.text: e.event_id for e in store.scan_events()}
+        store, question = memory.store, EXPORT_QUESTION
+        kwargs, ids = _by_text(memory)
         output, proposal = ids[CODING_STEPS[2][1]], ids[CODING_STEPS[5][1]]
         decision = ids[CODING_STEPS[6][1]]
         flat = rank_only(store, question, config=RankConfig(w_tool=1.0), **kwargs)
@@ -302,10 +308,8 @@ def test_the_users_next_message_answers_the_agent_past_its_own_turns(tmp_path: P
     ]
     memory = _coding_memory(tmp_path / "m.db", steps)
     try:
-        store = memory.store
-        question = "What did we decide about the nightly export batch size?"
-        kwargs = rank_scope(memory, "p")
-        ids = {e.text: e.event_id for e in store.scan_events()}
+        store, question = memory.store, EXPORT_QUESTION
+        kwargs, ids = _by_text(memory)
         proposal, decision = ids[CODING_STEPS[5][1]], ids[CODING_STEPS[6][1]]
         alone = RankConfig(neighbours=0, substance_words=0, w_speaker=0)
         no_reply = rank_only(store, question, config=replace(alone, w_reply=0), **kwargs)
