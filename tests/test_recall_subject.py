@@ -16,7 +16,7 @@ from memtoc.memory import Memory
 from memtoc.model import Event, JsonValue
 from memtoc.retrieval.embedding_index import SemanticIndex
 from memtoc.retrieval.recall import rank_only, recall
-from memtoc.retrieval.recall_rank import RankConfig
+from memtoc.retrieval.recall_rank import RankConfig, Ranking
 from memtoc.retrieval.recall_subject import (
     asks_question,
     content_words,
@@ -256,6 +256,20 @@ def _by_text(memory: Memory) -> tuple[dict[str, Any], dict[str, str]]:
     return rank_scope(memory, "p"), {e.text: e.event_id for e in memory.store.scan_events()}
 
 
+def _replied(memory: Memory, proposal: str, decision: str) -> tuple[Ranking, Ranking]:
+    """The ranking without and with replies (no other stage moving scores): the user's answer
+    to the agent's proposal joins at ``w_reply`` of the proposal's score."""
+    kwargs, _ = _by_text(memory)
+    alone = RankConfig(neighbours=0, substance_words=0, w_speaker=0)
+    no_reply = rank_only(memory.store, EXPORT_QUESTION, config=replace(alone, w_reply=0), **kwargs)
+    reply = rank_only(memory.store, EXPORT_QUESTION, config=alone, **kwargs)
+    assert reply.scores[decision] == pytest.approx(
+        max(no_reply.scores.get(decision, 0.0), alone.w_reply * no_reply.scores[proposal])
+    )
+    assert reply.scores[decision] > no_reply.scores.get(decision, 0.0)
+    return no_reply, reply
+
+
 def test_tools_are_working_material_and_turns_step_over_them(tmp_path: Path) -> None:
     memory = _coding_memory(tmp_path / "m.db", CODING_STEPS)
     try:
@@ -271,13 +285,7 @@ def test_tools_are_working_material_and_turns_step_over_them(tmp_path: Path) -> 
         order = [e.event_id for e in ranked.ranked_events()]
         assert order.index(proposal) < order.index(output), [e.text for e in ranked.ranked_events()]
         # the user's answer to the agent's proposal joins at w_reply of the proposal's score
-        alone = RankConfig(neighbours=0, substance_words=0, w_speaker=0)
-        no_reply = rank_only(store, question, config=replace(alone, w_reply=0), **kwargs)
-        reply = rank_only(store, question, config=alone, **kwargs)
-        assert reply.scores[decision] == pytest.approx(
-            max(no_reply.scores.get(decision, 0.0), alone.w_reply * no_reply.scores[proposal])
-        )
-        assert reply.scores[decision] > no_reply.scores.get(decision, 0.0)
+        _replied(memory, proposal, decision)
         assert order.index(decision) <= 2, [e.text for e in ranked.ranked_events()]
         # the turn before the proposal is the user's request, not the tool output between them
         first, _ = store.session_neighbors(
@@ -308,16 +316,9 @@ def test_the_users_next_message_answers_the_agent_past_its_own_turns(tmp_path: P
     ]
     memory = _coding_memory(tmp_path / "m.db", steps)
     try:
-        store, question = memory.store, EXPORT_QUESTION
-        kwargs, ids = _by_text(memory)
+        _, ids = _by_text(memory)
         proposal, decision = ids[CODING_STEPS[5][1]], ids[CODING_STEPS[6][1]]
-        alone = RankConfig(neighbours=0, substance_words=0, w_speaker=0)
-        no_reply = rank_only(store, question, config=replace(alone, w_reply=0), **kwargs)
-        reply = rank_only(store, question, config=alone, **kwargs)
-        assert reply.scores[decision] == pytest.approx(
-            max(no_reply.scores.get(decision, 0.0), alone.w_reply * no_reply.scores[proposal])
-        )
-        assert reply.scores[decision] > no_reply.scores.get(decision, 0.0)
+        no_reply, reply = _replied(memory, proposal, decision)
         # the agent's own follow-up is not the user's answer: it gains nothing from the reply
         follow = ids["Builds clean."]
         assert reply.scores.get(follow) == no_reply.scores.get(follow)
