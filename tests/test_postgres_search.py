@@ -307,9 +307,11 @@ FTS5_TEXTS = [
     "the auth check runs first",
     "auth.go holds the auth check",
     "go build passed",
+    "timeout " * 300 + "in the log",  # more often than a tsvector keeps positions (256)
+    "timeout " * 270 + "in the other log",
 ]
 FTS5_QUERIES = ["retry loop", "above the fold", "refresh_token", "landing page", "page",
-                "the auth-check in auth.go", "auth go"]  # fmt: skip
+                "the auth-check in auth.go", "auth go", "timeout log"]  # fmt: skip
 
 
 def _ranked(memory: Memory, query: str) -> list[tuple[str, float, bool]]:
@@ -328,8 +330,9 @@ def test_bm25_scores_are_fts5_scores_on_both_stores(pg_url: str, tmp_path: Path)
     """PostgreSQL's BM25 is FTS5's: the same rows in the same order with the same raw scores.
     Its ``english`` parse never indexed or searched stop words (``above``), split ``refresh_token``
     at ``_``, weighed a term in most rows above FTS5's near-zero IDF, measured a row by its
-    distinct lexemes (a long row repeating one word ranked above a short one), and weighed
-    ``auth`` once where FTS5's AND expression holds it twice (``auth-check``, ``auth.go``)."""
+    distinct lexemes (a long row repeating one word ranked above a short one), weighed ``auth``
+    once where FTS5's AND expression holds it twice (``auth-check``, ``auth.go``), and counted a
+    word at most 256 times in a row (a tsvector's positions)."""
     stores = _small_stores(pg_url, tmp_path)
     try:
         for memory in stores.values():

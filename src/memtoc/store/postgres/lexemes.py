@@ -11,13 +11,13 @@ context-evaluator's 174 questions the two stores agreed on the top 10 BM25 hits 
 So the team store does not parse: ``index_text`` cuts a text as FTS5's tokenizer does (lowercase,
 diacritics removed, runs of letters, digits and ``_``), stems each token with the Porter algorithm
 as FTS5's ``porter`` does (tokens shorter than 3 or longer than 64 bytes kept as they are), and
-returns the ``tsvector`` literal (lexemes with their token positions) and the token count — the
-document length FTS5's ``bm25()`` normalises by. ``query_lexemes`` cuts a query's terms the same
+returns the ``tsvector`` literal (each lexeme with positions that encode its term frequency:
+``tf_positions``) and the token count — the document length FTS5's ``bm25()`` normalises by. ``query_lexemes`` cuts a query's terms the same
 way. PostgreSQL then only stores, indexes (GIN) and matches these lexemes.
 
 Limits PostgreSQL puts on a ``tsvector`` (its ``to_tsvector`` applies the same): a lexeme of
-2,048 bytes or more is left out, positions stop at 16,383, a lexeme keeps its first 256, and one
-text's lexemes and positions stop short of 1 MB (PostgreSQL refuses a bigger ``tsvector``; its
+2,048 bytes or more is left out, a term frequency counts up to 16,383, and one text's lexemes and
+positions stop short of 1 MB (PostgreSQL refuses a bigger ``tsvector``; its
 ``to_tsvector`` failed on such a text) — a text past that is still found by its first lexemes and
 still weighed by its full length.
 """
@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
 
@@ -49,7 +50,8 @@ def tokens(text: str) -> list[str]:
     low = text.lower()
     if not low.isascii():
         decomposed = unicodedata.normalize("NFD", low)
-        low = "".join(ch for ch in decomposed if not unicodedata.combining(ch))
+        if decomposed != low or not unicodedata.is_normalized("NFC", low):  # marks to drop
+            low = "".join(ch for ch in decomposed if not unicodedata.combining(ch))
     return _TOKEN.findall(low)
 
 
@@ -67,29 +69,44 @@ def _quoted(lexeme: str) -> str:
 
 def index_text(text: str) -> tuple[str, int]:
     """``(tsvector literal, token count)`` of an indexed text (``fts_text.search_text`` of an
-    event or a document): each lexeme with the positions of its tokens, within PostgreSQL's
-    limits (module doc)."""
+    event or a document): each lexeme with its term frequency (``tf_positions``), in the order
+    of first use, within PostgreSQL's limits (module doc)."""
     found = tokens(text)
-    positions: dict[str, list[int]] = {}
-    size = 0  # as PostgreSQL counts it: each lexeme 2-byte aligned, a count, 2 bytes a position
-    for n, token in enumerate(found, start=1):
+    counts: dict[str, int] = {}
+    for token, n in Counter(found).items():
         lexeme = stem(token)
-        at = positions.get(lexeme)
-        if at is None:
-            length = len(lexeme.encode("utf-8"))
-            cost = length + length % 2 + 4
-            if length > MAX_LEXEME_BYTES or size + cost > MAX_TSVECTOR_BYTES:
-                continue
-            size += cost
-            positions[lexeme] = [min(n, MAX_POSITION)]
-        elif len(at) < MAX_POSITIONS and size + 2 <= MAX_TSVECTOR_BYTES:
-            size += 2
-            at.append(min(n, MAX_POSITION))
-    literal = " ".join(
-        _quoted(lexeme) + ":" + ",".join(map(str, sorted(set(at))))
-        for lexeme, at in positions.items()
-    )
-    return literal, len(found)
+        counts[lexeme] = counts.get(lexeme, 0) + n
+    parts: list[str] = []
+    size = 0  # as PostgreSQL counts it: each lexeme 2-byte aligned, a count, 2 bytes a position
+    for lexeme, tf in counts.items():
+        length = len(lexeme.encode("utf-8"))
+        cost = length + length % 2 + 2 + 2 * min(tf, MAX_POSITIONS)
+        if length > MAX_LEXEME_BYTES or size + cost > MAX_TSVECTOR_BYTES:
+            continue
+        size += cost
+        parts.append(_quoted(lexeme) + ":" + tf_positions(tf))
+    return " ".join(parts), len(found)
+
+
+_SPANS = [",".join(map(str, range(1, k + 1))) for k in range(MAX_POSITIONS + 1)]
+
+
+def tf_positions(tf: int) -> str:
+    """A term frequency as tsvector positions: ``1..tf`` up to 256 (the most a lexeme keeps);
+    above, ``1..255`` and then ``tf`` itself (at most 16,383). Positions serve only to count —
+    the store runs no phrase queries — so ``postgres/search`` reads a lexeme's frequency back
+    as its number of positions, or its 256th position when it has 256 (``TF_SQL``), and a word
+    repeated 1,000 times in a log weighs as it does in FTS5, not as 256."""
+    if tf < MAX_POSITIONS:
+        return _SPANS[tf]
+    return _SPANS[MAX_POSITIONS - 1] + "," + str(min(tf, MAX_POSITION))
+
+
+TF_SQL = (
+    f"(CASE WHEN cardinality(u.positions) < {MAX_POSITIONS} THEN cardinality(u.positions) "
+    f"ELSE u.positions[{MAX_POSITIONS}] END)"
+)
+"""The term frequency of an unnested tsvector entry ``u`` (``tf_positions``)."""
 
 
 def index_rows(texts: Iterable[str]) -> tuple[list[str], list[int]]:

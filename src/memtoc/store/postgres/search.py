@@ -14,8 +14,8 @@ FTS5's tokens as lexemes, with each row's length in tokens (``dl``): ``postgres/
   ``OR_ONLY_FACTOR``).
 - **BM25, scores 0..1**: each candidate row is scored by FTS5's ``bm25()`` computed in SQL
   (``_BM25``: FTS5's IDF, ``ln((N - df + 0.5) / (df + 0.5))`` and at least 1e-6, times how many
-  of the expression's phrases hold the lexeme (``_Weights``); term frequency from the lexeme's positions in the row's
-  tsvector; length normalisation by the row's tokens, ``dl``, over the index's average), over
+  of the expression's phrases hold the lexeme (``_Weights``); term frequency as the row's
+  tsvector encodes it (``lexemes.tf_positions``); length normalisation by the row's tokens, ``dl``, over the index's average), over
   the lexemes of the pass's own expression (the OR pass's rarer lexemes only, as FTS5 scores
   the phrases of the expression it matched); divided per index by the best score that index
   returned, times the pass factor — the SQLite store's normalisation of ``bm25()``, so fused
@@ -59,7 +59,7 @@ from memtoc.store.capabilities import (
 )
 from memtoc.store.postgres import text_stats
 from memtoc.store.postgres.base import PgBase
-from memtoc.store.postgres.lexemes import Option, query_groups, query_lexemes
+from memtoc.store.postgres.lexemes import TF_SQL, Option, query_groups, query_lexemes
 from memtoc.store.postgres.text_stats import index_stats, terms
 from memtoc.text.fts_text import build_match
 
@@ -79,12 +79,12 @@ MIN_IDF = 1e-6
 """FTS5's floor for the IDF of a term in more than half of the rows."""
 _BM25 = (
     f"(SELECT COALESCE(SUM((%s::float8[])[array_position(%s::text[], u.lexeme)] "
-    f"* cardinality(u.positions) * (1 + {K1}) / (cardinality(u.positions) + {K1} * "
+    f"* {TF_SQL} * (1 + {K1}) / ({TF_SQL} + {K1} * "
     f"(1 - {B} + {B} * x.dl / %s))), 0) "
     "FROM unnest(ts_filter(setweight(x.tsv, 'A', %s::text[]), '{a}')) u)"
 )
-"""BM25 of one candidate row ``x`` over weighted lexemes (term frequency = the lexeme's
-positions in the row's tsvector, length = its tokens, ``dl``). Parameters: weights, lexemes,
+"""BM25 of one candidate row ``x`` over weighted lexemes (term frequency read from the lexeme's
+positions, ``lexemes.TF_SQL``; length = the row's tokens, ``dl``). Parameters: weights, lexemes,
 average length, lexemes."""
 
 
