@@ -129,9 +129,8 @@ def _same_content(a: Bookmark, b: Bookmark) -> bool:
     if a.content == b.content:
         return True
     ta, tb = _terms(a.content), _terms(b.content)
-    if _numbers(a.content) != _numbers(
-        b.content
-    ):  # "retry 8 times" and "retry 5 times", "Go 1.25.6" and "Go 1.21" differ
+    # "retry 8 times" and "retry 5 times", "Go 1.25.6" and "Go 1.21" differ
+    if _numbers(a.content) != _numbers(b.content):
         return False
     if min(len(ta), len(tb)) < 3:
         return False
