@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from memtoc.store.audit import LATEST_VERSIONS, STALE_DOCS, stray_from
 from memtoc.store.postgres.audit import PgAudit
 from memtoc.store.postgres.base import pg_text
-from memtoc.store.postgres.text_index import EVENT_UPSERT, event_params, reindex_docs
+from memtoc.store.postgres.text_index import reindex_docs, reindex_events
 from memtoc.text.fts_text import original_text, search_text
 
 
@@ -147,17 +147,5 @@ class PgDerived(PgAudit):
     def _reindex_events(self, batch: int) -> int:
         store = self.store
         store._exec("DELETE FROM event_search")
-        after = done = 0
-        while rows := self.store._query(
-            "SELECT e.seq, e.project, e.text FROM segment_events s JOIN events e "
-            f"ON e.seq = s.seq WHERE s.seq > %s AND {self.live} ORDER BY s.seq LIMIT %s",
-            (after, batch),
-        ):
-            store._exec(
-                EVENT_UPSERT,
-                event_params([r[0] for r in rows], [r[1] for r in rows],
-                             [search_text(r[2]) for r in rows]),
-            )  # fmt: skip
-            after = int(rows[-1][0])
-            done += len(rows)
-        return done
+        with store._conn() as conn:
+            return reindex_events(conn, source="segment_events", where=self.live, batch=batch)

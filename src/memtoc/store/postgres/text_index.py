@@ -43,12 +43,15 @@ def doc_row(text: str) -> tuple[str, int]:
 Conn = psycopg.Connection[Any]
 
 
-def reindex_events(conn: Conn, *, where: str = "TRUE", batch: int = BATCH) -> int:
-    """Recompute ``tsv`` and ``dl`` of every ``event_search`` row (``where``: a condition on
-    ``events e``) from its event's text; returns the rows rewritten."""
+def reindex_events(
+    conn: Conn, *, source: str = "event_search", where: str = "TRUE", batch: int = BATCH
+) -> int:
+    """Write ``tsv`` and ``dl`` of the ``event_search`` row of every event that ``source`` (a
+    table with a ``seq`` column: the index itself, or ``segment_events`` for a rebuild) lists,
+    from its event's text (``where``: a condition on ``events e``); returns the rows written."""
     after = done = 0
     while rows := conn.execute(
-        "SELECT x.seq, x.project, e.text FROM event_search x JOIN events e ON e.seq = x.seq "
+        f"SELECT x.seq, e.project, e.text FROM {source} x JOIN events e ON e.seq = x.seq "
         f"WHERE x.seq > %s AND {where} ORDER BY x.seq LIMIT %s",
         (after, batch),
     ).fetchall():
