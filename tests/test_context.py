@@ -229,3 +229,22 @@ def test_sessions_before_a_long_latest_session_are_still_found(tmp_path: Path) -
     view = mem.context("p", budget=800)
     assert "Asked: “Profile the importer on the 1M store”" in view.text
     assert "asked: “Migrate the settings page to the new form library”" in view.text
+
+
+def test_the_text_cites_only_ids_a_tool_opens(memory: Memory) -> None:
+    """Every id in brackets is a node memory_toc opens; event and bookmark ids (which no tool
+    opens, 15-25 tokens each) stay in the data, not in what the agent pays for."""
+    import re
+
+    mark = Bookmark("bm:1:abc", "p", "Decision: ship the exporter", (), 0.9, "conclusion", T0, T0)
+    memory.store.put_bookmark(mark)
+    view = memory.context("p", budget=3000)
+    cited = re.findall(r"\[([^\]\s]+)\]$", view.text, flags=re.M)
+    assert cited and all(ref.startswith("toc:") for ref in cited), cited
+    for ref in cited:
+        assert memory.node(ref, project="p").node.node_id == ref
+    hidden = [i.ref for i in view.items if not i.ref.startswith("toc:")]
+    assert "bm:1:abc" in hidden and len(hidden) >= 3  # the thread's quotes, the bookmark
+    assert not any(ref in view.text for ref in hidden)
+    assert "ship the exporter" in view.text
+    assert {i["id"] for i in view.to_dict()["items"]} >= set(hidden)  # type: ignore[union-attr]

@@ -111,6 +111,16 @@ _HEADINGS = {
 }
 
 
+FOOTER = "(Open a [toc:…] id with memory_toc; memory_recall or memory_search for more.)"
+
+
+def cited(item: ContextItem) -> str:
+    """An item's line: its text, and its id when a tool opens it (a ``toc:`` node id, which
+    ``memory_toc`` takes). Event and bookmark ids stay in the data (``to_dict``) but not in the
+    text: no tool opens them, and each costs 15-25 tokens of the budget."""
+    return f"- {item.text} [{item.ref}]" if item.ref.startswith("toc:") else f"- {item.text}"
+
+
 def render(project: str, items: Sequence[ContextItem]) -> str:
     """The context as an agent reads it (what ``tokens`` counts)."""
     if not items:
@@ -120,8 +130,8 @@ def render(project: str, items: Sequence[ContextItem]) -> str:
         chosen = [i for i in items if i.section == section]
         if chosen:
             lines.append(f"## {_HEADINGS[section]}")
-            lines += [f"- {i.text} [{i.ref}]" for i in chosen]
-    lines.append("(memtoc tools: memory_toc, memory_expand, memory_timeline for details.)")
+            lines += [cited(i) for i in chosen]
+    lines.append(FOOTER)
     return "\n".join(lines)
 
 
