@@ -322,3 +322,29 @@ def test_watch_ingests_new_bytes_and_stops_on_sigterm(tmp_path: Path) -> None:
     with Memory.open(load_settings({"home": str(tmp_path / "ref")})) as ref:
         ref.ingest([TRANSCRIPT])
         assert stored() == len(ref.events())
+
+
+IDE_SESSION = ROOT / "tests/fixtures/claude-code-ide/-Users-dain-workspace-danieldemmel-me-next"
+
+
+def test_the_ide_notice_is_not_what_the_session_asked(tmp_path: Path) -> None:
+    """A real session started from VS Code: the extension's "The user opened the file … in the
+    IDE" block comes before the request. Through the agent's hooks (Stop, SessionEnd, then the
+    next SessionStart), the context quotes the request, not the notice; the notice is kept."""
+    home = tmp_path / "home"
+    transcript = next(IDE_SESSION.glob("*.jsonl"))
+    payload = {"session_id": transcript.stem, "transcript_path": str(transcript),
+               "cwd": "/Users/dain/workspace/danieldemmel.me-next"}  # fmt: skip
+    for event, args in (("Stop", ()), ("SessionEnd", ("--process",))):
+        stdin = json.dumps({**payload, "hook_event_name": event})
+        proc, _ = _hook(home, "ingest", *args, stdin=stdin)
+        assert proc.returncode == 0 and proc.stdout == "", proc.stderr
+    start = json.dumps({**payload, "hook_event_name": "SessionStart", "source": "startup"})
+    proc, _ = _hook(home, "session-start", stdin=start)
+    text = json.loads(proc.stdout)["hookSpecificOutput"]["additionalContext"]
+    asked = next(line for line in text.splitlines() if line.startswith("- Asked:"))
+    assert "mysterious build errors" in asked, text
+    assert "ide_opened_file" not in text and "in the IDE" not in text, text
+    with Memory.open(load_settings({"home": str(home)})) as mem:
+        kept = [e for e in mem.events() if "ide_opened_file" in e.text]
+    assert [(e.event_type, e.bookkeeping) for e in kept] == [("system", "context")]
