@@ -112,15 +112,19 @@ def test_agent_diagnoses_and_reports_over_lead_ins() -> None:
 
 
 def test_keywords_add_to_the_text_beside_them() -> None:
-    phrases = ["art", "pottery", "painting", "camping", "kids", "forest", "always", "Oscar"]
-    recurring = {"camp": 2, "kid": 3, "forest": 1, "always": 1, "oscar": 2}
+    phrases = ["art", "pottery", "painting", "camping", "kids", "forest", "quietly", "Oscar"]
+    recurring = {"camp": 2, "kid": 3, "forest": 1, "quiet": 1, "oscar": 2}
     from collections import Counter
 
-    said = key_terms("Caroline & Melanie: art\nMelanie: We went camping with the kids.")
-    got = complementary_keywords(phrases, said, 6, Counter(recurring))
-    assert got[:3] == ["art", "pottery", "painting"]  # the central ones whatever the text says
-    # camping and kids are in the text, "forest" and "always" said once: Oscar first
-    assert got[3:] == ["Oscar", "camping", "kids"]
+    title = "Caroline & Melanie: art"
+    said = key_terms(f"{title}\nMelanie: We went camping with the kids.")
+    got = complementary_keywords(phrases, said, 6, Counter(recurring), key_terms(title))
+    # the central ones the title does not name; then what the text does not say: a recurring
+    # name, then a noun said once (an adverb said once is no search term); then the rest
+    assert got == ["pottery", "painting", "Oscar", "forest", "art", "camping"]
+    # without a title naming them, the central ones come first whatever the text says
+    got = complementary_keywords(phrases, said, 4, Counter(recurring))
+    assert got == ["art", "pottery", "painting", "Oscar"]
     events = [ev(i, "user_message", "user", f"{who}: {text}") for i, (who, text) in enumerate([
         ("Caroline", "I went to a pottery class and made a bowl for my mom."),
         ("Melanie", "A pottery class sounds lovely, my kids love painting too."),

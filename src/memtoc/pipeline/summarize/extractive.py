@@ -136,7 +136,9 @@ class ExtractiveSummarizer:
         abstract = self._abstract(title, ranked, keywords)
         recurring = Counter(t for f in facts for t in f.terms)
         shown = {t for f in facts if f.text in abstract or id(f) in chosen_ids for t in f.terms}
-        keywords = complementary_keywords(phrases, shown | named, self.max_keywords, recurring)
+        keywords = complementary_keywords(
+            phrases, shown | named, self.max_keywords, recurring, named
+        )
         return self._finish(title, bullets, keywords, abstract, [f.text for f in extra],
                             facts_block)  # fmt: skip
 
@@ -251,7 +253,9 @@ class ExtractiveSummarizer:
         # keywords add to the text beside them; a single word when several children carry it
         carried = Counter(t for c in live for t in {t for k in c.keywords for t in _terms(k)})
         said = digest.shown | key_terms(abstract)
-        keywords = complementary_keywords(digest.candidates, said, self.max_keywords, carried)
+        keywords = complementary_keywords(
+            digest.candidates, said, self.max_keywords, carried, key_terms(digest.title)
+        )
         return self._finish(digest.title, digest.bullets, keywords, abstract,
                             digest.covers, [], extra_label="Covers")  # fmt: skip
 
@@ -374,31 +378,45 @@ GREETINGS = frozenset(
 )
 """Words of greeting and assent: never a keyword (every conversation has them)."""
 CENTRAL_KEYWORDS = 3
-"""Keywords kept first whatever the text says: the segment's main keyphrases (what a period's
-title is made of)."""
+"""Keywords kept first whatever the bullets say: the segment's main keyphrases (what a period's
+title is made of), unless the title itself names them (a period reads its children's titles
+too: ``extractive_periods.merge_keywords``)."""
 
 
 def complementary_keywords(
-    phrases: Sequence[str], said: AbstractSet[str], k: int, recurring: Counter[str]
+    phrases: Sequence[str],
+    said: AbstractSet[str],
+    k: int,
+    recurring: Counter[str],
+    titled: AbstractSet[str] = frozenset(),
 ) -> list[str]:
-    """``k`` keywords from ``phrases`` (best first): the ``CENTRAL_KEYWORDS`` best, then those
-    naming something the node's text (title, L0, bullets: its key terms ``said``) does not — a
-    reader sees keywords beside that text, so a keyword repeating it tells them nothing — then
-    the rest of the ``k`` best. A single plain word comes in for what it adds only when it recurs (in at
-    least two facts: ``recurring`` counts the facts holding each term); a phrase or an
-    identifier always may."""
-    head = list(phrases[:CENTRAL_KEYWORDS])
+    """``k`` keywords from ``phrases`` (best first): the ``CENTRAL_KEYWORDS`` best the title
+    (its key terms ``titled``) does not name, then those naming something the node's text
+    (title, L0, bullets: its key terms ``said``) does not — a reader sees keywords beside that
+    text, so a keyword repeating it tells them nothing — then further phrases the text does not
+    hold, and only then phrases it does. A single plain word comes in among the first of those
+    only when it recurs (in at least two facts: ``recurring`` counts the facts holding each
+    term); a phrase or an identifier always may."""
+    head = [p for p in phrases[:CENTRAL_KEYWORDS] if not _terms(p) <= titled]
     new: list[str] = []
+    unsaid: list[str] = []
     for phrase in phrases[CENTRAL_KEYWORDS:]:
         terms = _terms(phrase)
         if terms <= said:
             continue
         single = " " not in phrase and not is_code_token(phrase)
-        if single and all(recurring[t] < 2 for t in terms):
-            continue
-        new.append(phrase)
-    rest = [p for p in phrases[CENTRAL_KEYWORDS:k] if p not in new]
-    return (head + new + rest)[:k]
+        if not single or any(recurring[t] >= 2 for t in terms):
+            new.append(phrase)
+        elif _substantive(phrase):
+            unsaid.append(phrase)
+    chosen = dict.fromkeys(head + new + unsaid)
+    return list(dict.fromkeys([*chosen, *phrases]))[:k]
+
+
+def _substantive(word: str) -> bool:
+    """Whether a word said once may be a keyword: long enough to name a thing, no adverb, no
+    contraction ("nicely", "how're")."""
+    return len(word) >= 5 and word.isalpha() and not word.lower().endswith("ly")
 
 
 @lru_cache(maxsize=16_384)

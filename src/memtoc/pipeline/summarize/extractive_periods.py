@@ -106,12 +106,14 @@ class PeriodDigest:
     """Key terms of the title and the bullets."""
 
 
-def merge_keywords(children: Sequence[Summary], k: int) -> list[str]:
-    """Keywords carried by the most children (then by rank), in their most common form."""
+def merge_keywords(children: Sequence[Summary], k: int, names: Sequence[str] = ()) -> list[str]:
+    """Keywords carried by the most children (then by rank), in their most common form; a
+    child's title counts among them the keyphrases it names (``titled_keywords``: a child's
+    keywords leave out what its title says)."""
     stats: dict[str, list[float]] = {}
     forms: dict[str, Counter[str]] = {}
     for child in children:
-        for rank, kw in enumerate(dict.fromkeys(child.keywords)):
+        for rank, kw in enumerate(dict.fromkeys([*titled_keywords(child, names), *child.keywords])):
             key = kw.lower()
             entry = stats.setdefault(key, [0.0, 0.0])
             entry[0] += 1
@@ -119,6 +121,22 @@ def merge_keywords(children: Sequence[Summary], k: int) -> list[str]:
             forms.setdefault(key, Counter())[kw] += 1
     order = sorted(stats, key=lambda key: (-stats[key][0], -stats[key][1], key))
     return [min(forms[key].items(), key=lambda kv: (-kv[1], kv[0]))[0] for key in order][:k]
+
+
+_PARTS_SUFFIX = re.compile(r" \(\d+ (?:segment|day|part|month)s?\)$")
+_TICKED = re.compile(r"`([^`]+)`")
+
+
+def titled_keywords(child: Summary, names: Sequence[str]) -> list[str]:
+    """The keyphrases a child's title names: a conversation's topics ("Caroline & Melanie:
+    pottery, camping and kids"), else its identifiers in backticks."""
+    title = _PARTS_SUFFIX.sub("", child.title)
+    if names:
+        rest = _strip_names(title, names)
+        if rest == title:
+            return []
+        return [t.strip() for t in re.split(r", | and ", rest) if t.strip()]
+    return _TICKED.findall(title)
 
 
 def _value(text: str, rank: int) -> float:
@@ -238,9 +256,9 @@ def digest_children(
     avoid: Collection[str] = (),
 ) -> PeriodDigest:
     """The period's title, bullets, keywords, L0 lines and covered titles (module docstring)."""
-    candidates = merge_keywords(children, 3 * max_keywords)
-    keywords = candidates[:max_keywords]
     names = _speakers(children)
+    candidates = merge_keywords(children, 3 * max_keywords, names)
+    keywords = candidates[:max_keywords]
     sessions = any(c.thread for c in children)
     threads = _session_threads(children, names) if sessions else _topic_threads(children, names)
     words = LEVEL_WORDS.get(level or "", DAY_WORDS if sessions else PERIOD_WORDS)
