@@ -309,6 +309,17 @@ MIGRATIONS: tuple[Migration, ...] = (
             AND json_valid(value) AND json_type(value, '$.path') = 'text';
         """,
     ),
+    # A time index for scans of every project (``scan_events()`` without one: ``memtoc events``,
+    # the pipeline bench's scan, a time window across projects). Without it each 2,000-event page
+    # sorted the whole table, so a full scan grew with the square of the store. ``(ts_ms)`` ends
+    # in the rowid (``seq``), so it is the scan's ``(ts_ms, seq)`` order; PostgreSQL has had
+    # ``events_time`` on ``(ts_ms, seq)`` since its first migration.
+    Migration(
+        "0011_events_time",
+        """
+        CREATE INDEX events_time ON events(ts_ms);
+        """,
+    ),
 )
 
 

@@ -266,39 +266,35 @@ class SqliteStore(
         limit: int | None = None,
         descending: bool = False,
     ) -> Iterator[Event]:
-        order = "DESC" if descending else "ASC"
-        by = f"ts_ms {order}, seq {order}"
-        if session_id is None:
-            where, params = _conditions(
-                ("project = ?", project), ("ts_ms >= ?", since_ms), ("ts_ms < ?", until_ms)
-            )
-        else:  # within the session's span, in (project, ts_ms, session_id) order
-            scope = session_scope(
-                self._query, session_id, project, since_ms, until_ms, table=self._spans
-            )
-            if scope is None:
-                return
-            where, params = scope
-            by = session_order(descending)
-        where.append(self._live)
         # Keyset pagination on (ts_ms, seq): a huge scan neither holds the lock between pages
-        # nor loads everything, each page costs the same, and events of one millisecond keep
-        # their append (file) order.
+        # nor loads everything, and events of one millisecond keep their append (file) order.
+        # Each page is an index range that starts at the cursor's millisecond (``since``/``until``
+        # move to it), so every page costs the same: through ``events_time`` without a project,
+        # ``events_project_time_session`` with one (and within a session's span).
+        order = "DESC" if descending else "ASC"
         cmp = "<" if descending else ">"
-        base = f"SELECT {EVENT_COLS} FROM events"
         page = 2_000
         remaining = limit
         cursor: tuple[int, int] | None = None
         while remaining is None or remaining > 0:
-            size = page if remaining is None else min(page, remaining)
-            clauses = list(where)
-            args = list(params)
+            if cursor is not None and descending:
+                until_ms = cursor[0] + 1
+            elif cursor is not None:
+                since_ms = cursor[0]
+            scope = self._scan_scope(project, session_id, since_ms, until_ms)
+            if scope is None:
+                return
+            clauses, args = scope
+            by = f"ts_ms {order}, seq {order}" if session_id is None else session_order(descending)
             if cursor is not None:
-                clauses.append(f"(ts_ms {cmp} ? OR (ts_ms = ? AND seq {cmp} ?))")
-                args.extend([cursor[0], cursor[0], cursor[1]])
-            sql = base + (" WHERE " + " AND ".join(clauses) if clauses else "")
-            sql += f" ORDER BY {by} LIMIT {size}"
-            rows = self._query(sql, args)
+                clauses.append(f"(ts_ms, seq) {cmp} (?, ?)")
+                args.extend(cursor)
+            size = page if remaining is None else min(page, remaining)
+            rows = self._query(
+                f"SELECT {EVENT_COLS} FROM events WHERE {' AND '.join(clauses)} "
+                f"ORDER BY {by} LIMIT {size}",
+                args,
+            )
             for row in rows:
                 yield event_from_row(row)
             if len(rows) < size:
@@ -306,6 +302,32 @@ class SqliteStore(
             cursor = (rows[-1][2], rows[-1][0])
             if remaining is not None:
                 remaining -= len(rows)
+
+    def _scan_scope(
+        self,
+        project: str | None,
+        session_id: str | None,
+        since_ms: int | None,
+        until_ms: int | None,
+    ) -> tuple[list[str], list[Any]] | None:
+        """WHERE clauses and parameters of a scan's page; None when nothing can match.
+
+        A project's scan names ``unlikely(project = ?)``: with ``ANALYZE`` statistics of a few
+        projects SQLite would otherwise read the project's events through ``events_time`` (in
+        order, no sort) and every other project's with them; the hint keeps the project's index.
+        """
+        if session_id is None:
+            where, params = _conditions(
+                ("unlikely(project = ?)", project), ("ts_ms >= ?", since_ms), ("ts_ms < ?", until_ms)
+            )
+        else:  # within the session's span, in (project, ts_ms, session_id) order
+            scope = session_scope(
+                self._query, session_id, project, since_ms, until_ms, table=self._spans
+            )
+            if scope is None:
+                return None
+            where, params = scope
+        return [*where, self._live], params
 
     def events_by_seq(self, first_seq: int, last_seq: int) -> list[tuple[int, Event]]:
         rows = self._query(
