@@ -318,7 +318,9 @@ class SqliteStore(
         """
         if session_id is None:
             where, params = _conditions(
-                ("unlikely(project = ?)", project), ("ts_ms >= ?", since_ms), ("ts_ms < ?", until_ms)
+                ("unlikely(project = ?)", project),
+                ("ts_ms >= ?", since_ms),
+                ("ts_ms < ?", until_ms),
             )
         else:  # within the session's span, in (project, ts_ms, session_id) order
             scope = session_scope(
@@ -602,7 +604,8 @@ class SqliteStore(
     def stats(self) -> dict[str, JsonValue]:
         q = self._query
         levels = {r[0]: r[1] for r in q("SELECT level, COUNT(*) FROM toc_nodes GROUP BY level")}
-        span = q("SELECT MIN(ts_ms), MAX(ts_ms) FROM events")[0]
+        # one aggregate per statement: each is one end of events_time (together they scan it)
+        span = q("SELECT (SELECT MIN(ts_ms) FROM events), (SELECT MAX(ts_ms) FROM events)")[0]
         size = sum(
             p.stat().st_size
             for p in (self.path, Path(f"{self.path}-wal"), Path(f"{self.path}-shm"))
