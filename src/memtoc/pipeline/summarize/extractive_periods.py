@@ -21,7 +21,10 @@
 4. **Title.** The heaviest threads' topics, joined while they fit ("Fixed the diff viewer column
    layout; Added JSON report import and 5 more"). A conversation (children titled "Caroline &
    Melanie: …") keeps its speakers and names its main keyphrases.
-5. **L0** runs through the bullets in weight order (``ExtractiveSummarizer._abstract``).
+5. **L0** runs through the bullets in weight order (``ExtractiveSummarizer._abstract``), each
+   thread's topic told once (by the title or its first line), so its words go to what happened.
+   A bullet that would be a thread's topic alone (its lines all a child's) gives way to the
+   thread's next line.
 """
 
 from __future__ import annotations
@@ -123,7 +126,9 @@ def merge_keywords(children: Sequence[Summary], k: int, names: Sequence[str] = (
     return [min(forms[key].items(), key=lambda kv: (-kv[1], kv[0]))[0] for key in order][:k]
 
 
-_PARTS_SUFFIX = re.compile(r" \(\d+ (?:segment|day|part|month)s?\)$")
+_PARTS_SUFFIX = re.compile(r"(?: \(\d+ (?:segment|day|part|month)s?\))?(?: and \d+ more)?$")
+"""What a period's title adds after its topics: how many children say it, how many threads
+more (no topic of its parent's)."""
 _TICKED = re.compile(r"`([^`]+)`")
 
 
@@ -203,7 +208,7 @@ def _topic_threads(children: Sequence[Summary], names: Sequence[str]) -> list[_T
     """Periods' bullets ("topic: text") regrouped by topic."""
     threads: list[_Thread] = []
     for i, child in enumerate(children):
-        fallback = headline(_strip_names(child.title, names), TOPIC_CHARS)
+        fallback = headline(_PARTS_SUFFIX.sub("", _strip_names(child.title, names)), TOPIC_CHARS)
         for rank, bullet in enumerate(_child_lines(child)):
             head, sep, text = bullet.partition(": ")
             if not sep or not text or not _is_topic(head, names):
@@ -282,6 +287,7 @@ def digest_children(
             if len(picked) >= target:
                 break
             pool = threads[t].lines
+            named: tuple[int, str, frozenset[str]] | None = None
             while pool:
                 value, line, terms = pool.pop(0)
                 if round_ == 0 and value <= 0 and len(threads) > target:
@@ -294,16 +300,27 @@ def digest_children(
                              bare=single)  # fmt: skip
                 if said is None or any(said == p[1] for p in picked):
                     continue
+                if said == threads[t].topic:  # the topic alone: only if no line says more
+                    named = named or (t, said, terms)
+                    continue
                 picked.append((t, said, terms))
+                named = None
                 break
+            if named is not None and not any(p[0] == t for p in picked):
+                picked.append(named)
         if len(picked) >= target or not any(t.lines for t in threads):
             break
     if not picked:  # every line would repeat a child's: name the threads and their size
         for t in order[:target]:
             size = threads[t].size
-            line = f"{threads[t].topic} ({size} part{'s' if size != 1 else ''})"
-            if line not in child_lines:
-                picked.append((t, line, threads[t].terms))
+            plural = "s" if size != 1 else ""
+            noun = _CHILD_NOUN.get(level or "", "part")
+            for line in (f"{threads[t].topic} ({size} part{plural})",
+                         f"{threads[t].topic} ({size} {noun}{plural})",
+                         f"{threads[t].topic} (this {level or 'period'})"):  # fmt: skip
+                if line not in child_lines:
+                    picked.append((t, line, threads[t].terms))
+                    break
     rank_of = {t: n for n, t in enumerate(order)}
     picked.sort(key=lambda p: rank_of[p[0]])
     bullets = [p[1] for p in picked]
@@ -313,6 +330,9 @@ def digest_children(
                       for v, line, terms in every_line[t]), key=lambda x: (-x[0], x[1]))  # fmt: skip
     told: list[frozenset[str]] = []
     lines, weak = bullets[:1], list[str]()
+    # a thread's topic is told once: by the title or by its first line in the L0
+    topics_told = {threads[t].topic for t in order if threads[t].topic in title}
+    topics_told |= {threads[p[0]].topic for p in picked[:1]}
     for value, _, t, line, terms in offered:  # each says something the others do not
         if len(told) >= L0_LINES:
             break  # more than an L0 can hold
@@ -323,7 +343,14 @@ def digest_children(
         body = _body(threads[t].topic, line, words)
         if _words(body) < 2:
             continue  # nothing beyond the topic
-        (lines if value > 0 else weak).append(body if single else f"{threads[t].topic}: {body}")
+        topic = threads[t].topic
+        if single or (value > 0 and topic in topics_told):
+            said = body
+        else:
+            said = f"{topic}: {body}"
+            if value > 0:
+                topics_told.add(topic)
+        (lines if value > 0 else weak).append(said)
         told.append(terms)
     lines += bullets[1:] + weak  # the weak ones only fill an L0 that is still short
     shown = frozenset(key_terms(title)).union(*(p[2] for p in picked))
