@@ -130,7 +130,8 @@ def test_bookkeeping_never_reaches_titles_bullets_bookmarks_or_context(built: Me
     view = mem.context(blog)
     assert "margin-bottom to the details element" in view.text, view.text
     latest = next(line for line in view.text.splitlines() if line.startswith("- Latest session"))
-    assert "margin-bottom" in latest, latest  # the work's segment, not the /exit after it
+    cited = latest.rsplit("[", 1)[1].rstrip("]")  # the work's segment, not the /exit after it
+    assert "margin-bottom" in mem.node(cited, project=blog).node.title, latest
     mem.close()
 
 

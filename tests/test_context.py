@@ -248,3 +248,29 @@ def test_the_text_cites_only_ids_a_tool_opens(memory: Memory) -> None:
     assert not any(ref in view.text for ref in hidden)
     assert "ship the exporter" in view.text
     assert {i["id"] for i in view.to_dict()["items"]} >= set(hidden)  # type: ignore[union-attr]
+
+
+def test_the_latest_session_line_does_not_repeat_its_request(tmp_path: Path) -> None:
+    """A segment titled by its request is cited, not retitled, above the quoted request; markdown
+    heading and bold marks are left out of quotes (they cost tokens and say nothing)."""
+    clock = ManualClock(T0 + 2 * DAY)
+    store = SqliteStore(tmp_path / "c.db", durability="off", clock=clock)
+    store.append_events(_session("s1", T0, [
+        ("user", "Fix the flaky login test in test_auth.py", ""),
+        ("assistant", "## ✅ Fixed\n**The session fixture** raced the token refresh.", ""),
+    ]))  # fmt: skip
+    counter = default_counter()
+    mem = Memory(store, clock=clock, counter=counter, summarizer=ExtractiveSummarizer(counter),
+                 tz=ZoneInfo("UTC"), pipeline=PipelineConfig())  # fmt: skip
+    mem.process()
+    thread = [i for i in mem.context("p", budget=800).items if i.section == "thread"]
+    segment = mem.store.latest_nodes("p", "segment", 1)[0]
+    assert "flaky login test" in segment.title  # what the line would repeat
+    assert (thread[0].ref, thread[0].text) == (
+        segment.node_id,
+        "Latest session (2024-03-04 09:01 UTC)",
+    )
+    assert [i.text for i in thread[1:]] == [
+        "Asked: “Fix the flaky login test in test_auth.py”",
+        "Outcome: “✅ Fixed The session fixture raced the token refresh.”",
+    ]

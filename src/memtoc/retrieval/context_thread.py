@@ -18,11 +18,13 @@ fills those), and the first and last events of each of a few sessions.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from memtoc.model import Event, JsonValue, TocNode, iso_ms
 from memtoc.store.base import Store
+from memtoc.text.keyphrases import key_terms
 from memtoc.text.tokens import TokenCounter, truncate_to_tokens
 
 TAIL_EVENTS = 60
@@ -131,8 +133,18 @@ def _session(store: Store, project: str, session_id: str) -> _Session | None:
     )
 
 
+_MARKUP = re.compile(r"(?:(?<=\s)|^)#{1,6}(?=\s)|\*\*")
+"""Markdown heading marks and bold markers: agents' replies are full of them ("## ✅ Done",
+"**Trigger**"); on one line they say nothing and cost tokens of the budget."""
+
+
+def plain(text: str) -> str:
+    """``text`` on one line, without markdown heading and bold marks."""
+    return one_line(_MARKUP.sub("", text))
+
+
 def _quote(counter: TokenCounter, event: Event) -> str:
-    return truncate_to_tokens(counter, one_line(event.text), QUOTE_TOKENS)
+    return truncate_to_tokens(counter, plain(event.text), QUOTE_TOKENS)
 
 
 def recent_sessions(store: Store, project: str, segments: Iterable[TocNode]) -> list[_Session]:
@@ -181,8 +193,13 @@ def thread_items(
     first, *rest = sessions
     items: list[ContextItem] = []
     if latest_segment is not None and latest_segment.session_id == first.session_id:
+        title = latest_segment.title
+        quoted = [plain(e.text) for e in (first.intent, first.last_request) if e is not None]
+        if any(key_terms(title) <= key_terms(q) for q in quoted):
+            title = ""  # the title is the request quoted just below: said once
         items.append(ContextItem("thread", latest_segment.node_id,
-                                 f"Latest session ({day(first.last_ms)}): {latest_segment.title}",
+                                 f"Latest session ({day(first.last_ms)})"
+                                 + (f": {title}" if title else ""),
                                  latest_segment.start_ms))  # fmt: skip
     else:
         anchor = first.outcome or first.intent
