@@ -97,7 +97,10 @@ def test_a_week_belongs_to_every_month_its_days_belong_to() -> None:
     assert [p.node_id for p in cal.parents(w)] == ["toc:month:2024-01"]
     month = cal.parents(w)[0]
     assert [p.node_id for p in cal.parents(month)] == ["toc:year:2024"]
-    assert cal.summary_parents(w) == ()  # months are summarised from days, not weeks
+    # months are summarised from days, but list their weeks and avoid their lines: a week's
+    # change makes its months dirty too
+    assert cal.summary_parents(w) == cal.parents(w)
+    assert [p.key for p in cal.summary_parents(week)] == ["2022-08", "2022-09"]
     assert cal.parent(cal.year(2024)) is None
     assert [p.level for p in cal.chain(ms(2024, 1, 17, 12))] == ["day", "week", "month", "year"]
 

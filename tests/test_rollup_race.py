@@ -162,6 +162,86 @@ def test_a_slow_rollup_does_not_overwrite_a_newer_parent(
     assert toc_snapshot(store_a) == single_worker_toc(tmp_path, [*first, *second])
 
 
+class MonthGate(GatedSummarizer):
+    """Stops the first *month* summary half-way (its days and weeks were read)."""
+
+    def summarize_children(
+        self, children: Sequence[Summary], level: str | None = None, *, avoid: Collection[str] = ()
+    ) -> Summary:
+        if level == "month":
+            return super().summarize_children(children, level, avoid=avoid)
+        return self.inner.summarize_children(children, level, avoid=avoid)
+
+
+def month_race_events() -> tuple[list[Event], list[Event]]:
+    """Two weeks' history of two projects, and a later part that changes days of every week (so
+    each month's weeks get new lines)."""
+    events = make_events(
+        seed=11, sessions=10, per_session=(12, 30), start_ms=T0, spread_ms=6 * 86_400_000
+    )
+    return events[:40], events[40:]
+
+
+def test_a_month_built_before_its_weeks_is_rebuilt_when_they_change(
+    store_opener: tuple[PipelineStore, PipelineStore], tmp_path: Path
+) -> None:
+    """A month lists its weeks and does not repeat their lines, so it is built from them too:
+    worker B rolls the days up, worker A rolls the months up while the weeks are still the old
+    ones, then B rolls the weeks up — their new versions must make the months dirty again."""
+    store_a, store_b = store_opener
+    first, later = month_race_events()
+    store_a.append_events(first)
+    processor(store_a).run(rollup=False)
+    processor(store_a).rollup(force=True)
+    store_a.append_events(later)
+    processor(store_a).run(rollup=False)
+
+    worker_b, worker_a = processor(store_b), processor(store_a)
+    assert worker_b.rollup(force=True, level="day").written > 0  # days, weeks and months dirty
+    assert worker_a.rollup(force=True, level="month").written > 0  # from the weeks B left
+    assert worker_b.rollup(force=True).written > 0  # the weeks, then what they made dirty
+    assert store_a.dirty_periods("month") == [] and store_a.dirty_periods("year") == []
+    assert toc_snapshot(store_a) == single_worker_toc(tmp_path, [*first, *later])
+
+
+def test_a_slow_month_build_from_old_weeks_does_not_overwrite_a_newer_month(
+    store_opener: tuple[PipelineStore, PipelineStore], tmp_path: Path
+) -> None:
+    """Worker A reads a month's days and weeks and summarises slowly; meanwhile worker B rolls the
+    weeks and the month up. A's month — built from the old weeks — must not be written over B's:
+    the write re-checks the weeks' versions as well as the days'."""
+    store_a, store_b = store_opener
+    first, later = month_race_events()
+    store_a.append_events(first)
+    processor(store_a).run(rollup=False)
+    processor(store_a).rollup(force=True)
+    store_a.append_events(later)
+    processor(store_a).run(rollup=False)
+    worker_b = processor(store_b)
+    worker_b.rollup(force=True, level="day")  # the weeks and months are dirty, still old
+
+    gated = MonthGate()
+    slow = processor(store_a, gated)
+    result: dict[str, RollupReport] = {}
+    thread = threading.Thread(
+        target=lambda: result.update(report=slow.rollup(force=True, level="month"))
+    )
+    thread.start()
+    try:
+        assert gated.entered.wait(timeout=30)  # A has read alpha's days and its old weeks
+        worker_b.rollup(force=True)  # weeks, then months from the new weeks, then years
+        alpha_month = store_b.node_versions("alpha", "toc:month:2024-03")
+    finally:
+        gated.release.set()
+        thread.join(timeout=60)
+    assert not thread.is_alive()
+    assert store_b.node_versions("alpha", "toc:month:2024-03") == alpha_month  # A wrote nothing
+    report = result["report"]
+    assert report.written == 0 and report.stale == 0
+    processor(store_a).rollup(force=True)
+    assert toc_snapshot(store_a) == single_worker_toc(tmp_path, [*first, *later])
+
+
 def test_concurrent_rollups_on_postgres_equal_a_single_worker_build(
     pg_url: str, tmp_path: Path
 ) -> None:

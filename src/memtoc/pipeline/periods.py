@@ -214,12 +214,13 @@ class Calendar:
 
     def summary_parents(self, period: Period) -> tuple[Period, ...]:
         """The periods whose summary is built from ``period``: a day's week and month (months are
-        summarised from their days, not from weeks that may straddle them), a month's year. A
+        summarised from their days, not from weeks that may straddle them), a week's months (a
+        month lists the weeks of its days and does not repeat their lines), a month's year. A
         change to ``period`` makes these dirty."""
         if period.level == "day":
             d = date.fromisoformat(period.key)
             return (self.week(d), self.month(d.year, d.month))
-        if period.level == "month":
+        if period.level in ("week", "month"):
             return self.parents(period)
         return ()
 

@@ -10,7 +10,8 @@ search documents in one transaction — only as a new version when the content c
 is summarised from its *days* (a week can straddle two months) and lists as children the weeks
 that overlap it; the others summarise and list the same children. A period left without children
 is retired. A written or retired period marks dirty the periods summarised from it
-(``Calendar.summary_parents``: a day its week and month, a month its year).
+(``Calendar.summary_parents``: a day its week and month, a week the months that list it, a month
+its year).
 
 Summaries are computed *outside* the write transaction (an LLM call may take seconds), so the
 store is locked only to write: ``prepare_segment`` / ``prepare_period`` read and summarise,
@@ -18,9 +19,11 @@ store is locked only to write: ``prepare_segment`` / ``prepare_period`` read and
 batches (``WRITE_BATCH`` nodes or ``WRITE_BATCH_S`` seconds, one transaction each); when a write
 fails, the batch is rolled back and its nodes are written one by one, so only the failing one is
 quarantined, as without batching. That leaves a race between workers rolling up one period: the
-write transaction takes the node's lock (``PipelineStore.lock_node``) and re-reads the children;
-if their versions differ from the ones summarised, nothing is written and the outcome is ``stale``
-(the rollup runner builds again), so a parent is never replaced by one built from older children.
+write transaction takes the node's lock (``PipelineStore.lock_node``) and re-reads the versions of
+the nodes it was built from (``input_versions``: the children, and a month's listed weeks, whose
+lines it avoids); if they differ from the ones summarised, nothing is written and the outcome is
+``stale`` (the rollup runner builds again), so a parent is never replaced by one built from older
+children.
 """
 
 from __future__ import annotations
@@ -116,6 +119,8 @@ class PreparedPeriod:
     children: list[TocNode]
     marks: list[DirtyPeriod]
     node: TocNode | None
+    inputs: list[tuple[str, int]]
+    """``(node_id, version)`` of the nodes it was built from (``TocBuilder.input_versions``)."""
 
 
 class TocBuilder:
@@ -235,13 +240,21 @@ class TocBuilder:
             )
         return self.store.list_nodes(project, parent_id=period.node_id)
 
-    def summary_child_versions(self, project: str, period: Period) -> list[tuple[str, int]]:
-        """``(node_id, version)`` of ``summary_children``, their content not read."""
-        if period.level == "month":
-            return self.store.list_node_versions(
-                project, level="day", since_ms=period.start_ms, until_ms=period.end_ms
-            )
-        return self.store.list_node_versions(project, parent_id=period.node_id)
+    def input_versions(self, project: str, period: Period) -> list[tuple[str, int]]:
+        """``(node_id, version)`` of every node a period is built from, their content not read:
+        ``summary_children``, and for a month also the weeks it lists (``weeks_of_days``: their
+        ids are its children and their lines the ones it avoids)."""
+        if period.level != "month":
+            return self.store.list_node_versions(project, parent_id=period.node_id)
+        days = self.store.list_node_versions(
+            project, level="day", since_ms=period.start_ms, until_ms=period.end_ms
+        )
+        calendar = self.calendar
+        wanted = {calendar.parents(calendar.from_node_id(day_id))[0].node_id for day_id, _ in days}
+        weeks = self.store.list_node_versions(
+            project, level="week", since_ms=period.start_ms, until_ms=period.end_ms
+        )
+        return days + [w for w in weeks if w[0] in wanted]
 
     def build_period(self, project: str, period: Period, *, activity_ms: int) -> BuildOutcome:
         """(Re)build a period node from its children; retire it when it has none left
@@ -253,19 +266,19 @@ class TocBuilder:
         only (no lock held while the summariser runs)."""
         children = self.summary_children(project, period)
         parents = self.calendar.parents(period)
-        if period.level == "week":  # the months its days lie in (one or two)
+        marked = self.calendar.summary_parents(period)
+        if period.level == "week":  # the months its days lie in (one or two), which list it
             held = {self.calendar.period_of("month", d.start_ms) for d in children}
-            parents = tuple(p for p in parents if p in held) or parents
+            parents = marked = tuple(p for p in parents if p in held) or parents
         now = self.clock.now_ms()
-        marks = [
-            DirtyPeriod(project, p.node_id, p.level, activity_ms, now)
-            for p in self.calendar.summary_parents(period)
-        ]
+        marks = [DirtyPeriod(project, p.node_id, p.level, activity_ms, now) for p in marked]
         if not children:
-            return PreparedPeriod(project, period, children, marks, None)
+            return PreparedPeriod(project, period, children, marks, None, [])
         listed = children
+        inputs = _versions(children)
         if period.level == "month":  # the weeks of its days (a week may lie in two months)
             listed = weeks_of_days(self.store, project, period.start_ms, period.end_ms, children)
+            inputs += _versions(listed)
         avoid = {b.text for c in listed for b in c.bullets} if listed is not children else set()
         summary = self.summarizer.summarize_children(
             [node_summary(c) for c in children], period.level, avoid=avoid
@@ -294,19 +307,17 @@ class TocBuilder:
             summarizer=summary.backend,
             degraded=summary.degraded,
         )
-        return PreparedPeriod(project, period, children, marks, node)
+        return PreparedPeriod(project, period, children, marks, node, inputs)
 
     def write_period(self, prepared: PreparedPeriod) -> BuildOutcome:
         """Write (or retire) a prepared period in one transaction (joining the caller's, if
         any): nothing when its children changed since they were read (``stale``)."""
-        project, period, children, marks = (
-            prepared.project, prepared.period, prepared.children, prepared.marks
-        )  # fmt: skip
+        project, period, marks = prepared.project, prepared.period, prepared.marks
         node = prepared.node
         if node is None:
             with self.store.transaction():
                 self.store.lock_node(project, period.node_id)
-                if self.summary_child_versions(project, period):
+                if self.input_versions(project, period):
                     return BuildOutcome(period.node_id, False, stale=True)
                 existed = bool(self.store.node_versions(project, period.node_id))
                 if existed:
@@ -315,9 +326,9 @@ class TocBuilder:
             return BuildOutcome(period.node_id, False, retired=existed)
         with self.store.transaction():
             # Another worker may have rolled this period up from newer children meanwhile: under
-            # the node's lock, write only if the children summarised are still the latest ones.
+            # the node's lock, write only if the nodes it was built from are still the latest.
             self.store.lock_node(project, period.node_id)
-            if self.summary_child_versions(project, period) != _versions(children):
+            if self.input_versions(project, period) != prepared.inputs:
                 return BuildOutcome(period.node_id, False, stale=True)
             stored, written = self.store.put_node(node)
             if written:
