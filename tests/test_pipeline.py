@@ -159,6 +159,29 @@ def test_batch_size_and_arrival_order_do_not_change_the_toc(
     assert toc_snapshot(build(tmp_path / "back.db", counter, backwards)) == reference
 
 
+def test_a_straddling_week_that_changes_rolls_up_both_its_months_again(
+    tmp_path: Path, counter: TokenCounter
+) -> None:
+    """A month lists the weeks of its days and does not repeat their lines. 2024-W09 runs from
+    26 February to 3 March: beta's history added in February changes the week's lines, so March
+    (whose days did not change) must be summarised again too — the incremental build equals the
+    one built from all the history at once."""
+    start = int(datetime(2024, 2, 26, tzinfo=UTC).timestamp() * 1000)
+    events = make_events(
+        seed=0, sessions=12, per_session=(8, 20), start_ms=start, spread_ms=6 * 86_400_000
+    )
+    reference = toc_snapshot(build(tmp_path / "ref.db", counter, [events]))
+    store = build(tmp_path / "inc.db", counter, [events[:56]])
+    proc = processor(store, counter, ManualClock(FAR_FUTURE))
+    store.append_events(events[56:])
+    proc.run(rollup=False)
+    proc.rollup(force=True, level="day")
+    dirty = {(m.project, m.node_id) for m in store.dirty_periods("month")}
+    assert ("beta", "toc:month:2024-02") in dirty and ("beta", "toc:month:2024-03") not in dirty
+    proc.rollup(force=True)
+    assert toc_snapshot(store) == reference
+
+
 def test_a_late_event_joins_its_segment_and_a_front_insert_renames_it(
     tmp_path: Path, counter: TokenCounter
 ) -> None:

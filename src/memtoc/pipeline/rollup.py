@@ -19,7 +19,7 @@ default) throttles that re-summarising, never the existence. A dirty period that
 ``force`` ignores the ages.
 
 One run goes bottom-up — days, then weeks, months and years — so the marks a day leaves on its
-week and month are seen in the same run, and ``rollup(force=True)`` after processing yields the
+week and month (and a week on its months) are seen in the same run, and ``rollup(force=True)`` after processing yields the
 whole TOC. Before each level a back-fill sweep marks every period whose children exist but whose
 own node does not (however old), so no period is ever missed (a month is found through its weeks'
 first months; the second month of a straddling week is marked by its days). The marks are the
@@ -30,9 +30,9 @@ checkpoint.
 Periods are summarised outside any transaction and written in batches (``WRITE_BATCH``: one
 transaction writes the nodes and clears their marks; a failed write rolls the batch back and its
 periods are built one by one). Several workers may roll up at once (team mode). A build whose
-children changed while it was summarised writes nothing (``TocBuilder.write_period`` checks under
-the node's lock) and is built
-again from the new children; the mark is cleared only after a build that was not stale, and
+children (a month's: its days and the weeks it lists) changed while it was summarised writes
+nothing (``TocBuilder.write_period`` checks under the node's lock) and is built again from the new
+children; the mark is cleared only after a build that was not stale, and
 ``clear_dirty`` keeps a mark re-set meanwhile (each marking gets a greater generation, ``seq``, from
 the store's counter — not a clock time, which equal or skewed clocks would repeat), so the last version written is always built from
 the latest children.
