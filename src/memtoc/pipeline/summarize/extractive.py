@@ -3,8 +3,9 @@
 For a segment: events become facts (``extractive_facts``: the user's requests and corrections,
 the agent's conclusions, what tools did and what their results showed), scored for salience;
 3-5 diverse bullets are picked MMR-style (score minus redundancy with bullets already chosen)
-and shown in order; keywords are the segment's keyphrases from what was said and the files
-touched (never tool names, flags, URLs or hashes); the title says what was done
+and shown in order; keywords (up to 15) are the segment's keyphrases from what was said and the
+files touched that the node's text does not already hold (never tool names, flags, URLs or
+hashes); the title says what was done
 (``extractive_titles``: "Fixed the diff viewer column layout"). A segment holding nothing but a
 tool's output is described by it ("Read `engine.ts` (845 lines, defining …)").
 
@@ -74,7 +75,7 @@ class ExtractiveSummarizer:
         *,
         max_bullets: int = 5,
         min_bullets: int = 3,
-        max_keywords: int = 10,
+        max_keywords: int = 15,
         abstract_tokens: int = 100,
         abstract_max: int = 140,
         overview_tokens: int = 2000,
@@ -390,33 +391,41 @@ def complementary_keywords(
     recurring: Counter[str],
     titled: AbstractSet[str] = frozenset(),
 ) -> list[str]:
-    """``k`` keywords from ``phrases`` (best first): the ``CENTRAL_KEYWORDS`` best the title
-    (its key terms ``titled``) does not name, then those naming something the node's text
+    """Up to ``k`` keywords from ``phrases`` (best first): the ``CENTRAL_KEYWORDS`` best the
+    title (its key terms ``titled``) does not name; then those naming something the node's text
     (title, L0, bullets: its key terms ``said``) does not — a reader sees keywords beside that
-    text, so a keyword repeating it tells them nothing — then further phrases the text does not
-    hold, and only then phrases it does. A single plain word comes in among the first of those
-    only when it recurs (in at least two facts: ``recurring`` counts the facts holding each
-    term); a phrase or an identifier always may."""
-    head = [p for p in phrases[:CENTRAL_KEYWORDS] if not _terms(p) <= titled]
+    text, so a keyword repeating it tells them nothing, while one it does not hold is a term to
+    search by: phrases and identifiers, words recurring in the facts (``recurring`` counts the
+    facts holding each term), then words said once; a single word only when it can name a thing
+    (``_substantive``). Phrases the text already holds fill the list only up to
+    ``REPEAT_SHARE`` of ``k``. A diff's ``a/``/``b/`` side of a path is never one."""
+    head = [p for p in phrases[:CENTRAL_KEYWORDS]
+            if not _terms(p) <= titled and not _DIFF_SIDE.match(p)]  # fmt: skip
     new: list[str] = []
     unsaid: list[str] = []
     for phrase in phrases[CENTRAL_KEYWORDS:]:
         terms = _terms(phrase)
-        if terms <= said:
+        if terms <= said or _DIFF_SIDE.match(phrase):
             continue
-        single = " " not in phrase and not is_code_token(phrase)
-        if not single or any(recurring[t] >= 2 for t in terms):
+        if " " in phrase or is_code_token(phrase):
             new.append(phrase)
         elif _substantive(phrase):
-            unsaid.append(phrase)
-    chosen = dict.fromkeys(head + new + unsaid)
-    return list(dict.fromkeys([*chosen, *phrases]))[:k]
+            (new if any(recurring[t] >= 2 for t in terms) else unsaid).append(phrase)
+    chosen = list(dict.fromkeys(head + new + unsaid))[:k]
+    repeats = max(0, round(k * REPEAT_SHARE) - len(chosen))  # said already: a few at most
+    return chosen + [p for p in phrases if p not in chosen and not _DIFF_SIDE.match(p)][:repeats]
+
+
+_DIFF_SIDE = re.compile(r"^[ab]/")
+"""A path as a diff names its two sides (``a/src/x.ts``): the path itself is the keyword."""
+REPEAT_SHARE = 2 / 3
+"""Keywords repeating the node's text fill the list up to this share of its size, no further."""
 
 
 def _substantive(word: str) -> bool:
-    """Whether a word said once may be a keyword: long enough to name a thing, no adverb, no
-    contraction ("nicely", "how're")."""
-    return len(word) >= 5 and word.isalpha() and not word.lower().endswith("ly")
+    """Whether a single word may be a keyword: long enough to name a thing ("swim", "parsley"),
+    no adverb, no contraction ("nicely", "how're")."""
+    return len(word) >= 4 and word.isalpha() and not word.lower().endswith("ly")
 
 
 @lru_cache(maxsize=16_384)
