@@ -228,13 +228,21 @@ def test_browsing_agents_pay_for_what_they_read(corpus: Path, tmp_path: Path) ->
                 items = method.answer(q, ref, budget).items
                 assert context_tokens(items, COUNTER) <= budget
         first = browse.answer(q, ref, 1_500).items
-        assert first[0].text.startswith("Table of contents (fixture-corpus):")
-        assert first[1].text.startswith("toc:year:")  # then the only year is opened
+        # memory_toc(): the years' views (focused on the question), then a month is opened
+        assert first[0].text.startswith("Table of contents (fixture-corpus):\ntoc:year:")
+        assert "most about the focus first" in first[0].text
+        assert first[1].text.startswith("toc:month:")
         hits = teleport.answer(q, ref, 1_500).items
         assert hits[0].text.startswith("- [") and not hits[0].event_ids  # the search listing
         # with room for everything, browsing reaches every node and the evidence behind bullets
         everything = browse.answer(q, ref, 200_000).items
-        opened = {i.text.split(" — ", 1)[0] for i in everything if not i.event_ids}
+        opened = {
+            line.split(" — ", 1)[0]
+            for i in everything
+            if not i.event_ids
+            for line in i.text.splitlines()
+            if line.startswith("toc:") and " — " in line
+        }
         assert {n.node_id for n in built.memory.store.list_nodes(built.project)} <= opened
         assert is_answered(q.need, quote_positions(q.gold, everything))
         assert browse.ranking(q, ref)  # the events in reading order

@@ -66,6 +66,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("memtoc")
 TOUCH_EVERY_MS = 10 * 60_000
 """A bookmark used again within this time is not written again (its decay is in days)."""
+FOCUS_HITS = 60
+"""Search hits a focused node view orders its children by (``Memory.node``)."""
 _R = TypeVar("_R", "SearchResult", "RecallResult")
 
 
@@ -541,14 +543,62 @@ class Memory:
             )
         return "events are filed but not rolled up into periods yet: run `memtoc rollup`"
 
-    def node(self, node_id: str, *, project: str | None = None, tier: str = "L0") -> NodeView:
-        """A node's summary and its children's titles and L0s, with its token count."""
+    def node(
+        self,
+        node_id: str,
+        *,
+        project: str | None = None,
+        tier: str = "L0",
+        focus: str | None = None,
+        offset: int = 0,
+        limit: int | None = None,
+    ) -> NodeView:
+        """A node's summary and a page of its children (``offset``, ``limit``), with its token
+        count; with ``focus`` (a question) the children most about it come first (this memory's
+        search over the node's events) and bullets not about it are left out."""
         scoped = self._id(project) if project is not None else None
         from memtoc.retrieval import navigate
+        from memtoc.retrieval.node_view import DEFAULT_CHILD_LIMIT
 
         return navigate.node_view(
-            self.store, self.counter, node_id, scoped, tier=tier, now_ms=self.clock.now_ms()
+            self.store,
+            self.counter,
+            node_id,
+            scoped,
+            tier=tier,
+            now_ms=self.clock.now_ms(),
+            focus=focus,
+            focus_hits=self._focus_hits,
+            offset=offset,
+            limit=DEFAULT_CHILD_LIMIT if limit is None else limit,
         )
+
+    def _focus_hits(
+        self, focus: str, node: TocNode
+    ) -> tuple[list[tuple[int, int, float]], str | None]:
+        """The best events for ``focus`` inside ``node``'s period (hybrid search, as teleport),
+        with their spans and scores, and why the search was degraded (or None)."""
+        from memtoc.retrieval.hybrid import rank
+        from memtoc.retrieval.teleport import SearchFilters
+        from memtoc.retrieval.tiers import item_spans
+
+        filters = SearchFilters(
+            projects=(node.project,),
+            kinds=("event",),
+            since_ms=node.start_ms,
+            until_ms=node.end_ms,
+        )
+        found = rank(
+            self.store,
+            focus,
+            filters,
+            semantic=self.semantic,
+            limit=FOCUS_HITS,
+            fusion=self.fusion,
+        )
+        spans = item_spans(self.store, [key for key, _ in found.ranked])
+        hits = [(*spans[key], score) for key, score in found.ranked if key in spans]
+        return hits, found.degraded
 
     def expand(
         self, grip_id: str, *, before: int = 3, after: int = 3, focus: str | None = None

@@ -4,21 +4,25 @@ Two deterministic agents that read the TOC through the product's own views and p
 token they read, scored exactly like recall (``coding_score``: the gold quote inside one item of
 what was read, within the budget):
 
-- ``browse``: starts at the root. Opening a node reads its title, L0 abstract, bullets (with their
-  grip ids) and its children's titles (one line each, with the child's id, which carries its
-  date); expanding a grip reads its events (``navigate.expand`` focused on the question: the
-  grip's range and one neighbour either side, an event over ``FOCUS_EVENT_TOKENS`` shown by its
-  passages holding the question's terms; only under a day or a segment, where a bullet is
-  specific enough to dig under). The agent keeps a frontier of what it could do next —
-  open a child it has seen listed, expand the grip of a bullet it has read — and always does the
-  most promising thing: a child scores by its title's similarity to the question blended with its
-  parent's (``CHILD_WEIGHT``), a grip by its bullet's. A time expression in the question
-  ("last Tuesday") is resolved at the question's time and children overlapping that window score
-  ``TIME_BONUS`` more (the agent can read dates from the ids). It stops when nothing left fits
-  the budget.
-- ``teleport-browse``: first a search (``Memory.search`` over nodes and grips, L0, ``SEARCH_HITS``
-  hits; the result list is read and paid for), then the same best-first browsing from there: the
-  best hit is opened or expanded first, the other hits join the frontier by their similarity.
+- ``browse``: starts at the root: ``memory_toc()``'s years. Opening a node reads the product's
+  node view (``Memory.node``, L0) focused on the question, as an agent passing ``focus`` would:
+  title, the bullets about the question (each citing its first grip id), and a page of children,
+  one ``[id] title`` line each, those holding the best search hits first, with "… N more:
+  offset=K" when the page is cut. Expanding a grip reads its events (``Memory.expand`` focused on
+  the question: the grip's range and one neighbour either side, an event over
+  ``FOCUS_EVENT_TOKENS`` shown by its passages holding the question's terms; only under a day or
+  a segment, where a bullet is specific enough to dig under). The agent keeps a frontier of what
+  it could do next — open a child it has seen listed, read the next page of a listing, expand
+  the grip of a bullet it has read — and always does the most promising thing: an action scores
+  by its own text's similarity to the question (``CHILD_WEIGHT``) blended with the standing the
+  views above gave it (a child listed r-th under a parent of standing p has ``p / (1 + r)``; the
+  years 1; a grip its node's). A time expression in the question ("last Tuesday") is resolved
+  at the question's time and children overlapping that window score ``TIME_BONUS`` more (the
+  agent can read dates from the ids). It stops when nothing left fits the budget.
+- ``teleport-browse``: first a search (``Memory.search`` over nodes and grips, L0,
+  ``SEARCH_HITS`` hits; the result list is read and paid for), then the same best-first browsing
+  from there: the best hit is opened or expanded first, the other hits join the frontier by
+  their similarity.
 
 Similarity is IDF-weighted key-term overlap (``key_terms``; IDF over the project's node texts),
 averaged with the cosine of the run's embedder when there is one. What an expand shows of an event
@@ -43,8 +47,8 @@ from memtoc.eval.coding_score import SEPARATOR, ContextItem, context_tokens
 from memtoc.eval.modes import ModeContext
 from memtoc.eval.summary_coverage import node_text
 from memtoc.memory import Memory
-from memtoc.model import Event, TocNode, iso_ms
-from memtoc.retrieval.navigate import expand
+from memtoc.model import Event, iso_ms
+from memtoc.retrieval.navigate import NodeView
 from memtoc.retrieval.time_search import resolve_time
 from memtoc.text.keyphrases import key_terms
 
@@ -68,8 +72,9 @@ class _Action:
     priority: float
     seq: int
     kind: str = field(compare=False)
-    """``open`` (a node) or ``expand`` (a grip)."""
+    """``open`` (a node), ``page`` (a node's next children) or ``expand`` (a grip)."""
     target: str = field(compare=False)
+    offset: int = field(default=0, compare=False)
 
 
 class _Similarity:
@@ -162,12 +167,14 @@ class BrowseMethod:
         seen_nodes: set[str] = set()
         seen_grips: set[str] = set()
         read_events: set[str] = set()
+        prior: dict[str, float] = {}
+        """How far up its parents' focused listings a node came (1: first all the way)."""
         seq = 0
 
-        def push(kind: str, target: str, score: float) -> None:
+        def push(kind: str, target: str, score: float, offset: int = 0) -> None:
             nonlocal seq
             seq += 1
-            heapq.heappush(frontier, _Action(-score, seq, kind, target))
+            heapq.heappush(frontier, _Action(-score, seq, kind, target, offset))
 
         def fits(tokens: int) -> bool:
             return used + tokens + (sep if items else 0) <= budget
@@ -181,39 +188,54 @@ class BrowseMethod:
             items.append(ContextItem(text, event_ids, tokens))
             return True
 
-        def list_children(parent_score: float, children: Sequence[TocNode]) -> None:
-            for child in children:
+        def view(node_id: str, offset: int = 0) -> NodeView | None:
+            try:
+                return self.memory.node(
+                    node_id, project=self.project, focus=q.question, offset=offset
+                )
+            except NotFoundError:
+                return None
+
+        def read_view(v: NodeView, p: float) -> None:
+            """What the agent does with a view it has read: note the grips its bullets cite
+            (under a day or a segment) and the children it lists, in the listed order."""
+            node = v.node
+            if node.level in EXPAND_LEVELS:  # higher up, descending says more per token
+                for bullet in v.bullets:
+                    for gid in bullet.grip_ids[:1]:  # the one grip an L0 view shows in full
+                        if gid not in seen_grips:
+                            push("expand", gid, blend(self.sim(bullet.text), p))
+            for rank, child in enumerate(v.children, start=v.offset):
                 if child.node_id in seen_nodes:
                     continue
-                score = CHILD_WEIGHT * self.sim(child.title) + (1 - CHILD_WEIGHT) * parent_score
+                order = p / (1 + rank) if v.focus is not None else p
+                prior[child.node_id] = order
+                score = blend(self.sim(child.title), order)
                 if span is not None and child.start_ms < span[1] and child.end_ms > span[0]:
                     score += TIME_BONUS
                 push("open", child.node_id, score)
+            if v.more:  # the next page: after what this one listed
+                push("page", node.node_id, blend(0.0, p / (2 + v.offset + len(v.children))),
+                     v.offset + len(v.children))  # fmt: skip
 
-        def open_node(node: TocNode) -> None:
-            seen_nodes.add(node.node_id)
-            children = self._children(node)
-            if not add(_render(node, children)):
+        def open_node(node_id: str, offset: int = 0) -> None:
+            v = view(node_id, offset)
+            if v is None:
                 return
-            own = self.sim(node_text(node))
-            if node.level in EXPAND_LEVELS:  # higher up, descending says more per token
-                for bullet in node.bullets:
-                    for gid in bullet.grip_ids[:1]:
-                        if gid not in seen_grips:
-                            push("expand", gid, self.sim(bullet.text))
-            list_children(own, children)
+            if add(v.render()):
+                read_view(v, prior.get(node_id, 0.0))
 
         def expand_grip(grip_id: str) -> None:
             seen_grips.add(grip_id)
             try:
-                view = expand(self.store, counter, grip_id, before=EXPAND_NEIGHBOURS,
-                              after=EXPAND_NEIGHBOURS, focus=q.question)  # fmt: skip
+                ev = self.memory.expand(grip_id, before=EXPAND_NEIGHBOURS,
+                                        after=EXPAND_NEIGHBOURS, focus=q.question)  # fmt: skip
             except NotFoundError:
                 return
-            for i, event in enumerate(view.events):
+            for i, event in enumerate(ev.events):
                 if event.event_id in read_events or not event.text.strip():
                     continue
-                if add(_event_text(event, view.shown(i)), (event.event_id,)):
+                if add(_event_text(event, ev.shown(i)), (event.event_id,)):
                     read_events.add(event.event_id)
 
         if self.teleport:
@@ -223,33 +245,36 @@ class BrowseMethod:
             if found.items and add(listing):
                 for rank, hit in enumerate(found.items):
                     score = 2.0 if rank == 0 else self.sim(hit.text)
+                    prior[hit.id] = 1.0 / (1 + rank)
                     push("open" if hit.kind == "node" else "expand", hit.id, score)
         if not self.teleport or not frontier:
-            listing = "\n".join(f"- [{n.node_id}] {n.title}" for n in self.roots)
-            if add(f"Table of contents ({self.project}):\n{listing}"):
-                list_children(0.0, self.roots)
+            # memory_toc() without a node: every year's view (focused on the question).
+            views = [v for v in (view(r.node_id) for r in self.roots) if v is not None]
+            for v in views:
+                seen_nodes.add(v.node.node_id)
+            text = "\n\n".join(v.render() for v in views)
+            if views and add(f"Table of contents ({self.project}):\n{text}"):
+                for v in views:
+                    read_view(v, 1.0)
         while frontier and budget - used >= MIN_LEFT:
             action = heapq.heappop(frontier)
             if action.kind == "open":
-                node = self.nodes.get(action.target)
-                if node is not None and action.target not in seen_nodes:
-                    open_node(node)
+                if action.target not in seen_nodes:
+                    seen_nodes.add(action.target)
+                    open_node(action.target)
+            elif action.kind == "page":
+                open_node(action.target, action.offset)
             elif action.target not in seen_grips:
                 expand_grip(action.target)
         while items and context_tokens(items, counter) > budget:
             items.pop()
         return items
 
-    def _children(self, node: TocNode) -> list[TocNode]:
-        return [self.nodes[c] for c in node.child_node_ids if c in self.nodes]
 
-
-def _render(node: TocNode, children: Sequence[TocNode]) -> str:
-    """What opening a node shows: title, L0, bullets with grip ids, the children's titles."""
-    lines = [f"{node.node_id} — {node.title}", node.abstract]
-    lines += [f"* {b.text} ({', '.join(b.grip_ids)})" for b in node.bullets]
-    lines += [f"- [{c.node_id}] {c.title}" for c in children]
-    return "\n".join(line for line in lines if line)
+def blend(own: float, prior: float) -> float:
+    """An action's score: its own text's similarity to the question and the standing the views
+    above gave it (``CHILD_WEIGHT`` on its own)."""
+    return CHILD_WEIGHT * own + (1 - CHILD_WEIGHT) * prior
 
 
 def _event_text(event: Event, shown: str) -> str:

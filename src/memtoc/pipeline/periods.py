@@ -12,7 +12,7 @@ periods of one level tile time exactly.
 The hierarchy is year > month > week > day (> segment). ISO weeks straddle months and years, so
 **a week belongs to every month its days belong to** (one or two): ``parents()`` gives the months
 of its first and last day, and in the TOC a month's children are the weeks that hold one of its
-days (``TocBuilder``, ``navigate.children``) — 31 August stays in August even when its week runs
+days (``TocBuilder``, ``node_view.children_of``) — 31 August stays in August even when its week runs
 into September. Months are summarised from their own *days* (``summary_parents``), so a month's
 summary says nothing about the days of a straddling week that lie in the neighbouring month. A
 week's ``parent()`` — the first of its parents — is its ``parent_id`` (breadcrumbs). The

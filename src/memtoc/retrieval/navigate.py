@@ -4,14 +4,16 @@ These are read-only functions over a ``Store`` and the one ``TokenCounter``; eve
 the tokens of what it renders (``tokens`` in ``to_dict()``) so an agent can budget its reads.
 
 - ``toc_roots``: the year nodes of a project, oldest first.
-- ``node_view``: a node (L0 by default: title, abstract, bullets with grip ids, keywords; L1 adds
-  the overview) plus each child's id, level, title and L0. Children are read live (``children``),
-  not from the parent's summary: a period exists as soon as it has content and its summary is
+- ``node_view`` (``node_view.py``): a node's summary and a page of its children, compact at L0,
+  optionally focused on a question. Children are read live (``children_of``), not from the
+  parent's summary: a period exists as soon as it has content and its summary is
   rebuilt at most once per minimum age, so a child newer than the parent's summary is listed
   (marked ``new``) and the view says the summary is ``provisional``; so is the summary of a
   period that has not ended yet.
 - ``expand``: a grip's events — its range plus up to ``before``/``after`` events of the *same
-  session* within ``window_ms`` of the range — i.e. the evidence behind a bullet. With a
+  session* within ``window_ms`` of the range — i.e. the evidence behind a bullet; or one event
+  (an event id, e.g. a search hit) with its neighbours, anchored in the segment it is filed
+  under (``toc_node_id``), so an agent lands next to the evidence a search found. With a
   ``focus`` (the question being answered), an event longer than ``event_tokens`` is shown by its
   passages that hold the focus's terms ("…" marks what is left out; ``recall_passages``), so an
   agent on a budget can read the evidence behind a bullet without paying for a whole pasted plan
@@ -27,6 +29,13 @@ from dataclasses import dataclass
 
 from memtoc.errors import QueryError
 from memtoc.model import LEVELS, Event, Grip, JsonValue, TocNode, iso_ms
+from memtoc.retrieval.node_view import (
+    ChildView,
+    NodeView,
+    children_of,
+    node_view,
+    render_node,
+)
 from memtoc.retrieval.recall_passages import (
     PASSAGE_TOKENS,
     Passage,
@@ -38,74 +47,32 @@ from memtoc.store.base import Store
 from memtoc.text.keyphrases import key_terms
 from memtoc.text.tokens import TokenCounter
 
+__all__ = [
+    "ChildView",
+    "ExpandView",
+    "NodeView",
+    "TimelineView",
+    "children_of",
+    "expand",
+    "node_view",
+    "render_node",
+    "timeline",
+    "timeline_view",
+    "toc_roots",
+]
+
 DEFAULT_EXPAND_WINDOW_MS = 60 * 60_000
 """Neighbours of a grip farther than this (from the range's ends) are not included."""
-_TIERS = ("L0", "L1")
 FOCUS_EVENT_TOKENS = 2 * PASSAGE_TOKENS
 """With a focus, an event longer than this is shown by its best passages, about this many tokens."""
 
 
 @dataclass(frozen=True, slots=True)
-class ChildView:
-    """A child as listed under its parent: id, level, title, L0 and span."""
-
-    node_id: str
-    level: str
-    title: str
-    abstract: str
-    start_ms: int
-    end_ms: int
-    new: bool = False
-    """Not yet covered by the parent's summary (the parent is rebuilt at most once per age)."""
-
-    def render(self) -> str:
-        note = " (new: not yet in the summary above)" if self.new else ""
-        return f"- [{self.node_id}] {self.title}: {self.abstract}{note}"
-
-    def to_dict(self) -> dict[str, JsonValue]:
-        return {
-            "node_id": self.node_id,
-            "level": self.level,
-            "title": self.title,
-            "abstract": self.abstract,
-            "start_time": iso_ms(self.start_ms),
-            "end_time": iso_ms(self.end_ms),
-            "new": self.new,
-        }
-
-
-@dataclass(frozen=True, slots=True)
-class NodeView:
-    """A node and its children's summaries, as shown to an agent."""
-
-    node: TocNode
-    children: tuple[ChildView, ...]
-    tier: str
-    tokens: int
-    provisional: bool = False
-    """The summary may change: the period is still running, or a child is newer than it."""
-
-    def render(self) -> str:
-        return render_node(self.node, self.children, self.tier, self.provisional)
-
-    def to_dict(self) -> dict[str, JsonValue]:
-        node = self.node.to_dict()
-        if self.tier == "L0":
-            node.pop("overview")
-        return {
-            "node": node,
-            "children": [c.to_dict() for c in self.children],
-            "tier": self.tier,
-            "tokens": self.tokens,
-            "provisional": self.provisional,
-        }
-
-
-@dataclass(frozen=True, slots=True)
 class ExpandView:
-    """A grip with its events: the range and its neighbours in the same session."""
+    """A grip (or one event) with its events: the range and its neighbours in the same session."""
 
-    grip: Grip
+    grip: Grip | None
+    """The grip expanded, or None when an event was (``event_id``)."""
     events: tuple[Event, ...]
     range_start: int
     """Index in ``events`` of the grip's first event."""
@@ -116,6 +83,10 @@ class ExpandView:
     texts: tuple[str, ...] = ()
     """What is shown of each event: its text, or (``focus``) its passages joined by "…"."""
     focus: str | None = None
+    event_id: str | None = None
+    """The event expanded (a search hit), when it was not a grip."""
+    toc_node_id: str | None = None
+    """The segment the range is filed under (a grip's node; an event's segment, if filed)."""
 
     def shown(self, index: int) -> str:
         """What is shown of ``events[index]``."""
@@ -133,7 +104,9 @@ class ExpandView:
                 row.update(text=self.shown(i), passages_only=True)
             events.append(row)
         data: dict[str, JsonValue] = {
-            "grip": self.grip.to_dict(),
+            "grip": self.grip.to_dict() if self.grip is not None else None,
+            "event_id": self.event_id,
+            "toc_node_id": self.toc_node_id,
             "events": events,
             "tokens": self.tokens,
         }
@@ -142,82 +115,15 @@ class ExpandView:
         return data
 
 
-def render_node(
-    node: TocNode, children: tuple[ChildView, ...], tier: str, provisional: bool = False
-) -> str:
-    """The text an agent reads for a node view (what ``tokens`` counts)."""
-    head = f"{node.node_id} — {node.title}"
-    if provisional:
-        head += " (provisional summary)"
-    lines = [head, node.abstract]
-    lines += [f"* {b.text} ({', '.join(b.grip_ids)})" for b in node.bullets]
-    if node.keywords:
-        lines.append("keywords: " + ", ".join(node.keywords))
-    if tier == "L1" and node.overview:
-        lines.append(node.overview)
-    lines += [c.render() for c in children]
-    return "\n".join(line for line in lines if line)
-
-
 def toc_roots(store: Store, project: str) -> list[TocNode]:
     """The project's year nodes, oldest first."""
     return store.list_nodes(project, level="year")
 
 
-def children(store: Store, node: TocNode) -> list[TocNode]:
-    """A node's children as they stand, in time order: a month's weeks are those holding one of its
-    days (a week straddling two months is a child of each it has days in); otherwise the nodes
-    naming it as parent."""
-    if node.level == "month":
-        days = store.list_nodes(
-            node.project, level="day", since_ms=node.start_ms, until_ms=node.end_ms
-        )
-        from memtoc.pipeline.toc import weeks_of_days  # the pipeline: only for a month's view
-
-        return weeks_of_days(store, node.project, node.start_ms, node.end_ms, days)
-    if node.level == "segment":
-        return []
-    return store.list_nodes(node.project, parent_id=node.node_id)
-
-
-def node_view(
-    store: Store,
-    counter: TokenCounter,
-    node_id: str,
-    project: str | None = None,
-    *,
-    tier: str = "L0",
-    now_ms: int | None = None,
-) -> NodeView:
-    """A node with its children (ids, levels, titles, L0s), and the tokens of its rendering.
-
-    ``now_ms`` (the memory's clock) decides whether a period is still running."""
-    if tier not in _TIERS:
-        raise QueryError(f"node views come at L0 or L1, not {tier!r}")
-    node = store.find_node(node_id, project)
-    covered = set(node.child_node_ids)
-    kids = tuple(
-        ChildView(
-            c.node_id,
-            c.level,
-            c.title,
-            c.abstract,
-            c.start_ms,
-            c.end_ms,
-            new=c.node_id not in covered,
-        )
-        for c in children(store, node)
-    )
-    running = node.level != "segment" and now_ms is not None and now_ms < node.end_ms
-    provisional = running or any(k.new for k in kids)
-    text = render_node(node, kids, tier, provisional)
-    return NodeView(node, kids, tier, counter.count(text), provisional)
-
-
 def expand(
     store: Store,
     counter: TokenCounter,
-    grip_id: str,
+    item_id: str,
     *,
     before: int = 3,
     after: int = 3,
@@ -225,17 +131,42 @@ def expand(
     focus: str | None = None,
     event_tokens: int = FOCUS_EVENT_TOKENS,
 ) -> ExpandView:
-    """The grip's events plus up to ``before``/``after`` neighbours in its session and window;
-    with ``focus``, each event over ``event_tokens`` shown by its passages about the focus."""
+    """A grip's events (``item_id`` ``grip:…``) or one event (any other id: a search hit) plus
+    up to ``before``/``after`` neighbours in its session and window; with ``focus``, each event
+    over ``event_tokens`` shown by its passages about the focus."""
     if before < 0 or after < 0:
         raise QueryError(f"before and after must be ≥ 0 (got {before}, {after})")
     if event_tokens < 1:
         raise QueryError(f"event_tokens must be ≥ 1 (got {event_tokens})")
-    grip = store.get_grip(grip_id)
+    grip: Grip | None = None
+    if item_id.startswith("grip:"):
+        grip = store.get_grip(item_id)
+        core = grip_range(store, grip)
+        anchor: str | None = grip.toc_node_id
+    else:
+        event = store.get_event(item_id)
+        core = [event]
+        anchor = segment_of(store, event)
+    prev, _ = store.session_neighbors(core[0], before=before, after=0, window_ms=window_ms)
+    _, nxt = store.session_neighbors(core[-1], before=0, after=after, window_ms=window_ms)
+    events = (*prev, *core, *nxt)
+    event_id = None if grip is not None else item_id
+    first, last = len(prev), len(prev) + len(core) - 1
+    if focus is None:
+        tokens = sum(counter.count(e.text) for e in events)
+        return ExpandView(grip, events, first, last, tokens, event_id=event_id, toc_node_id=anchor)
+    terms = key_terms(focus)
+    texts = tuple(focused_text(e.text, terms, counter, event_tokens) for e in events)
+    tokens = sum(counter.count(t) for t in texts)
+    return ExpandView(grip, events, first, last, tokens, texts, focus, event_id, anchor)
+
+
+def grip_range(store: Store, grip: Grip) -> list[Event]:
+    """The events of a grip's range, cut from its session's events in store order (time, then
+    append order: the order ``session_neighbors`` uses, so events sharing a millisecond stay
+    where they belong)."""
     start = store.get_event(grip.event_id_start)
     end = store.get_event(grip.event_id_end)
-    # The range is cut from the session's events in store order (time, then append order), the
-    # same order session_neighbors uses, so events sharing a millisecond stay where they belong.
     window = list(
         store.scan_events(
             project=grip.project,
@@ -247,17 +178,18 @@ def expand(
     ids = [ev.event_id for ev in window]
     first = ids.index(start.event_id) if start.event_id in ids else 0
     last = ids.index(end.event_id) if end.event_id in ids else len(ids) - 1
-    core = window[first : last + 1]
-    prev, _ = store.session_neighbors(start, before=before, after=0, window_ms=window_ms)
-    _, nxt = store.session_neighbors(end, before=0, after=after, window_ms=window_ms)
-    events = (*prev, *core, *nxt)
-    if focus is None:
-        tokens = sum(counter.count(e.text) for e in events)
-        return ExpandView(grip, events, len(prev), len(prev) + len(core) - 1, tokens)
-    terms = key_terms(focus)
-    texts = tuple(focused_text(e.text, terms, counter, event_tokens) for e in events)
-    tokens = sum(counter.count(t) for t in texts)
-    return ExpandView(grip, events, len(prev), len(prev) + len(core) - 1, tokens, texts, focus)
+    return window[first : last + 1] or [start]
+
+
+def segment_of(store: Store, event: Event) -> str | None:
+    """The id of the segment ``event`` is filed under: its session's segment spanning its time
+    (None while it is not filed yet)."""
+    for node in store.list_nodes(
+        event.project, level="segment", since_ms=event.ts_ms, until_ms=event.ts_ms + 1
+    ):
+        if node.session_id == event.session_id and node.start_ms <= event.ts_ms <= node.end_ms:
+            return node.node_id
+    return None
 
 
 def focused_text(text: str, terms: set[str], counter: TokenCounter, limit: int) -> str:

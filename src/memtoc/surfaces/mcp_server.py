@@ -43,6 +43,7 @@ from memtoc.memory import Memory
 from memtoc.model import iso_ms
 from memtoc.projects import Scope
 from memtoc.retrieval.context import DEFAULT_BUDGET
+from memtoc.retrieval.node_view import DEFAULT_CHILD_LIMIT, MAX_CHILD_LIMIT
 from memtoc.retrieval.timeparse import Edge, parse_bound
 from memtoc.surfaces import mcp_text as mt
 from memtoc.surfaces.processing import Processing
@@ -64,7 +65,8 @@ are one project) unless you pass project=<name>; search and recall take all_proj
   the id it cites. Prefer it when you need an answer's context rather than pointers.
 - memory_search(query): find things by any text (teleport); returns ids to open.
 - memory_toc / memory_timeline: browse (node ids look like toc:year:2024, toc:week:2024-W03,
-  toc:day:2024-01-18); memory_expand(grip_id): the exact events behind a bullet.
+  toc:day:2024-01-18; give memory_toc focus=<your question> to list the children most about it
+  first); memory_expand(grip_id or event_id): the exact events behind a bullet or a search hit.
 - memory_bookmarks: the salient moments kept (conclusions, resolutions, validated facts).
 - memory_remember(text, kind): record a decision or note a future session must know; it is filed
   into the table of contents in the background (memory_status says who processes).
@@ -248,19 +250,37 @@ def build_server(
         ] = None,
         project: Project = None,
         depth: Annotated[
-            Tier, Field(description="L0: title, abstract, bullets; L1 adds the overview.")
+            Tier,
+            Field(
+                description="L0: title, bullets (first grip each), children one line each; "
+                "L1 adds the abstract, keywords, overview, every grip and children's abstracts."
+            ),
         ] = "L0",
+        focus: Annotated[
+            str | None,
+            Field(
+                max_length=2_000,
+                description="Your question: children most about it are listed first and a "
+                "period shows only its bullets about it.",
+            ),
+        ] = None,
+        offset: Annotated[int, Field(ge=0, description="Children to skip (paging).")] = 0,
+        limit: Annotated[
+            int, Field(ge=1, le=MAX_CHILD_LIMIT, description="Children to list.")
+        ] = DEFAULT_CHILD_LIMIT,
     ) -> CallToolResult:
-        """Browse the table of contents. Without node_id: the project's years with their children
-        (months). With node_id: that node's title, abstract, bullets (each citing grip ids) and
-        its children's titles and abstracts — drill down by calling again with a child's id.
-        Typically 100-600 tokens per node at L0; L1 can add up to ~2,000."""
+        """Browse the table of contents. Without node_id: the project's years with their
+        months. With node_id: that node's title, bullets (each citing a grip id for
+        memory_expand) and a page of its children, one line each ([id] title; a day's id has
+        its date, a segment's its start time) — drill down by calling again with a child's id.
+        A day can have 100+ segments: pass focus=<your question> to list those most about it
+        first; "… N more: offset=K" says how to list the rest. ~100-400 tokens per node at L0."""
         scope = scope_of(project, ctx, roots)
         if scope.empty or scope.project is None:
             return nothing("table of contents", scope, {"roots": []})
         if node_id is None:
             views = [
-                memory.node(r.node_id, project=scope.project, tier=depth)
+                memory.node(r.node_id, project=scope.project, tier=depth, focus=focus, limit=limit)
                 for r in memory.toc(scope.project)
             ]
             body = mt.roots_text(scope.name or scope.project, views)
@@ -272,14 +292,20 @@ def build_server(
                 data["hint"] = memory.toc_hint(scope.project)
                 body += f" ({data['hint']})"
             return out(body, data)
-        view = memory.node(node_id, project=scope.project, tier=depth)
+        view = memory.node(
+            node_id, project=scope.project, tier=depth, focus=focus, offset=offset, limit=limit
+        )
         return out(mt.node_text(view), view.to_dict())
 
     @app.tool(name="memory_expand", annotations=READ)
     @tool_errors
     def memory_expand(
         grip_id: Annotated[
-            str, Field(description="A grip id from a bullet, like grip:1705572000000:ab12cd.")
+            str,
+            Field(
+                description="A grip id from a bullet, like grip:1705572000000:ab12cd, or an "
+                "event id from memory_search (the event and its neighbours)."
+            ),
         ],
         before: Annotated[int, Field(ge=0, le=50, description="Events before the range.")] = 3,
         after: Annotated[int, Field(ge=0, le=50, description="Events after the range.")] = 3,
@@ -292,8 +318,10 @@ def build_server(
         ] = None,
     ) -> CallToolResult:
         """The exact events behind a summary bullet: the grip's range (marked *) plus
-        neighbours of the same session. Use it to check a detail or quote the source. Costs the
-        events' text (often 200-2,000 tokens; lower before/after, or give a focus, to save)."""
+        neighbours of the same session; or, given an event id (a search hit), that event with its
+        neighbours and the segment it is filed under. Use it to check a detail or quote the
+        source. Costs the events' text (often 200-2,000 tokens; lower before/after, or give a
+        focus, to save)."""
         view = memory.expand(grip_id, before=before, after=after, focus=focus)
         return out(mt.expand_text(view), view.to_dict())
 

@@ -119,11 +119,16 @@ def roots_text(name: str, views: Iterable[NodeView]) -> str:
 
 def expand_text(view: ExpandView) -> str:
     g = view.grip
-    lines = [f"{g.grip_id} ({g.toc_node_id}) · session {g.session_id}", f"excerpt: {g.excerpt}"]
+    if g is not None:
+        lines = [f"{g.grip_id} ({g.toc_node_id}) · session {g.session_id}", f"excerpt: {g.excerpt}"]
+    else:
+        where = f" ({view.toc_node_id})" if view.toc_node_id else ""
+        lines = [f"event {view.event_id}{where} · session {view.events[0].session_id}"]
     for i, e in enumerate(view.events):
         mark = "*" if view.range_start <= i <= view.range_end else " "
         lines.append(f"{mark} ({e.event_id}) {iso_ms(e.ts_ms)} {e.role}: {view.shown(i)}")
-    lines.append("(* = in the grip; the others are its neighbours in the session)")
+    what = "in the grip" if g is not None else "the event"
+    lines.append(f"(* = {what}; the others are its neighbours in the session)")
     if any(view.cut(i) for i in range(len(view.events))):
         lines.append("(… = parts of a long event left out: not about the focus)")
     return "\n".join(lines)

@@ -13,6 +13,7 @@ from rich.tree import Tree
 from memtoc.model import iso_ms
 from memtoc.pipeline.worker import ProcessReport
 from memtoc.retrieval.navigate import ExpandView, NodeView
+from memtoc.retrieval.node_view import DEFAULT_CHILD_LIMIT
 from memtoc.surfaces.cli.app import (
     JsonOpt,
     ProjectOpt,
@@ -99,15 +100,20 @@ def _node_tree(view: NodeView) -> Tree:
     if node.abstract:
         tree.add(f"[italic]{escape(node.abstract)}[/]")
     bullets = tree.add("[bold]bullets[/]")
-    for b in node.bullets:
+    for b in view.bullets:
         grips = ", ".join(b.grip_ids[:2]) + ("…" if len(b.grip_ids) > 2 else "")
         bullets.add(f"{escape(b.text)}  [dim]{grips}[/]")
     if node.keywords:
         tree.add("[bold]keywords[/] " + escape(", ".join(node.keywords)))
     if view.tier == "L1" and node.overview:
         tree.add(escape(node.overview))
+    if len(view.bullets) < len(node.bullets):
+        bullets.add(f"[dim]{len(node.bullets) - len(view.bullets)} more, not about the focus[/]")
     if view.children:
-        kids = tree.add(f"[bold]children[/] ({len(view.children)})")
+        first, last = view.offset + 1, view.offset + len(view.children)
+        order = ", most about the focus first" if view.focus is not None else ""
+        more = f"; --offset {last} for the next {view.more}" if view.more else ""
+        kids = tree.add(f"[bold]children[/] ({first}-{last} of {last + view.more}{order}{more})")
         for c in view.children:
             new = "  [yellow](new)[/]" if c.new else ""
             kids.add(f"[cyan]{c.node_id}[/]  {escape(c.title)}{new}")
@@ -124,14 +130,25 @@ def toc(
     ] = None,
     project: ProjectOpt = None,
     depth: Annotated[str, typer.Option("--depth", help="L0 (abstracts) or L1 (overview).")] = "L0",
+    focus: Annotated[
+        str | None,
+        typer.Option("--focus", help="A question: children most about it first, bullets about it."),
+    ] = None,
+    offset: Annotated[int, typer.Option("--offset", min=0, help="Children to skip.")] = 0,
+    limit: Annotated[
+        int, typer.Option("--limit", min=1, max=500, help="Children listed.")
+    ] = DEFAULT_CHILD_LIMIT,
     json_out: JsonOpt = False,
 ) -> None:
-    """Browse the table of contents: the years, or one node with its children."""
+    """Browse the table of contents: the years, or one node with a page of its children."""
     with open_memory(ctx, read_only=True) as memory:
         scope = project_scope(memory, project)
         if node_id is None:
             roots = memory.toc(scope.project) if scope.project is not None else []
-            views = [memory.node(r.node_id, project=r.project, tier=depth) for r in roots]
+            views = [
+                memory.node(r.node_id, project=r.project, tier=depth, focus=focus, limit=limit)
+                for r in roots
+            ]
             hint = None if views else memory.toc_hint(scope.project or project)
             if json_out:
                 data: dict[str, object] = {
@@ -148,7 +165,14 @@ def toc(
             for view in views:
                 console.print(_node_tree(view))
             return
-        view = memory.node(node_id, project=scope.project or project, tier=depth)
+        view = memory.node(
+            node_id,
+            project=scope.project or project,
+            tier=depth,
+            focus=focus,
+            offset=offset,
+            limit=limit,
+        )
     if json_out:
         emit_json(view.to_dict())
     else:
@@ -158,14 +182,21 @@ def toc(
 @app.command()
 def expand(
     ctx: typer.Context,
-    grip_id: Annotated[str, typer.Argument(help="A grip id from a node's bullets.")],
+    grip_id: Annotated[
+        str, typer.Argument(help="A grip id from a node's bullets, or an event id (search hit).")
+    ],
     before: Annotated[int, typer.Option("--before", min=0)] = 3,
     after: Annotated[int, typer.Option("--after", min=0)] = 3,
+    focus: Annotated[
+        str | None,
+        typer.Option("--focus", help="A question: long events shown by their passages about it."),
+    ] = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """Show a grip's events, with neighbours before and after in the same session."""
+    """Show a grip's events (or one event's), with neighbours before and after in the same
+    session."""
     with open_memory(ctx, read_only=True) as memory:
-        view = memory.expand(grip_id, before=before, after=after)
+        view = memory.expand(grip_id, before=before, after=after, focus=focus)
     if json_out:
         emit_json(view.to_dict())
     else:
@@ -174,12 +205,18 @@ def expand(
 
 def print_expand(view: ExpandView) -> None:
     g = view.grip
-    console.print(f"[bold]{g.grip_id}[/]  [dim]{g.toc_node_id} · session {g.session_id}[/]")
-    console.print(f"[italic]“{escape(g.excerpt)}”[/]")
+    if g is not None:
+        console.print(f"[bold]{g.grip_id}[/]  [dim]{g.toc_node_id} · session {g.session_id}[/]")
+        console.print(f"[italic]“{escape(g.excerpt)}”[/]")
+    else:
+        where = f"{view.toc_node_id} · " if view.toc_node_id else ""
+        console.print(
+            f"[bold]{view.event_id}[/]  [dim]{where}session {view.events[0].session_id}[/]"
+        )
     table = Table("", "time (UTC)", "role", "text", show_lines=False)
     for i, e in enumerate(view.events):
         inside = view.range_start <= i <= view.range_end
-        text = e.text.replace("\n", " ")
+        text = view.shown(i).replace("\n", " ")
         table.add_row(
             "▶" if inside else "",
             iso_ms(e.ts_ms)[:19],

@@ -6,6 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path, Query, Request
 
+from memtoc.retrieval.node_view import DEFAULT_CHILD_LIMIT, MAX_CHILD_LIMIT
 from memtoc.surfaces.http.deps import MemoryDep, api_state
 from memtoc.surfaces.http.models import ERRORS, JsonObject, Level, NodeTier
 from memtoc.surfaces.http.params import one_project, time_param
@@ -57,12 +58,23 @@ def node(
     ],
     project: ProjectQ = None,
     tier: Annotated[NodeTier, Query(description="L0 abstract; L1 adds the overview.")] = "L0",
+    focus: Annotated[
+        str | None,
+        Query(max_length=2_000, description="A question: children most about it first"),
+    ] = None,
+    offset: Annotated[int, Query(ge=0, description="Children to skip")] = 0,
+    limit: Annotated[
+        int, Query(ge=1, le=MAX_CHILD_LIMIT, description="Children to list")
+    ] = DEFAULT_CHILD_LIMIT,
 ) -> JsonObject:
+    """The node, a page of its children (``offset``, ``limit``; ``more`` says how many follow)
+    and, with ``focus``, the children most about it first."""
     scoped = one_project(memory, project) if project is not None else None
-    return memory.node(node_id, project=scoped, tier=tier).to_dict()
+    view = memory.node(node_id, project=scoped, tier=tier, focus=focus, offset=offset, limit=limit)
+    return view.to_dict()
 
 
-@router.get("/grips/{grip_id}", summary="The events behind a bullet, with neighbours")
+@router.get("/grips/{grip_id}", summary="The events behind a bullet (or an event), with neighbours")
 def grip(
     memory: MemoryDep,
     grip_id: Annotated[str, Path(min_length=1, max_length=300, description="grip:…")],

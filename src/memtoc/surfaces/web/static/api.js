@@ -81,8 +81,9 @@ export const api = {
   status: () => request("GET", "status"),
   projects: () => request("GET", "projects"),
   toc: (project) => request("GET", "toc", { project }),
-  node: (id, project, tier = "L1") =>
-    request("GET", "nodes/" + encodeURIComponent(id), { project, tier }),
+  // A page of up to 500 children from `offset` (the view's `more` says how many follow).
+  node: (id, project, tier = "L1", offset = 0) =>
+    request("GET", "nodes/" + encodeURIComponent(id), { project, tier, offset, limit: 500 }),
   grip: (id, before = 3, after = 3) =>
     request("GET", "grips/" + encodeURIComponent(id), { before, after }),
   timeline: (project, level, since, until) =>

@@ -93,8 +93,13 @@ export class Tree {
 
   /** The full child nodes of `node`, in the parent's order. */
   async children(node) {
-    const view = await api.node(node.node_id, this.project, "L0");
-    const short = view.children || [];
+    let view = await api.node(node.node_id, this.project, "L0");
+    const short = [...(view.children || [])];
+    while (view.more > 0 && short.length) { // the rest of a busy day, a page at a time
+      view = await api.node(node.node_id, this.project, "L0", short.length);
+      if (!(view.children || []).length) break;
+      short.push(...view.children);
+    }
     if (!short.length) return [];
     const byId = new Map();
     try {

@@ -1,0 +1,350 @@
+"""A node view (DESIGN §5 ``node(id)``): what an agent reads when it opens a TOC node.
+
+A view costs what it is worth, so an agent with a 500-2,000-token budget can walk year → segment:
+
+- **L0** (default): the node's id and title; the abstract's sentences that say something the title
+  and bullets do not (an extractive L0 restates its bullets); each bullet (a period's cut to
+  ``BULLET_CHARS``) citing its first grip id (``+N`` says how many more it has; all are in
+  ``to_dict()`` and at L1); then the children, one short line each — ``- [id] title`` (a child's
+  id carries its date, a segment's its start time).
+- **L1**: adds the keywords, the overview and each child's L0 abstract.
+- **Paging**: at most ``limit`` children are listed from ``offset`` on; a last line says how many
+  more there are and the offset that lists them ("… 62 more: offset=12").
+- **Focus** (the question being answered): children are listed most-about-the-focus first — by
+  the best search hit inside each child's span (``FocusHits``: the memory's own search over the
+  node's period, events only), children without a hit after, in time order; a period shows its
+  ``FOCUS_BULLETS`` bullets most about the focus (a count says how many are left out) and no
+  abstract (a period's abstract runs through its bullets). A segment keeps all its bullets: they
+  are the way to its events. The same idea as ``expand``'s focus.
+
+``tokens`` is the count of ``render()``: what the agent pays.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from memtoc.errors import QueryError
+from memtoc.model import Bullet, JsonValue, TocNode, iso_ms
+from memtoc.store.base import Store
+from memtoc.text.keyphrases import key_terms
+from memtoc.text.tokens import TokenCounter
+
+TIERS = ("L0", "L1")
+DEFAULT_CHILD_LIMIT = 8
+"""Children listed per view unless the caller asks for more (a busy day has 50-200 segments)."""
+MAX_CHILD_LIMIT = 500
+FOCUS_BULLETS = 2
+"""A focused view of a period shows at most this many bullets: those most about the focus."""
+TITLE_CHARS = 90
+"""A child's title in an L0 listing is cut (at a word, with "…") to about this many characters."""
+BULLET_CHARS = 120
+"""A period's bullet at L0 is cut to about this many characters (whole at L1; a segment's bullets
+are always whole: they can hold the very words an agent looks for)."""
+
+FocusHits = Callable[[str, TocNode], tuple[Sequence[tuple[int, int, float]], str | None]]
+"""``(focus, node) -> ([(start_ms, end_ms, score), ...], degraded)``: search hits for ``focus``
+inside the node's period and project, scores 0..1, and why the search ran degraded (no embedder)
+or None (``Memory.node`` passes its hybrid search over events)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ChildView:
+    """A child as listed under its parent: id, level, title, L0 and span."""
+
+    node_id: str
+    level: str
+    title: str
+    abstract: str
+    start_ms: int
+    end_ms: int
+    new: bool = False
+    """Not yet covered by the parent's summary (the parent is rebuilt at most once per age)."""
+    score: float | None = None
+    """With a focus: the best search hit inside the child (None: no hit)."""
+
+    def render(self, tier: str = "L1") -> str:
+        note = " (new: not yet in the summary above)" if self.new else ""
+        if tier == "L0":
+            return f"- [{self.node_id}] {short_title(self.title)}{note}"
+        return f"- [{self.node_id}] {self.title}: {self.abstract}{note}"
+
+    def to_dict(self) -> dict[str, JsonValue]:
+        data: dict[str, JsonValue] = {
+            "node_id": self.node_id,
+            "level": self.level,
+            "title": self.title,
+            "abstract": self.abstract,
+            "start_time": iso_ms(self.start_ms),
+            "end_time": iso_ms(self.end_ms),
+            "new": self.new,
+        }
+        if self.score is not None:
+            data["score"] = round(self.score, 6)
+        return data
+
+
+@dataclass(frozen=True, slots=True)
+class NodeView:
+    """A node and a page of its children, as shown to an agent."""
+
+    node: TocNode
+    children: tuple[ChildView, ...]
+    """The children listed (one page: ``offset`` on, at most ``limit``)."""
+    tier: str
+    tokens: int
+    provisional: bool = False
+    """The summary may change: the period is still running, or a child is newer than it."""
+    total_children: int | None = None
+    """All the node's children (default: those listed)."""
+    offset: int = 0
+    limit: int = DEFAULT_CHILD_LIMIT
+    focus: str | None = None
+    degraded: str | None = None
+    """Why the focus order is degraded (e.g. the search had no embedder: BM25 only), or None."""
+
+    @property
+    def bullets(self) -> tuple[Bullet, ...]:
+        """The bullets shown (a focused view of a period leaves out those not about it)."""
+        return focus_bullets(self.node, self.focus)
+
+    @property
+    def more(self) -> int:
+        """Children after this page."""
+        total = len(self.children) if self.total_children is None else self.total_children
+        return max(0, total - self.offset - len(self.children))
+
+    def render(self) -> str:
+        return render_node(
+            self.node,
+            self.children,
+            self.tier,
+            self.provisional,
+            more=self.more,
+            offset=self.offset,
+            focus=self.focus,
+            degraded=self.degraded,
+        )
+
+    def to_dict(self) -> dict[str, JsonValue]:
+        node = self.node.to_dict()
+        if self.tier == "L0":
+            node.pop("overview")
+        data: dict[str, JsonValue] = {
+            "node": node,
+            "children": [c.to_dict() for c in self.children],
+            "total_children": len(self.children)
+            if self.total_children is None
+            else self.total_children,
+            "offset": self.offset,
+            "more": self.more,
+            "tier": self.tier,
+            "tokens": self.tokens,
+            "provisional": self.provisional,
+        }
+        if self.focus is not None:
+            data["focus"] = self.focus
+            data["focus_degraded"] = self.degraded
+        return data
+
+
+def short_title(title: str, limit: int = TITLE_CHARS) -> str:
+    """``title`` on one line, cut at a word to about ``limit`` characters ("…" marks the cut)."""
+    one = " ".join(title.split())
+    if len(one) <= limit:
+        return one
+    cut = one[:limit].rsplit(" ", 1)[0] if " " in one[:limit] else one[:limit]
+    return cut.rstrip(" ,;:-") + "…"
+
+
+_SENTENCE = re.compile(r"(?<=[.!?])\s+")
+
+
+def _norm(text: str) -> str:
+    return " ".join(text.lower().split()).rstrip(".!?… ")
+
+
+def _topic(text: str) -> str | None:
+    """The head of a ``topic: detail`` line (how extractive bullets read), if it has one."""
+    head, sep, _ = text.partition(": ")
+    return head if sep and len(head) >= 12 else None
+
+
+def novel_abstract(node: TocNode) -> str:
+    """The abstract's sentences that the title and the bullets do not already say (an
+    extractive abstract runs through its bullets: a sentence inside one, or on the same topic,
+    is a restatement; an LLM's abstract usually is not, and is kept)."""
+    said = [_norm(node.title), *(_norm(b.text) for b in node.bullets)]
+    topics = {t for t in map(_topic, said) if t}
+    kept = []
+    for sentence in _SENTENCE.split(node.abstract.strip()):
+        norm = _norm(sentence)
+        if not norm or any(norm in other for other in said) or _topic(norm) in topics:
+            continue
+        kept.append(sentence)
+    return " ".join(kept)
+
+
+def _grips(grip_ids: Sequence[str], tier: str) -> str:
+    if not grip_ids:
+        return ""
+    if tier == "L1" or len(grip_ids) == 1:
+        return f" ({', '.join(grip_ids)})"
+    return f" ({grip_ids[0]} +{len(grip_ids) - 1})"
+
+
+def render_node(
+    node: TocNode,
+    children: Sequence[ChildView],
+    tier: str,
+    provisional: bool = False,
+    *,
+    more: int = 0,
+    offset: int = 0,
+    focus: str | None = None,
+    degraded: str | None = None,
+) -> str:
+    """The text an agent reads for a node view (what ``tokens`` counts)."""
+    head = f"{node.node_id} — {node.title}"
+    if provisional:
+        head += " (provisional summary)"
+    lines = [head]
+    if tier == "L1":
+        lines.append(node.abstract)
+    elif focus is None or node.level == "segment":
+        lines.append(novel_abstract(node))
+    bullets = focus_bullets(node, focus)
+    cut = tier == "L0" and node.level != "segment"
+    lines += [
+        f"* {short_title(b.text, BULLET_CHARS) if cut else b.text}{_grips(b.grip_ids, tier)}"
+        for b in bullets
+    ]
+    if len(bullets) < len(node.bullets):
+        lines.append(f"({len(node.bullets) - len(bullets)} more bullets, not about the focus)")
+    if tier == "L1":
+        if node.keywords:
+            lines.append("keywords: " + ", ".join(node.keywords))
+        if node.overview:
+            lines.append(node.overview)
+    if children and (more or offset or focus is not None):
+        order = "most about the focus first" if focus is not None else "in time order"
+        shown = f"{offset + 1}-{offset + len(children)} of {offset + len(children) + more}"
+        lines.append(f"children {shown}, {order}:")
+        if focus is not None and degraded:
+            lines.append(f"(focus order degraded: {degraded})")
+    lines += [c.render(tier) for c in children]
+    if more:
+        lines.append(f"… {more} more: offset={offset + len(children)}")
+    return "\n".join(line for line in lines if line)
+
+
+def focus_bullets(node: TocNode, focus: str | None) -> tuple[Bullet, ...]:
+    """The bullets a view shows: all, or with a focus a period's ``FOCUS_BULLETS`` holding most
+    of its key terms (at least one), in summary order (a segment's bullets are all kept: they
+    are the way to its events)."""
+    if focus is None or node.level == "segment":
+        return node.bullets
+    terms = key_terms(focus)
+    held = [len(terms & key_terms(b.text)) for b in node.bullets]
+    best = sorted((i for i, n in enumerate(held) if n), key=lambda i: -held[i])[:FOCUS_BULLETS]
+    return tuple(node.bullets[i] for i in sorted(best))
+
+
+def children_of(store: Store, node: TocNode) -> list[TocNode]:
+    """A node's children as they stand, in time order: a month's weeks are those holding one of its
+    days (a week straddling two months is a child of each it has days in); otherwise the nodes
+    naming it as parent."""
+    if node.level == "month":
+        days = store.list_nodes(
+            node.project, level="day", since_ms=node.start_ms, until_ms=node.end_ms
+        )
+        from memtoc.pipeline.toc import weeks_of_days  # the pipeline: only for a month's view
+
+        return weeks_of_days(store, node.project, node.start_ms, node.end_ms, days)
+    if node.level == "segment":
+        return []
+    return store.list_nodes(node.project, parent_id=node.node_id)
+
+
+def _focus_order(kids: list[ChildView], hits: Sequence[tuple[int, int, float]]) -> list[ChildView]:
+    """``kids`` scored by their best hit (a hit counts for every child its span overlaps), best
+    first; children without a hit keep time order after them."""
+    scored = []
+    for kid in kids:
+        best = max(
+            (score for s, e, score in hits if s < kid.end_ms and e >= kid.start_ms),
+            default=None,
+        )
+        scored.append(ChildView(*_fields(kid), score=best))
+    hit = sorted((k for k in scored if k.score is not None), key=lambda k: -(k.score or 0.0))
+    return hit + [k for k in scored if k.score is None]
+
+
+def _fields(kid: ChildView) -> tuple[str, str, str, str, int, int, bool]:
+    return (kid.node_id, kid.level, kid.title, kid.abstract, kid.start_ms, kid.end_ms, kid.new)
+
+
+def node_view(
+    store: Store,
+    counter: TokenCounter,
+    node_id: str,
+    project: str | None = None,
+    *,
+    tier: str = "L0",
+    now_ms: int | None = None,
+    focus: str | None = None,
+    focus_hits: FocusHits | None = None,
+    offset: int = 0,
+    limit: int = DEFAULT_CHILD_LIMIT,
+) -> NodeView:
+    """A node with a page of its children, and the tokens of its rendering.
+
+    ``now_ms`` (the memory's clock) decides whether a period is still running; ``focus`` orders
+    the children by ``focus_hits`` (when given) and leaves out bullets not about it."""
+    if tier not in TIERS:
+        raise QueryError(f"node views come at L0 or L1, not {tier!r}")
+    if offset < 0:
+        raise QueryError(f"offset must be ≥ 0 (got {offset})")
+    if not 1 <= limit <= MAX_CHILD_LIMIT:
+        raise QueryError(f"limit must be 1..{MAX_CHILD_LIMIT} (got {limit})")
+    if focus is not None:
+        focus = " ".join(focus.split()) or None
+    node = store.find_node(node_id, project)
+    covered = set(node.child_node_ids)
+    kids = [
+        ChildView(
+            c.node_id,
+            c.level,
+            c.title,
+            c.abstract,
+            c.start_ms,
+            c.end_ms,
+            new=c.node_id not in covered,
+        )
+        for c in children_of(store, node)
+    ]
+    degraded = None
+    if focus is not None and focus_hits is not None and len(kids) > 1:
+        hits, degraded = focus_hits(focus, node)
+        kids = _focus_order(kids, hits)
+    running = node.level != "segment" and now_ms is not None and now_ms < node.end_ms
+    provisional = running or any(k.new for k in kids)
+    page = tuple(kids[offset : offset + limit])
+    more = max(0, len(kids) - offset - len(page))
+    text = render_node(
+        node, page, tier, provisional, more=more, offset=offset, focus=focus, degraded=degraded
+    )
+    return NodeView(
+        node,
+        page,
+        tier,
+        counter.count(text),
+        provisional,
+        len(kids),
+        offset,
+        limit,
+        focus,
+        degraded,
+    )

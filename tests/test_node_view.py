@@ -1,0 +1,182 @@
+"""Node views an agent can afford: a busy day paged and focused, compact L0, expand by event."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from zoneinfo import ZoneInfo
+
+import anyio
+import pytest
+from fastapi.testclient import TestClient
+from mcp import Client
+
+from memtoc.clock import ManualClock
+from memtoc.errors import NotFoundError, QueryError
+from memtoc.ids import derived_ulid
+from memtoc.memory import Memory
+from memtoc.model import Bullet, Event, TocNode
+from memtoc.pipeline.summarize.extractive import ExtractiveSummarizer
+from memtoc.pipeline.worker import PipelineConfig, Processor
+from memtoc.retrieval.navigate import expand
+from memtoc.retrieval.node_view import DEFAULT_CHILD_LIMIT, novel_abstract
+from memtoc.store.sqlite import SqliteStore
+from memtoc.surfaces.http.app import create_app
+from memtoc.surfaces.mcp_server import build_server
+from memtoc.text.tokens import default_counter
+
+T0 = int(datetime(2024, 3, 5, 6, 0, tzinfo=UTC).timestamp() * 1000)
+MIN = 60_000
+SESSIONS = 30
+TOPICS = [
+    "renderer widget layout", "login form validation", "cache eviction policy",
+    "release workflow signing", "database index tuning", "websocket reconnect backoff",
+]  # fmt: skip
+
+
+@pytest.fixture
+def memory(tmp_path: Path) -> Memory:
+    """One busy day: 30 sessions 20 minutes apart, one segment each; session 17 holds the
+    zeppelin quota answer."""
+    counter = default_counter()
+    clock = ManualClock(int(datetime(2030, 1, 1, tzinfo=UTC).timestamp() * 1000))
+    store = SqliteStore(tmp_path / "v.db", durability="off", clock=clock)
+    events = []
+    for s in range(SESSIONS):
+        topic = TOPICS[s % len(TOPICS)]
+        talk = [
+            ("user", f"Session {s}: please fix the {topic} bug in module{s}."),
+            ("assistant", f"I changed the {topic} code in module{s} and the tests pass."),
+            ("user", f"Thanks, commit the {topic} fix for module{s}."),
+        ]
+        if s == 17:
+            talk[1] = ("assistant", "The zeppelin quota resets at midnight UTC, so retries wait.")
+        for i, (role, text) in enumerate(talk):
+            t = T0 + s * 20 * MIN + i * MIN
+            event_id = derived_ulid(t, f"{s}.{i}")
+            kind = f"{role}_message"
+            events.append(Event(event_id, f"s{s}", "p", "a", t, kind, role, text))
+    store.append_events(events)
+    proc = Processor(
+        store, ExtractiveSummarizer(counter), counter, PipelineConfig(), clock, ZoneInfo("UTC")
+    )
+    proc.run()
+    proc.rollup(force=True)
+    return Memory(store, clock=clock, tz=ZoneInfo("UTC"), counter=counter)
+
+
+def test_a_busy_day_is_listed_a_page_at_a_time_one_line_per_child(memory: Memory) -> None:
+    view = memory.node("toc:day:2024-03-05", project="p")
+    segments = memory.store.list_nodes("p", level="segment")
+    assert len(segments) == SESSIONS and view.total_children == SESSIONS
+    assert len(view.children) == DEFAULT_CHILD_LIMIT and view.more == SESSIONS - 8
+    text = view.render()
+    assert view.tokens == memory.counter.count(text)
+    for child in view.children:  # one short line: id (its start time) and title, no abstract
+        (line,) = [ln for ln in text.splitlines() if child.node_id in ln]
+        assert line.startswith(f"- [{child.node_id}] ") and child.abstract not in line
+    assert text.endswith(f"… {SESSIONS - 8} more: offset=8")
+    assert "children 1-8 of 30, in time order:" in text
+    page = memory.node("toc:day:2024-03-05", project="p", offset=8, limit=20)
+    assert [c.node_id for c in page.children] == [s.node_id for s in segments[8:28]]
+    assert page.more == 2 and page.to_dict()["more"] == 2 and page.to_dict()["offset"] == 8
+    last = memory.node("toc:day:2024-03-05", project="p", offset=28)
+    assert len(last.children) == 2 and last.more == 0 and "more:" not in last.render()
+    # L1 shows what L0 leaves out: children's abstracts, every grip, the keywords.
+    full = memory.node("toc:day:2024-03-05", project="p", tier="L1", limit=500)
+    assert len(full.children) == SESSIONS and full.tokens > 3 * view.tokens
+    assert all(c.abstract in full.render() for c in full.children)
+    with pytest.raises(QueryError):
+        memory.node("toc:day:2024-03-05", project="p", offset=-1)
+    with pytest.raises(QueryError):
+        memory.node("toc:day:2024-03-05", project="p", limit=0)
+
+
+def test_a_focused_view_lists_the_children_holding_the_answer_first(memory: Memory) -> None:
+    question = "When does the zeppelin quota reset?"
+    answer = [
+        n.node_id for n in memory.store.list_nodes("p", level="segment") if n.session_id == "s17"
+    ]
+    view = memory.node("toc:day:2024-03-05", project="p", focus=question)
+    assert [view.children[0].node_id] == answer and view.children[0].score is not None
+    text = view.render()
+    assert "children 1-8 of 30, most about the focus first:" in text
+    # no embedder in this memory: the order comes from BM25 alone, and the view says so
+    assert view.degraded and "focus order degraded: no embedder" in text
+    assert view.to_dict()["focus"] == question and view.to_dict()["focus_degraded"]
+    # Up the tree each view lists its one child holding the answer.
+    for node_id in ("toc:year:2024", "toc:month:2024-03", "toc:week:2024-W10"):
+        up = memory.node(node_id, project="p", focus=question)
+        assert up.children[0].start_ms <= T0 + 17 * 20 * MIN < up.children[0].end_ms
+    # A period's bullets not about the focus are left out, with a count.
+    day = memory.store.find_node("toc:day:2024-03-05", "p")
+    assert len(view.bullets) <= 2 and all("zeppelin" in b.text.lower() for b in view.bullets)
+    if len(view.bullets) < len(day.bullets):
+        assert f"({len(day.bullets) - len(view.bullets)} more bullets, not about the focus)" in text
+
+
+def test_an_l0_view_does_not_repeat_its_bullets_in_the_abstract() -> None:
+    node = TocNode(
+        node_id="toc:day:2024-03-05",
+        project="p",
+        level="day",
+        title="Fixed the login form and 2 more",
+        start_ms=T0,
+        end_ms=T0 + 86_400_000,
+        bullets=(
+            Bullet("Fixed the login form: validation runs on blur", ("grip:1:a", "grip:2:b")),
+            Bullet("Tuned the cache: eviction is LRU now", ("grip:3:c",)),
+        ),
+        abstract="Fixed the login form and 2 more. Fixed the login form: validation runs… "
+        "Tuned the cache: eviction is LRU now. The release was signed by hand.",
+    )
+    assert novel_abstract(node) == "The release was signed by hand."
+
+
+def test_expand_takes_an_event_id_and_says_where_it_is_filed(memory: Memory) -> None:
+    hit = next(
+        i
+        for i in memory.search("zeppelin quota", project="p", kinds=("event",)).items
+        if "zeppelin" in i.text
+    )
+    view = memory.expand(hit.id, before=1, after=1, focus="zeppelin quota")
+    assert [e.event_id for e in view.events][view.range_start] == hit.id
+    assert view.range_start == view.range_end == 1 and len(view.events) == 3
+    assert {e.session_id for e in view.events} == {"s17"}
+    (segment,) = [n for n in memory.store.list_nodes("p", level="segment") if n.session_id == "s17"]
+    assert view.grip is None and view.event_id == hit.id and view.toc_node_id == segment.node_id
+    d = view.to_dict()
+    assert d["grip"] is None and d["event_id"] == hit.id and d["toc_node_id"] == segment.node_id
+    # a grip expands as before, anchored in its node
+    gid = segment.bullets[0].grip_ids[0]
+    assert expand(memory.store, memory.counter, gid).toc_node_id == segment.node_id
+    with pytest.raises(NotFoundError):
+        memory.expand("no-such-event")
+
+    async def calls() -> tuple[Any, Any]:
+        async with Client(build_server(memory)) as client:
+            toc = await client.call_tool(
+                "memory_toc",
+                {"node_id": "toc:day:2024-03-05", "project": "p",
+                 "focus": "When does the zeppelin quota reset?", "limit": 3},
+            )  # fmt: skip
+            ev = await client.call_tool("memory_expand", {"grip_id": hit.id, "before": 0})
+            return toc, ev
+
+    toc, ev = anyio.run(calls)
+    toc_text = toc.content[0].text
+    listed = [ln for ln in toc_text.splitlines() if ln.startswith("- [")]
+    assert not toc.is_error and listed[0].startswith(f"- [{segment.node_id}]") and len(listed) == 3
+    assert "… 27 more: offset=3" in toc_text
+    ev_text = ev.content[0].text
+    assert not ev.is_error and f"event {hit.id} ({segment.node_id})" in ev_text
+    assert "zeppelin quota resets at midnight UTC" in ev_text
+    client = TestClient(
+        create_app(lambda: memory, token=None, web=False), base_url="http://127.0.0.1"
+    )
+    got = client.get(
+        "/v1/nodes/toc:day:2024-03-05", params={"project": "p", "offset": 29, "limit": 5}
+    ).json()
+    assert len(got["children"]) == 1 and got["more"] == 0 and got["total_children"] == SESSIONS
+    assert client.get(f"/v1/grips/{hit.id}").json()["toc_node_id"] == segment.node_id
