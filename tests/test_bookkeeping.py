@@ -14,7 +14,7 @@ import pytest
 from memtoc.config import load_settings
 from memtoc.ingest.sources.bookkeeping import classify_user_text, strip_ansi
 from memtoc.memory import Memory
-from memtoc.model import TocNode
+from memtoc.model import Event, TocNode
 from memtoc.surfaces.hooks import runner
 
 REAL = Path(__file__).resolve().parent / "fixtures" / "claude-code-real"
@@ -206,3 +206,25 @@ def test_subagent_stop_hook_captures_the_agent_transcript(tmp_path: Path) -> Non
         sessions = {e.session_id for e in mem.events()}
     assert sessions == {SESSION, "5ed31c36-bca8-40fd-8d24-f1a1f0af7901/agent-c63fe96c"}
     assert not (settings.home / "hooks.log").exists()
+
+
+def test_a_warm_up_reply_saved_without_its_prompt_is_bookkeeping(tmp_path: Path) -> None:
+    """Claude Code 2.0 saves a sub-agent's warm-up reply alone ("I'm ready to help you explore
+    the JSSoundRecorder codebase…", a finished reply that nothing asked for): a warm-up, never a
+    day's summary. A real sub-agent whose prompt is missing too keeps its replies."""
+    ide = Path(__file__).resolve().parent / "fixtures" / "claude-code-ide"
+    with Memory.open(load_settings({"home": str(tmp_path / "home")})) as mem:
+        report = mem.ingest(
+            [ide / "-Users-dain-workspace-JSSoundRecorder", ide / "-src-deep-manifest"]
+        )
+        assert report.rejected == 0
+        mem.process()
+        by_session: dict[str, Event] = {}
+        for e in mem.events():  # each sub-agent session's first event
+            by_session.setdefault(e.session_id.rsplit("/", 1)[-1], e)
+        warm, work = by_session["agent-650d3273"], by_session["agent-c8d9b115"]
+        assert (warm.event_type, warm.bookkeeping) == ("system", "warmup")
+        assert warm.text.startswith("Greetings! I'm Claude Code")  # kept, whole
+        assert (work.event_type, work.bookkeeping) == ("assistant_message", None)
+        recorder = next(p for p in mem.store.projects() if "JSSoundRecorder" in p)
+        assert "ready to help" not in mem.context(recorder).text

@@ -21,7 +21,8 @@ How records become events:
   bookkeeping (``sources.bookkeeping``: hook progress, compaction and error notices, recorded
   slash commands) except the "while you were away" recap (``away_summary``).
 - Bookkeeping in user and assistant lines becomes ``system`` events marked with their class,
-  their text kept (wrappers removed): a sub-agent's "Warmup" prompt and its reply (``warmup``),
+  their text kept (wrappers removed): a sub-agent's "Warmup" prompt and its reply, or that reply
+  saved alone, a finished reply to nothing at the root of a sub-agent's transcript (``warmup``),
   the local-command caveat (``caveat``), a slash command typed without arguments (``command``;
   with arguments it stays the user's message, ``/plan fix the grid``, with ``command`` in the
   metadata), command output (``command_output``), "[Request interrupted by user]"
@@ -352,6 +353,10 @@ def _bookkeeping(
             state.warmups.add(uuid)
         return [_marked(p, "warmup") for p in parts]
     if kind == "assistant" and obj.get("parentUuid") in state.warmups:
+        return [_marked(p, "warmup") for p in parts]
+    if kind == "assistant" and sidechain_root and message.get("stop_reason") == "end_turn":
+        # a sub-agent's finished reply to nothing (Claude Code 2.0 saves the warm-up's reply
+        # without its "Warmup" prompt: "I'm ready to help you explore the … codebase")
         return [_marked(p, "warmup") for p in parts]
     if kind == "assistant" and (
         message.get("model") == "<synthetic>" or obj.get("isApiErrorMessage") is True
