@@ -348,3 +348,48 @@ def test_the_ide_notice_is_not_what_the_session_asked(tmp_path: Path) -> None:
     with Memory.open(load_settings({"home": str(home)})) as mem:
         kept = [e for e in mem.events() if "ide_opened_file" in e.text]
     assert [(e.event_type, e.bookkeeping) for e in kept] == [("system", "context")]
+
+
+CODEX_ROLLOUT = ROOT / "tests/fixtures/codex-real"
+
+
+def test_codex_hooks_as_installed_file_the_session_into_the_toc(
+    tmp_path: Path, user_home: Path
+) -> None:
+    """Codex has no session-end event: the hooks `memtoc hooks install codex` writes, run as
+    Codex runs them (the command through a shell, the payload on stdin) on a real rollout
+    written turn by turn, leave the next session a summarised latest session and its day — not
+    "not yet summarised" with no table of contents, as when only Claude Code's SessionEnd
+    processed."""
+    home = tmp_path / "home"
+    assert _cli("--home", str(home), "hooks", "install", "codex").exit_code == 0
+    hooks = json.loads((user_home / ".codex" / "hooks.json").read_text())["hooks"]
+    command = {event: groups[0]["hooks"][0]["command"] for event, groups in hooks.items()}
+    rollout = next(CODEX_ROLLOUT.glob("rollout-*.jsonl"))
+    lines = rollout.read_bytes().splitlines(keepends=True)
+    meta = json.loads(lines[0])["payload"]
+    live = user_home / ".codex" / "sessions" / rollout.name
+    live.parent.mkdir(parents=True)
+    payload = {"session_id": meta["id"], "transcript_path": str(live), "cwd": meta["cwd"]}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMTOC_")}
+    env.update(PYTHONPATH=str(ROOT / "src"), HF_HUB_OFFLINE="1", MEMTOC_EMBEDDER="none")
+
+    def run(event: str, **extra: object) -> str:
+        stdin = json.dumps({**payload, "hook_event_name": event, **extra})
+        proc = subprocess.run(command[event], shell=True, input=stdin, capture_output=True,
+                              text=True, env=env, timeout=90)  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout
+
+    turns = [i for i, line in enumerate(lines) if b'"type":"user_message"' in line][1:3]
+    written = 0
+    for cut in [*turns, len(lines)]:  # two turns, then the rest
+        with live.open("ab") as fh:
+            fh.write(b"".join(lines[written:cut]))
+        written = cut
+        assert run("Stop", stop_hook_active=False) == ""
+    out = run("SessionStart", source="startup")
+    text = json.loads(out)["hookSpecificOutput"]["additionalContext"]
+    assert "project agentv" in text, text
+    assert "not yet summarised" not in text, text
+    assert "[toc:segment:" in text and "[toc:day:" in text, text

@@ -205,8 +205,8 @@ def thread_items(
         anchor = first.outcome or first.intent
         assert anchor is not None
         items.append(ContextItem("thread", anchor.event_id,
-                                 f"Latest session {first.session_id} ({day(first.last_ms)}), "
-                                 "not yet summarised", anchor.ts_ms))  # fmt: skip
+                                 f"Latest session ({day(first.last_ms)}), not yet summarised",
+                                 anchor.ts_ms))  # fmt: skip
     if first.intent is not None:
         items.append(_item("thread", "Asked", counter, first.intent))
     if first.last_request is not None and first.last_request != first.intent:

@@ -11,11 +11,15 @@ claude-code   ``~/.claude/settings.json`` /               SessionStart → conte
               ``<project>/.claude/settings.json``         Stop, SubagentStop, PreCompact,
                                                           SessionEnd → ingest
 codex         ``~/.codex/hooks.json`` /                   SessionStart → context;         seconds
-              ``<project>/.codex/hooks.json``             Stop, PreCompact → ingest
+              ``<project>/.codex/hooks.json``             Stop → ingest and process;
+                                                          PreCompact → ingest
 gemini        ``~/.gemini/settings.json`` /               SessionStart → context;         ms
               ``<project>/.gemini/settings.json``         AfterAgent, PreCompress,
                                                           SessionEnd → ingest
 ============  ==========================================  ==============================  =========
+
+The session's end files what it added into the table of contents (``ingest --process``): Claude
+Code's and Gemini CLI's SessionEnd, and — Codex having no such event — Codex's Stop, each turn.
 
 memtoc's handlers are recognised by their command (``… hook session-start`` / ``… hook ingest``
 run through a memtoc executable); installing first removes them and then appends one group per
@@ -90,7 +94,8 @@ SPECS: dict[str, AgentSpec] = {
         False,
         (
             HookSpec("SessionStart", "session-start", SESSION_START_TIMEOUT_S),
-            HookSpec("Stop", "ingest", INGEST_TIMEOUT_S),
+            # Codex has no session-end event: each turn's end files what it added
+            HookSpec("Stop", "ingest --process", INGEST_TIMEOUT_S),
             HookSpec("PreCompact", "ingest", INGEST_TIMEOUT_S),
         ),
         note="Codex asks you to review and trust new hooks (/hooks) before they run.",
