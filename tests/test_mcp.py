@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import sqlite3
 import subprocess
@@ -29,6 +30,7 @@ from mcp_support import (
 from memtoc.config import load_settings
 from memtoc.errors import StoreError
 from memtoc.memory import Memory
+from memtoc.model import Bookmark, iso_ms
 from memtoc.surfaces.mcp_server import build_server
 from memtoc.surfaces.processing import Processing
 from memtoc.surfaces.serve_lock import ServeLock, lock_holder, lock_owner, lock_path
@@ -104,6 +106,12 @@ async def _scenario(memory: Memory) -> dict[str, Any]:
 
 
 def test_in_process_session(memory: Memory) -> None:
+    cited = tuple(e.event_id for e in memory.events()[:3])
+    project = memory.scope("webapp").project
+    assert project is not None
+    mark = Bookmark("bm:1:cited", project, "The export runs in batches", cited, 0.9,
+                    "conclusion", 1_749_000_000_000, 1_749_000_000_000)  # fmt: skip
+    memory.store.put_bookmark(mark)
     out = anyio.run(_scenario, memory)
     tools = out["tools"]
     assert set(tools) == TOOLS
@@ -157,6 +165,11 @@ def test_in_process_session(memory: Memory) -> None:
     assert out["bookmarks"].is_error is False
     text = assert_delivered(out["bookmarks"], memory)
     assert all(b["bookmark_id"] in text for b in marks["bookmarks"])
+    assert [len(m["event_ids"]) for m in marks["bookmarks"]] == [3]
+    for mark in marks["bookmarks"]:  # the first event cited, and how many more (~20 tokens each)
+        first, *more = mark["event_ids"]
+        assert f"[events: {first}{f' +{len(more)}' if more else ''}]" in text
+        assert not [e for e in more if e in text]
 
     text = assert_delivered(out["context"], memory, 300)
     assert "project webapp" in text and out["context"].structured_content["items"]
@@ -168,6 +181,10 @@ def test_in_process_session(memory: Memory) -> None:
     # built without a worker and no daemon holds the lock: nobody processes, and status says so
     assert status["processing"]["by"] == "nobody" and status["processing"]["pid"] is None
     assert "nothing processes new events" in status["processing"]["degraded"]
+    # instants are dates in the text (thirteen-digit epoch ms mean nothing to a model)
+    said = out["status"].content[0].text
+    assert not re.search(r"\b1\d{12}\b", said), said
+    assert f"first_event: {iso_ms(status['first_event_ms'])}" in said
 
     for key, needle in [
         ("bad_grip", "grip not found: grip:0:nope"),

@@ -13,7 +13,7 @@ the agent asked for, the header and the token line included.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from mcp.types import CallToolResult, ContentBlock, TextContent
@@ -195,17 +195,31 @@ def short_reason(degraded: str | None) -> str:
     return "; ".join(parts)
 
 
+def first_of(ids: Sequence[str]) -> str:
+    """The first id of a list and how many more (``abc +2``): each id costs ~20 tokens, and
+    ``memory_expand`` of the first one shows its neighbours anyway."""
+    if not ids:
+        return "-"
+    return ids[0] + (f" +{len(ids) - 1}" if len(ids) > 1 else "")
+
+
 def bookmarks_text(marks: Iterable[Bookmark]) -> str:
     lines = [
         f"- ({b.bookmark_id}) {b.type} {b.importance:.2f} {iso_ms(b.created_ms)[:10]}: "
-        f"{_oneline(b.content)} [events: {', '.join(b.event_ids)}]"
+        f"{_oneline(b.content)} [events: {first_of(b.event_ids)}]"
         for b in marks
     ]
     return "\n".join(lines) if lines else "no bookmarks yet"
 
 
+_EPOCH_MS_FLOOR = 100_000_000_000
+"""An ``*_ms`` value at least this large is an instant (after March 1973), not a duration."""
+
+
 def mapping_text(data: Mapping[str, JsonValue], indent: str = "") -> str:
-    """A nested mapping as ``key: value`` lines (status, forget reports)."""
+    """A nested mapping as ``key: value`` lines (status, forget reports); an instant in epoch
+    milliseconds (``last_run_ms: 1795577922722``) is shown as ISO time under its name without
+    ``_ms`` — a model reads a date, not thirteen digits."""
     lines = []
     for key, value in data.items():
         if isinstance(value, Mapping):
@@ -214,6 +228,13 @@ def mapping_text(data: Mapping[str, JsonValue], indent: str = "") -> str:
         elif isinstance(value, list):
             shown = ", ".join(str(v) for v in value) if value else "-"
             lines.append(f"{indent}{key}: {shown}")
+        elif (
+            key.endswith("_ms")
+            and isinstance(value, int)
+            and not isinstance(value, bool)
+            and value >= _EPOCH_MS_FLOOR
+        ):
+            lines.append(f"{indent}{key.removesuffix('_ms')}: {iso_ms(value)}")
         else:
             lines.append(f"{indent}{key}: {'-' if value is None else value}")
     return "\n".join(lines)
