@@ -47,11 +47,17 @@ def test_context_and_hooks_import_only_what_they_use(home: Path) -> None:
 
     env = {**os.environ, "MEMTOC_PROJECT": "webapp"}
     hook = json.dumps({"hook_event_name": "SessionStart", "cwd": str(home)})
+    transcript = next((Path(__file__).parent / "fixtures" / "claude-code").rglob("*.jsonl"))
+    stop = json.dumps({"hook_event_name": "Stop", "transcript_path": str(transcript)})
     for argv, stdin in (
         (("--home", str(home), "context", "-p", "webapp"), ""),
         (("--home", str(home), "context", "--project=webapp", "--json", "--budget", "300"), ""),
         (("--home", str(home), "hook", "session-start"), hook),
         (("--home", str(home), "hook", "ingest"), json.dumps({"transcript_path": "/nope"})),
+        # a real Stop: the store opened for writing, a transcript read (and, run again, nothing
+        # new): the forget log's reconciliation must not build the pipeline to find it agrees
+        (("--home", str(home), "hook", "ingest"), stop),
+        (("--home", str(home), "hook", "ingest"), stop),
     ):
         loaded = _modules(*argv, stdin=stdin, env=env)
         assert "memtoc.retrieval.context" in loaded or "hook" in argv
@@ -59,7 +65,8 @@ def test_context_and_hooks_import_only_what_they_use(home: Path) -> None:
         assert not heavy, (argv, heavy)
         assert not any(m.startswith("memtoc.ingest.redact") for m in loaded if "context" in argv)
         # nor the bookmark detector's cue patterns, the navigation views or the pipeline
-        unused = ("memtoc.retrieval.bookmark_cues", "memtoc.retrieval.navigate", "memtoc.pipeline")
+        unused = ("memtoc.retrieval.bookmark_cues", "memtoc.retrieval.navigate", "memtoc.pipeline",
+                  "memtoc.forgetting")  # fmt: skip
         assert not [m for m in loaded if m.startswith(unused)], argv
 
 

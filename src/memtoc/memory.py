@@ -207,6 +207,8 @@ class Memory:
         if store.read_only:
             forget_log.check_read_only(store)
             return None
+        if not forget_log.lagging(store):  # the usual case: no need to build the pipeline
+            return None
         from memtoc import forgetting
 
         self.reconciled = forgetting.reconcile(self.processor, store)

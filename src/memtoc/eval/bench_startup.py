@@ -7,8 +7,9 @@ the work and exit — not the work alone. Each command is run ``runs`` times as 
 also runs against that code, interleaved run by run with this one, so both see the same machine
 load and the ratio is fair even when the machine is busy.
 
-Commands: ``memtoc context`` (``--project``) and ``memtoc hook session-start`` (the hook's JSON
-on stdin, the project through ``MEMTOC_PROJECT``). Reported per command and
+Commands: ``memtoc context`` (``--project``), ``memtoc hook session-start`` (the hook's JSON
+on stdin, the project through ``MEMTOC_PROJECT``) and ``memtoc hook ingest`` (a Stop hook whose
+transcript has nothing new: what every turn pays; on a scratch store beside the cwd). Reported per command and
 code: median and p90 wall, median CPU (user + system of the child), and the modules the command
 imported (one extra run with ``-X importtime``).
 """
@@ -95,6 +96,16 @@ def commands(home: Path, project: str) -> list[StartupCommand]:
     cwd = home / "bench-cwd" / project
     cwd.mkdir(parents=True, exist_ok=True)
     hook = json.dumps({"hook_event_name": "SessionStart", "session_id": "bench", "cwd": str(cwd)})
+    # the Stop hook after a turn that added nothing (what every turn pays at least), on a store
+    # of its own beside the cwd: the bench never writes into the store it measures
+    transcript = cwd.parent / "bench-session.jsonl"
+    lines = [{"type": t, "uuid": f"bench-{i}", "parentUuid": None, "sessionId": "bench",
+              "timestamp": f"2024-01-18T10:00:0{i}Z", "cwd": str(cwd),
+              "message": {"role": t, "content": f"bench {t} message"}}
+             for i, t in enumerate(("user", "assistant"))]  # fmt: skip
+    transcript.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    stop = json.dumps({"hook_event_name": "Stop", "session_id": "bench", "cwd": str(cwd),
+                       "transcript_path": str(transcript)})  # fmt: skip
     return [
         StartupCommand("python -c pass", ()),
         StartupCommand("memtoc context", ("--home", str(home), "context", "--project", project)),
@@ -103,6 +114,11 @@ def commands(home: Path, project: str) -> list[StartupCommand]:
             ("--home", str(home), "hook", "session-start"),
             stdin=hook,
             env=(("MEMTOC_PROJECT", project),),
+        ),
+        StartupCommand(
+            "memtoc hook ingest",
+            ("--home", str(cwd.parent / "ingest-home"), "hook", "ingest"),
+            stdin=stop,
         ),
     ]
 
