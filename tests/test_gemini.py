@@ -260,3 +260,21 @@ def test_a_bad_message_is_an_error_naming_it(tmp_path: Path, bad: str) -> None:
     path.write_text(bad)
     records = read(path)
     assert [r.error for r in records] == ["message is not a JSON object"]
+
+
+def test_an_archived_sub_agent_session_is_not_where_we_left_off(tmp_path: Path) -> None:
+    """A Gemini CLI sub-agent's file copied out of its parent's folder (``kind: subagent``, no
+    ``chats/<parent>/`` to say so) ran after the main session: the session-start context quotes
+    the main session's request, never the sub-agent's prompt ("Your task is to answer …")."""
+    with Memory.open(load_settings({"home": str(tmp_path / "home"), "embedder": "none"})) as mem:
+        mem.ingest([DOCUMENT, SUBAGENT_DOC], default_cwd=str(tmp_path / "aim"))
+        mem.process()
+        sub = [e for e in mem.events() if e.metadata.get("session_kind") == "subagent"]
+        assert sub and max(e.ts_ms for e in sub) > max(e.ts_ms for e in mem.events()
+                                                        if e not in sub)  # fmt: skip
+        view = mem.context(mem.store.projects()[0])
+        events = mem.events()
+    told = [i.text for i in view.items if i.section in ("thread", "earlier")]
+    assert told and not [t for t in told if "Your task is to answer" in t], told
+    main = next(e for e in events if e.session_id == MAIN and e.event_type == "user_message")
+    assert any(i.ref == main.event_id for i in view.items if i.section == "thread"), told

@@ -72,7 +72,14 @@ def one_line(text: str) -> str:
 def is_work(event: Event) -> bool:
     """An event of the project's own work: not an agent's bookkeeping (``Event.bookkeeping``),
     not a sub-agent's session (its parent session holds what it reported)."""
-    return not event.bookkeeping and "parent_session_id" not in event.metadata
+    return not event.bookkeeping and not is_subagent(event)
+
+
+def is_subagent(event: Event) -> bool:
+    """An event of a sub-agent's session: filed under its parent (``parent_session_id``), or
+    one Gemini CLI marks ``kind: subagent`` wherever its file was found (an archived copy)."""
+    meta = event.metadata
+    return "parent_session_id" in meta or meta.get("session_kind") == "subagent"
 
 
 def _is_error(event: Event) -> bool:
@@ -107,7 +114,7 @@ def _session(store: Store, project: str, session_id: str) -> _Session | None:
     """The opening request, last request, last reply and (unresolved) failure of a session, or
     None for a session that is not the project's own work."""
     head = list(store.scan_events(project=project, session_id=session_id, limit=EDGE_EVENTS))
-    if not head or any("parent_session_id" in e.metadata for e in head[:1]):
+    if not head or any(is_subagent(e) for e in head[:1]):
         return None
     tail = list(
         store.scan_events(
