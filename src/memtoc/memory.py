@@ -555,12 +555,11 @@ class Memory:
         offset: int = 0,
         limit: int | None = None,
     ) -> NodeView:
-        """A node's summary and a page of its children (``offset``, ``limit``), with its token
-        count; with ``focus`` (a question) the children most about it come first (this memory's
+        """A node's summary and a page of its children (``offset``, ``limit``: default 8, 5 with a
+        focus), with its token count; with ``focus`` (a question) the children most about it come first (this memory's
         search over the node's events) and bullets not about it are left out."""
         scoped = self._id(project) if project is not None else None
         from memtoc.retrieval import navigate
-        from memtoc.retrieval.node_view import DEFAULT_CHILD_LIMIT
 
         return navigate.node_view(
             self.store,
@@ -572,7 +571,7 @@ class Memory:
             focus=focus,
             focus_hits=self._focus_hits,
             offset=offset,
-            limit=DEFAULT_CHILD_LIMIT if limit is None else limit,
+            limit=limit,
         )
 
     def _focus_hits(

@@ -19,10 +19,11 @@ what was read, within the budget):
   years 1; a grip its node's). A time expression in the question ("last Tuesday") is resolved
   at the question's time and children overlapping that window score ``TIME_BONUS`` more (the
   agent can read dates from the ids). It stops when nothing left fits the budget.
-- ``teleport-browse``: first a search (``Memory.search`` over nodes and grips, L0,
-  ``SEARCH_HITS`` hits; the result list is read and paid for), then the same best-first browsing
-  from there: the best hit is opened or expanded first, the other hits join the frontier by
-  their similarity.
+- ``teleport-browse``: first a search (``Memory.search`` as ``memory_search`` runs it: every
+  kind, L0, ``SEARCH_HITS`` hits; the result list is read and paid for), then the same
+  best-first browsing from there: the best hit is opened (a node) or expanded (a grip, an event,
+  a bookmark's first event: ``Memory.expand`` takes an event id) first, the other hits join the
+  frontier by their similarity.
 
 Similarity is IDF-weighted key-term overlap (``key_terms``; IDF over the project's node texts),
 averaged with the cosine of the run's embedder when there is one. What an expand shows of an event
@@ -238,15 +239,20 @@ class BrowseMethod:
                 if add(_event_text(event, ev.shown(i)), (event.event_id,)):
                     read_events.add(event.event_id)
 
-        if self.teleport:
-            found = self.memory.search(q.question, project=self.project, kinds=("node", "grip"),
-                                       limit=SEARCH_HITS, depth="L0", at_ms=ref_ms)  # fmt: skip
+        if self.teleport:  # memory_search(question): every kind, as the tool returns them
+            found = self.memory.search(q.question, project=self.project, limit=SEARCH_HITS,
+                                       depth="L0", at_ms=ref_ms)  # fmt: skip
             listing = "\n".join(f"- [{i.id}] {i.text}" for i in found.items)
             if found.items and add(listing):
                 for rank, hit in enumerate(found.items):
                     score = 2.0 if rank == 0 else self.sim(hit.text)
                     prior[hit.id] = 1.0 / (1 + rank)
-                    push("open" if hit.kind == "node" else "expand", hit.id, score)
+                    if hit.kind == "node":
+                        push("open", hit.id, score)
+                    elif hit.kind in ("grip", "event"):  # expand lands next to the evidence
+                        push("expand", hit.id, score)
+                    elif hit.cites:  # a bookmark: the first event it cites
+                        push("expand", hit.cites[0], score)
         if not self.teleport or not frontier:
             # memory_toc() without a node: every year's view (focused on the question).
             views = [v for v in (view(r.node_id) for r in self.roots) if v is not None]

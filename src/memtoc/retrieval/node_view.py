@@ -8,12 +8,13 @@ A view costs what it is worth, so an agent with a 500-2,000-token budget can wal
   ``to_dict()`` and at L1); then the children, one short line each — ``- [id] title`` (a child's
   id carries its date, a segment's its start time).
 - **L1**: adds the keywords, the overview and each child's L0 abstract.
-- **Paging**: at most ``limit`` children are listed from ``offset`` on; a last line says how many
+- **Paging**: at most ``limit`` children (default ``DEFAULT_CHILD_LIMIT``, ``FOCUS_CHILD_LIMIT``
+  with a focus) are listed from ``offset`` on; a last line says how many
   more there are and the offset that lists them ("… 62 more: offset=12").
 - **Focus** (the question being answered): children are listed most-about-the-focus first — by
   the best search hit inside each child's span (``FocusHits``: the memory's own search over the
   node's period, events only), children without a hit after, in time order; a period shows its
-  ``FOCUS_BULLETS`` bullets most about the focus (a count says how many are left out) and no
+  ``FOCUS_BULLETS`` bullet(s) most about the focus (a count says how many are left out) and no
   abstract (a period's abstract runs through its bullets). A segment keeps all its bullets: they
   are the way to its events. The same idea as ``expand``'s focus.
 
@@ -35,9 +36,13 @@ from memtoc.text.tokens import TokenCounter
 TIERS = ("L0", "L1")
 DEFAULT_CHILD_LIMIT = 8
 """Children listed per view unless the caller asks for more (a busy day has 50-200 segments)."""
+FOCUS_CHILD_LIMIT = 5
+"""Children listed per focused view unless the caller asks for more: ordered by relevance, the
+first few carry most of its worth and the rest is a page away."""
 MAX_CHILD_LIMIT = 500
-FOCUS_BULLETS = 2
-"""A focused view of a period shows at most this many bullets: those most about the focus."""
+FOCUS_BULLETS = 1
+"""A focused view of a period shows at most this many bullets: the one most about the focus
+(its children, listed by relevance, are the way on)."""
 TITLE_CHARS = 90
 """A child's title in an L0 listing is cut (at a word, with "…") to about this many characters."""
 BULLET_CHARS = 120
@@ -222,7 +227,7 @@ def render_node(
         for b in bullets
     ]
     if len(bullets) < len(node.bullets):
-        lines.append(f"({len(node.bullets) - len(bullets)} more bullets, not about the focus)")
+        lines.append(f"({len(node.bullets) - len(bullets)} more bullets, less about the focus)")
     if tier == "L1":
         if node.keywords:
             lines.append("keywords: " + ", ".join(node.keywords))
@@ -297,7 +302,7 @@ def node_view(
     focus: str | None = None,
     focus_hits: FocusHits | None = None,
     offset: int = 0,
-    limit: int = DEFAULT_CHILD_LIMIT,
+    limit: int | None = None,
 ) -> NodeView:
     """A node with a page of its children, and the tokens of its rendering.
 
@@ -307,6 +312,8 @@ def node_view(
         raise QueryError(f"node views come at L0 or L1, not {tier!r}")
     if offset < 0:
         raise QueryError(f"offset must be ≥ 0 (got {offset})")
+    if limit is None:
+        limit = DEFAULT_CHILD_LIMIT if focus is None else FOCUS_CHILD_LIMIT
     if not 1 <= limit <= MAX_CHILD_LIMIT:
         raise QueryError(f"limit must be 1..{MAX_CHILD_LIMIT} (got {limit})")
     if focus is not None:

@@ -43,7 +43,7 @@ from memtoc.memory import Memory
 from memtoc.model import iso_ms
 from memtoc.projects import Scope
 from memtoc.retrieval.context import DEFAULT_BUDGET
-from memtoc.retrieval.node_view import DEFAULT_CHILD_LIMIT, MAX_CHILD_LIMIT
+from memtoc.retrieval.node_view import MAX_CHILD_LIMIT
 from memtoc.retrieval.timeparse import Edge, parse_bound
 from memtoc.surfaces import mcp_text as mt
 from memtoc.surfaces.processing import Processing
@@ -266,8 +266,9 @@ def build_server(
         ] = None,
         offset: Annotated[int, Field(ge=0, description="Children to skip (paging).")] = 0,
         limit: Annotated[
-            int, Field(ge=1, le=MAX_CHILD_LIMIT, description="Children to list.")
-        ] = DEFAULT_CHILD_LIMIT,
+            int | None,
+            Field(ge=1, le=MAX_CHILD_LIMIT, description="Children to list (8; 5 with a focus)."),
+        ] = None,
     ) -> CallToolResult:
         """Browse the table of contents. Without node_id: the project's years with their
         months. With node_id: that node's title, bullets (each citing a grip id for

@@ -13,7 +13,6 @@ from rich.tree import Tree
 from memtoc.model import iso_ms
 from memtoc.pipeline.worker import ProcessReport
 from memtoc.retrieval.navigate import ExpandView, NodeView
-from memtoc.retrieval.node_view import DEFAULT_CHILD_LIMIT
 from memtoc.surfaces.cli.app import (
     JsonOpt,
     ProjectOpt,
@@ -108,7 +107,7 @@ def _node_tree(view: NodeView) -> Tree:
     if view.tier == "L1" and node.overview:
         tree.add(escape(node.overview))
     if len(view.bullets) < len(node.bullets):
-        bullets.add(f"[dim]{len(node.bullets) - len(view.bullets)} more, not about the focus[/]")
+        bullets.add(f"[dim]{len(node.bullets) - len(view.bullets)} more, less about the focus[/]")
     if view.children:
         first, last = view.offset + 1, view.offset + len(view.children)
         order = ", most about the focus first" if view.focus is not None else ""
@@ -136,8 +135,9 @@ def toc(
     ] = None,
     offset: Annotated[int, typer.Option("--offset", min=0, help="Children to skip.")] = 0,
     limit: Annotated[
-        int, typer.Option("--limit", min=1, max=500, help="Children listed.")
-    ] = DEFAULT_CHILD_LIMIT,
+        int | None,
+        typer.Option("--limit", min=1, max=500, help="Children listed (8; 5 with --focus)."),
+    ] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Browse the table of contents: the years, or one node with a page of its children."""

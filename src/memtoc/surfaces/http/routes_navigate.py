@@ -6,7 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path, Query, Request
 
-from memtoc.retrieval.node_view import DEFAULT_CHILD_LIMIT, MAX_CHILD_LIMIT
+from memtoc.retrieval.node_view import MAX_CHILD_LIMIT
 from memtoc.surfaces.http.deps import MemoryDep, api_state
 from memtoc.surfaces.http.models import ERRORS, JsonObject, Level, NodeTier
 from memtoc.surfaces.http.params import one_project, time_param
@@ -64,8 +64,8 @@ def node(
     ] = None,
     offset: Annotated[int, Query(ge=0, description="Children to skip")] = 0,
     limit: Annotated[
-        int, Query(ge=1, le=MAX_CHILD_LIMIT, description="Children to list")
-    ] = DEFAULT_CHILD_LIMIT,
+        int | None, Query(ge=1, le=MAX_CHILD_LIMIT, description="Children to list (8; 5 focused)")
+    ] = None,
 ) -> JsonObject:
     """The node, a page of its children (``offset``, ``limit``; ``more`` says how many follow)
     and, with ``focus``, the children most about it first."""
