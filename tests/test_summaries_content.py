@@ -113,7 +113,8 @@ def test_agent_diagnoses_and_reports_over_lead_ins() -> None:
 
 def test_keywords_add_to_the_text_beside_them() -> None:
     phrases = ["art", "pottery", "painting", "camping", "kids", "forest", "quietly", "Oscar",
-               "a/src/app.ts", "src/app.ts"]  # fmt: skip
+               "a/src/app.ts", "www.cnn.com", "redacted_count", "grep -n x main.go",
+               "src/app.ts"]  # fmt: skip
     recurring = {"camp": 2, "kid": 3, "forest": 1, "quiet": 1, "oscar": 2}
     from collections import Counter
 
@@ -121,8 +122,8 @@ def test_keywords_add_to_the_text_beside_them() -> None:
     said = key_terms(f"{title}\nMelanie: We went camping with the kids.")
     got = complementary_keywords(phrases, said, 9, Counter(recurring), key_terms(title))
     # the central ones the title does not name; then what the text does not say: a recurring
-    # name, a path (never its diff side), a noun said once (an adverb is no search term); then
-    # what the text says, up to 2/3 of the list
+    # name, a path (never its diff side, an address, a placeholder or a command line), a noun
+    # said once (an adverb is no search term); then what the text says, up to 2/3 of the list
     assert got == ["pottery", "painting", "Oscar", "src/app.ts", "forest", "art"]
     # without a title naming them, the central ones come first whatever the text says
     got = complementary_keywords(phrases, said, 4, Counter(recurring))

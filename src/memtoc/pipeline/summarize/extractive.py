@@ -398,14 +398,14 @@ def complementary_keywords(
     search by: phrases and identifiers, words recurring in the facts (``recurring`` counts the
     facts holding each term), then words said once; a single word only when it can name a thing
     (``_substantive``). Phrases the text already holds fill the list only up to
-    ``REPEAT_SHARE`` of ``k``. A diff's ``a/``/``b/`` side of a path is never one."""
-    head = [p for p in phrases[:CENTRAL_KEYWORDS]
-            if not _terms(p) <= titled and not _DIFF_SIDE.match(p)]  # fmt: skip
+    ``REPEAT_SHARE`` of ``k``. None is what nobody searches by (``_NO_KEYWORD``)."""
+    phrases = [p for p in phrases if _NO_KEYWORD.search(p) is None]
+    head = [p for p in phrases[:CENTRAL_KEYWORDS] if not _terms(p) <= titled]
     new: list[str] = []
     unsaid: list[str] = []
     for phrase in phrases[CENTRAL_KEYWORDS:]:
         terms = _terms(phrase)
-        if terms <= said or _DIFF_SIDE.match(phrase):
+        if terms <= said:
             continue
         if " " in phrase or is_code_token(phrase):
             new.append(phrase)
@@ -413,11 +413,15 @@ def complementary_keywords(
             (new if any(recurring[t] >= 2 for t in terms) else unsaid).append(phrase)
     chosen = list(dict.fromkeys(head + new + unsaid))[:k]
     repeats = max(0, round(k * REPEAT_SHARE) - len(chosen))  # said already: a few at most
-    return chosen + [p for p in phrases if p not in chosen and not _DIFF_SIDE.match(p)][:repeats]
+    return chosen + [p for p in phrases if p not in chosen][:repeats]
 
 
-_DIFF_SIDE = re.compile(r"^[ab]/")
-"""A path as a diff names its two sides (``a/src/x.ts``): the path itself is the keyword."""
+_NO_KEYWORD = re.compile(
+    r"^[ab]/|^-|://|^https?$|^www\.|redacted|[<>]|^/|^~/|^[0-9a-f]{7,40}$|^\d+$|\s-", re.IGNORECASE
+)
+"""Never a keyword: a diff's side of a path (``a/src/x.ts``: the path itself is one), a flag or a
+command line, a URL or address, a redaction placeholder, markup, an absolute path, a hash or a
+bare number — nothing anyone searches by."""
 REPEAT_SHARE = 2 / 3
 """Keywords repeating the node's text fill the list up to this share of its size, no further."""
 

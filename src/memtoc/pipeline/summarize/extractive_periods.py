@@ -134,14 +134,14 @@ _TICKED = re.compile(r"`([^`]+)`")
 
 def titled_keywords(child: Summary, names: Sequence[str]) -> list[str]:
     """The keyphrases a child's title names: a conversation's topics ("Caroline & Melanie:
-    pottery, camping and kids"), else its identifiers in backticks."""
+    pottery, camping and kids"), else its identifiers in backticks (not a command line)."""
     title = _PARTS_SUFFIX.sub("", child.title)
     if names:
         rest = _strip_names(title, names)
         if rest == title:
             return []
         return [t.strip() for t in re.split(r", | and ", rest) if t.strip()]
-    return _TICKED.findall(title)
+    return [t for t in _TICKED.findall(title) if not any(c.isspace() for c in t)]
 
 
 def _value(text: str, rank: int) -> float:
