@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ import pytest
 from fastapi.testclient import TestClient
 from mcp import Client
 
+from conftest import open_backend
 from memtoc.clock import ManualClock
 from memtoc.errors import NotFoundError, QueryError
 from memtoc.ids import derived_ulid
@@ -21,7 +23,6 @@ from memtoc.pipeline.summarize.extractive import ExtractiveSummarizer
 from memtoc.pipeline.worker import PipelineConfig, Processor
 from memtoc.retrieval.navigate import expand
 from memtoc.retrieval.node_view import DEFAULT_CHILD_LIMIT, novel_abstract
-from memtoc.store.sqlite import SqliteStore
 from memtoc.surfaces.http.app import create_app
 from memtoc.surfaces.mcp_server import build_server
 from memtoc.text.tokens import default_counter
@@ -35,13 +36,13 @@ TOPICS = [
 ]  # fmt: skip
 
 
-@pytest.fixture
-def memory(tmp_path: Path) -> Memory:
+@pytest.fixture(params=["sqlite", "postgres"])
+def memory(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Memory]:
     """One busy day: 30 sessions 20 minutes apart, one segment each; session 17 holds the
-    zeppelin quota answer."""
+    zeppelin quota answer. On both stores."""
     counter = default_counter()
     clock = ManualClock(int(datetime(2030, 1, 1, tzinfo=UTC).timestamp() * 1000))
-    store = SqliteStore(tmp_path / "v.db", durability="off", clock=clock)
+    store, close = open_backend(request.param, tmp_path / "v.db", clock)
     events = []
     for s in range(SESSIONS):
         topic = TOPICS[s % len(TOPICS)]
@@ -63,7 +64,8 @@ def memory(tmp_path: Path) -> Memory:
     )
     proc.run()
     proc.rollup(force=True)
-    return Memory(store, clock=clock, tz=ZoneInfo("UTC"), counter=counter)
+    yield Memory(store, clock=clock, tz=ZoneInfo("UTC"), counter=counter)
+    close()
 
 
 def test_a_busy_day_is_listed_a_page_at_a_time_one_line_per_child(memory: Memory) -> None:
