@@ -66,8 +66,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("memtoc")
 TOUCH_EVERY_MS = 10 * 60_000
 """A bookmark used again within this time is not written again (its decay is in days)."""
-FOCUS_HITS = 60
-"""Search hits a focused node view orders its children by (``Memory.node``)."""
+FOCUS_CACHE_MS = 60_000
+"""How long a focused node view's ranking of a project's events is reused (``Memory.node``)."""
+FOCUS_CACHE_SIZE = 8
 _R = TypeVar("_R", "SearchResult", "RecallResult")
 
 
@@ -94,6 +95,7 @@ class Memory:
         self.store = store
         self.settings = settings
         self._touched: dict[str, int] = {}
+        self._focus_cache: dict[tuple[str, str], tuple[int, list[tuple[int, int, float]]]] = {}
         self._touch_pending: set[str] = set()
         self.clock = clock or SystemClock()
         self.ids = ids or UlidFactory(self.clock)
@@ -577,29 +579,34 @@ class Memory:
     def _focus_hits(
         self, focus: str, node: TocNode
     ) -> tuple[list[tuple[int, int, float]], str | None]:
-        """The best events for ``focus`` inside ``node``'s period (hybrid search, as teleport),
-        with their spans and scores, and why the search was degraded (or None)."""
-        from memtoc.retrieval.hybrid import rank
-        from memtoc.retrieval.teleport import SearchFilters
-        from memtoc.retrieval.tiers import item_spans
+        """The events recall's ranking finds for ``focus`` (``recall.rank_only``: the memory's
+        best event ranking, without packing) inside ``node``'s period, with their scores, and
+        why it ran degraded (no embedder: BM25 only) or None. The project's ranking is kept for
+        ``FOCUS_CACHE_MS`` so walking down a tree with one question ranks once."""
+        from memtoc.retrieval.recall import rank_only
 
-        filters = SearchFilters(
-            projects=(node.project,),
-            kinds=("event",),
-            since_ms=node.start_ms,
-            until_ms=node.end_ms,
-        )
-        found = rank(
-            self.store,
-            focus,
-            filters,
-            semantic=self.semantic,
-            limit=FOCUS_HITS,
-            fusion=self.fusion,
-        )
-        spans = item_spans(self.store, [key for key, _ in found.ranked])
-        hits = [(*spans[key], score) for key, score in found.ranked if key in spans]
-        return hits, found.degraded
+        now = self.clock.now_ms()
+        key = (node.project, focus)
+        cached = self._focus_cache.get(key)
+        if cached is None or not 0 <= now - cached[0] <= FOCUS_CACHE_MS:
+            ranking = rank_only(
+                self.store,
+                focus,
+                projects=(node.project,),
+                at_ms=now,
+                tz=self.tz,
+                semantic=self.semantic,
+            )
+            ranked = sorted(
+                (e.ts_ms, e.ts_ms, ranking.scores[i])
+                for i, e in ranking.events.items()
+                if i in ranking.scores
+            )
+            if len(self._focus_cache) >= FOCUS_CACHE_SIZE:
+                self._focus_cache.clear()
+            cached = self._focus_cache[key] = (now, ranked)
+        hits = [h for h in cached[1] if node.start_ms <= h[0] < node.end_ms]
+        return hits, self.semantic.degraded or self.semantic.partial
 
     def expand(
         self, grip_id: str, *, before: int = 3, after: int = 3, focus: str | None = None

@@ -7,7 +7,7 @@ what was read, within the budget):
 - ``browse``: starts at the root: ``memory_toc()``'s years. Opening a node reads the product's
   node view (``Memory.node``, L0) focused on the question, as an agent passing ``focus`` would:
   title, the bullets about the question (each citing its first grip id), and a page of children,
-  one ``[id] title`` line each, those holding the best search hits first, with "… N more:
+  one ``[id] title`` line each, those holding the events recall ranks best first, with "… N more:
   offset=K" when the page is cut. Expanding a grip reads its events (``Memory.expand`` focused on
   the question: the grip's range and one neighbour either side, an event over
   ``FOCUS_EVENT_TOKENS`` shown by its passages holding the question's terms; only under a day or

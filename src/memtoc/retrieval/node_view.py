@@ -4,16 +4,16 @@ A view costs what it is worth, so an agent with a 500-2,000-token budget can wal
 
 - **L0** (default): the node's id and title; the abstract's sentences that say something the title
   and bullets do not (an extractive L0 restates its bullets); each bullet (a period's cut to
-  ``BULLET_CHARS``) citing its first grip id (``+N`` says how many more it has; all are in
-  ``to_dict()`` and at L1); then the children, one short line each — ``- [id] title`` (a child's
-  id carries its date, a segment's its start time).
+  ``BULLET_CHARS`` unless focused) citing its first grip id (``+N`` says how many more it has;
+  all are in ``to_dict()`` and at L1); then the children, one short line each — ``- [id] title``
+  (a child's id carries its date, a segment's its start time).
 - **L1**: adds the keywords, the overview and each child's L0 abstract.
 - **Paging**: at most ``limit`` children (default ``DEFAULT_CHILD_LIMIT``, ``FOCUS_CHILD_LIMIT``
   with a focus) are listed from ``offset`` on; a last line says how many
   more there are and the offset that lists them ("… 62 more: offset=12").
 - **Focus** (the question being answered): children are listed most-about-the-focus first — by
-  the best search hit inside each child's span (``FocusHits``: the memory's own search over the
-  node's period, events only), children without a hit after, in time order; a period shows its
+  the best hit inside each child's span (``FocusHits``: the memory's own ranking of events for
+  the question, recall's), children without a hit after, in time order; a period shows its
   ``FOCUS_BULLETS`` bullet(s) most about the focus (a count says how many are left out) and no
   abstract (a period's abstract runs through its bullets). A segment keeps all its bullets: they
   are the way to its events. The same idea as ``expand``'s focus.
@@ -46,13 +46,14 @@ FOCUS_BULLETS = 1
 TITLE_CHARS = 90
 """A child's title in an L0 listing is cut (at a word, with "…") to about this many characters."""
 BULLET_CHARS = 120
-"""A period's bullet at L0 is cut to about this many characters (whole at L1; a segment's bullets
-are always whole: they can hold the very words an agent looks for)."""
+"""A period's bullet at L0 is cut to about this many characters (whole at L1, and the one bullet
+a focused view shows; a segment's bullets are always whole: they can hold the very words an
+agent looks for)."""
 
 FocusHits = Callable[[str, TocNode], tuple[Sequence[tuple[int, int, float]], str | None]]
-"""``(focus, node) -> ([(start_ms, end_ms, score), ...], degraded)``: search hits for ``focus``
-inside the node's period and project, scores 0..1, and why the search ran degraded (no embedder)
-or None (``Memory.node`` passes its hybrid search over events)."""
+"""``(focus, node) -> ([(start_ms, end_ms, score), ...], degraded)``: the hits for ``focus``
+inside the node's period and project (higher scores better) and why the ranking ran degraded
+(no embedder) or None (``Memory.node`` passes recall's ranking of events)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,7 +69,7 @@ class ChildView:
     new: bool = False
     """Not yet covered by the parent's summary (the parent is rebuilt at most once per age)."""
     score: float | None = None
-    """With a focus: the best search hit inside the child (None: no hit)."""
+    """With a focus: the score of the best hit inside the child (None: no hit)."""
 
     def render(self, tier: str = "L1") -> str:
         note = " (new: not yet in the summary above)" if self.new else ""
@@ -221,7 +222,7 @@ def render_node(
     elif focus is None or node.level == "segment":
         lines.append(novel_abstract(node))
     bullets = focus_bullets(node, focus)
-    cut = tier == "L0" and node.level != "segment"
+    cut = tier == "L0" and node.level != "segment" and focus is None  # a focused one: whole
     lines += [
         f"* {short_title(b.text, BULLET_CHARS) if cut else b.text}{_grips(b.grip_ids, tier)}"
         for b in bullets
