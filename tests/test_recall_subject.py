@@ -324,3 +324,63 @@ def test_the_users_next_message_answers_the_agent_past_its_own_turns(tmp_path: P
         assert reply.scores.get(follow) == no_reply.scores.get(follow)
     finally:
         memory.close()
+
+
+# getspecstory (ss-128, shortened): the agent's account of carrying out an instruction repeats
+# the question's words; the instruction itself, two agent turns and tool steps earlier, shares none
+PROMPTED_STEPS = [
+    ("user_message", "Resume works for Claude and Codex now. What about the others?"),
+    ("assistant_message", "Gemini stores JSON chats; Cursor keeps a SQLite blob store."),
+    ("user_message", "Let's skip Cursor for now and focus on Gemini."),
+    ("tool_call", '{"command": "ls ~/.gemini/tmp/chats"}'),
+    ("tool_result", "chat-0617.json  logs.json"),
+    ("assistant_message", "Reading one chat file to check its message shapes."),
+    ("tool_call", '{"command": "head -c 400 ~/.gemini/tmp/chats/chat-0617.json"}'),
+    ("tool_result", '{"messages": [{"type": "user", "content": "hi"}]}'),
+    (
+        "assistant_message",
+        "Session reconstruction for the remaining providers: Gemini goes first, its chats "
+        "are plain JSON that invert cleanly into user and model turns.",
+    ),
+    ("user_message", "Also bump the changelog."),
+]
+PROMPTED_QUESTION = (
+    "When we moved on to session reconstruction for the remaining providers, which agent "
+    "did I say to put off?"
+)
+
+
+def test_an_agents_turn_neighbours_the_users_message_it_answers(tmp_path: Path) -> None:
+    """The turn before an agent's hit is, in a conversation, the user's message it answers —
+    past the agent's own turns and tool steps, which are not what the person said."""
+    memory = _coding_memory(tmp_path / "m.db", PROMPTED_STEPS)
+    try:
+        store = memory.store
+        kwargs, ids = _by_text(memory)
+        account = ids[PROMPTED_STEPS[8][1]]
+        instruction = ids[PROMPTED_STEPS[2][1]]
+        step = ids[PROMPTED_STEPS[5][1]]  # the agent's own turn right before the account
+        # neighbours alone: no replies, no priors moving scores
+        cfg = RankConfig(w_reply=0, substance_words=0, w_speaker=0, w_session=0, w_doc=0)
+        off = rank_only(store, PROMPTED_QUESTION, config=replace(cfg, w_neighbour=0), **kwargs)
+        on = rank_only(store, PROMPTED_QUESTION, config=cfg, **kwargs)
+        order = [e.event_id for e in off.ranked_events()]
+        assert order[0] == account, [e.text for e in off.ranked_events()]
+        # both the adjacent turn and the user's instruction join at w_neighbour of the hit
+        gain = cfg.w_neighbour * off.scores[account]
+        assert on.scores[step] == pytest.approx(max(off.scores.get(step, 0.0), gain))
+        assert on.scores[instruction] == pytest.approx(gain)
+        # more than the turns next to the instruction could give it: the gain is the account's
+        first = ids[PROMPTED_STEPS[1][1]]
+        assert gain > max(off.scores.get(instruction, 0.0), cfg.w_neighbour * off.scores[first])
+        # through recall (every default): a budget of about three turns holds the instruction
+        counter = default_counter()
+        result = recall(store, counter, PROMPTED_QUESTION, budget=90, time_limit_ms=None, **kwargs)
+        assert PROMPTED_STEPS[2][1] in result.context(), result.context()
+        alone = replace(RankConfig(), w_neighbour=0)
+        result = recall(
+            store, counter, PROMPTED_QUESTION, budget=90, time_limit_ms=None, config=alone, **kwargs
+        )
+        assert PROMPTED_STEPS[2][1] not in result.context(), result.context()
+    finally:
+        memory.close()

@@ -19,7 +19,11 @@ says so):
 6. **Neighbours**: the turns adjacent (in its session) to each of the ``neighbours`` strongest
    hits join with ``w_neighbour *`` that hit's score — answers often follow the question's turn.
    Turns are user and assistant messages: the tool calls and outputs between two turns are not
-   one (an agent's conclusion sits after ten tool steps, still the next turn).
+   one (an agent's conclusion sits after ten tool steps, still the next turn). An agent's turn
+   also neighbours the user's message it answers, however many of the agent's own turns and
+   tool steps come between: the agent's account repeats the question's words ("Skipping Cursor.
+   Gemini reconstruction it is"), the instruction it carries out ("Let's skip Cursor for now and
+   focus on Gemini.") is in the user's own words.
    **Replies**: a hit among the ``replies`` strongest that asks a question (its text ends with
    "?": "What else do you guys like doing together?") passes ``w_reply *`` its score on to the
    next turn of its session, the answer — a question matches the words of a question about the
@@ -64,7 +68,8 @@ from memtoc.retrieval.tiers import grip_events
 from memtoc.store.capabilities import SearchStore
 
 USER = "user_message"
-TURN_TYPES = (USER, "assistant_message")
+AGENT = "assistant_message"
+TURN_TYPES = (USER, AGENT)
 """A conversation's turns (stages 6 and 8); tool calls and outputs and system events sit between."""
 SEGMENT_PREFIX = "toc:segment:"
 """Segment node ids start so (``toc:{level}:{period}``, DESIGN §2)."""
@@ -366,8 +371,8 @@ class Ranker:
         return {i: s + cfg.w_session * sess[events[i].session_id] / best for i, s in scores.items()}
 
     def _neighbours(self, scores: dict[str, float], out: Ranking) -> None:
-        """Stage 6: the turns next to the strongest hits, and the replies to the hits that ask
-        or that the user answers. Turns are user and assistant messages: the tool calls and
+        """Stage 6: the turns next to the strongest hits (an agent's: the user's message it
+        answers too), and the replies to the hits that ask or that the user answers. Turns are user and assistant messages: the tool calls and
         outputs between two of them are not a turn of the conversation."""
         cfg = self.cfg
         ranked = sorted(scores, key=lambda i: -scores[i])
@@ -377,13 +382,21 @@ class Ranker:
         answered = [
             (i, scores[i])
             for i in (ranked[: cfg.replies] if cfg.w_reply > 0 else [])
-            if asks_question(out.events[i]) or out.events[i].event_type == "assistant_message"
+            if asks_question(out.events[i]) or out.events[i].event_type == AGENT
         ]
         replies: dict[str, list[Event]] = {}
         for i in top:
+            hit = out.events[i]
             before, after = self.store.session_neighbors(
-                out.events[i], before=1, after=1, event_types=TURN_TYPES
+                hit, before=1, after=1, event_types=TURN_TYPES
             )
+            if hit.event_type == AGENT and before and before[0].event_type != USER:
+                # an agent's turn answers the user's message before it, past the agent's own
+                # turns and tool steps: that message is its neighbour in the conversation
+                prompt, _ = self.store.session_neighbors(
+                    hit, before=1, after=0, event_types=(USER,)
+                )
+                before += prompt
             replies[i] = after
             for n in (*before, *after):
                 self._join(scores, out, n, cfg.w_neighbour * scores[i])
