@@ -103,7 +103,9 @@ def test_a_focused_view_lists_the_children_holding_the_answer_first(memory: Memo
     view = memory.node("toc:day:2024-03-05", project="p", focus=question)
     assert [view.children[0].node_id] == answer and view.children[0].score is not None
     text = view.render()
-    assert "children 1-5 of 30, most about the focus first:" in text and view.more == 25
+    assert 1 <= (view.matched or 0) < SESSIONS and view.more == 25
+    header = f"children 1-5 of 30, most about the focus first ({view.matched} hold matches):"
+    assert header in text and view.to_dict()["focus_matched"] == view.matched
     # no embedder in this memory: the order comes from BM25 alone, and the view says so
     assert view.degraded and "focus order degraded: no embedder" in text
     assert view.to_dict()["focus"] == question and view.to_dict()["focus_degraded"]

@@ -15,8 +15,8 @@ what was read, within the budget):
   it could do next — open a child it has seen listed, read the next page of a listing, expand
   the grip of a bullet it has read — and always does the most promising thing: an action scores
   by its own text's similarity to the question (``CHILD_WEIGHT``) blended with the standing the
-  views above gave it (a child listed r-th under a parent of standing p has ``p / (1 + r)``; the
-  years 1; a grip its node's). A time expression in the question ("last Tuesday") is resolved
+  views above gave it (a child listed r-th under a parent of standing p has ``p / (1 + r)``, or
+  0 past the children the view says hold a match; the years 1; a grip its node's). A time expression in the question ("last Tuesday") is resolved
   at the question's time and children overlapping that window score ``TIME_BONUS`` more (the
   agent can read dates from the ids). It stops when nothing left fits the budget.
 - ``teleport-browse``: first a search (``Memory.search`` as ``memory_search`` runs it: every
@@ -210,6 +210,8 @@ class BrowseMethod:
                 if child.node_id in seen_nodes:
                     continue
                 order = p / (1 + rank) if v.focus is not None else p
+                if v.matched is not None and rank >= v.matched:
+                    order = 0.0  # the view says no match for the question lies under it
                 prior[child.node_id] = order
                 score = blend(self.sim(child.title), order)
                 if span is not None and child.start_ms < span[1] and child.end_ms > span[0]:

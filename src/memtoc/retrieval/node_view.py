@@ -13,7 +13,8 @@ A view costs what it is worth, so an agent with a 500-2,000-token budget can wal
   more there are and the offset that lists them ("… 62 more: offset=12").
 - **Focus** (the question being answered): children are listed most-about-the-focus first — by
   the best hit inside each child's span (``FocusHits``: the memory's own ranking of events for
-  the question, recall's), children without a hit after, in time order; a period shows its
+  the question, recall's), children without a hit after, in time order (the header says how many
+  hold one); a period shows its
   ``FOCUS_BULLETS`` bullet(s) most about the focus (a count says how many are left out) and no
   abstract (a period's abstract runs through its bullets). A segment keeps all its bullets: they
   are the way to its events. The same idea as ``expand``'s focus.
@@ -108,6 +109,8 @@ class NodeView:
     offset: int = 0
     limit: int = DEFAULT_CHILD_LIMIT
     focus: str | None = None
+    matched: int | None = None
+    """With a focus: how many of all the children hold a hit (they are listed first)."""
     degraded: str | None = None
     """Why the focus order is degraded (e.g. the search had no embedder: BM25 only), or None."""
 
@@ -132,6 +135,7 @@ class NodeView:
             offset=self.offset,
             focus=self.focus,
             degraded=self.degraded,
+            matched=self.matched,
         )
 
     def to_dict(self) -> dict[str, JsonValue]:
@@ -153,6 +157,7 @@ class NodeView:
         if self.focus is not None:
             data["focus"] = self.focus
             data["focus_degraded"] = self.degraded
+            data["focus_matched"] = self.matched
         return data
 
 
@@ -211,6 +216,7 @@ def render_node(
     offset: int = 0,
     focus: str | None = None,
     degraded: str | None = None,
+    matched: int | None = None,
 ) -> str:
     """The text an agent reads for a node view (what ``tokens`` counts)."""
     head = f"{node.node_id} — {node.title}"
@@ -236,6 +242,8 @@ def render_node(
             lines.append(node.overview)
     if children and (more or offset or focus is not None):
         order = "most about the focus first" if focus is not None else "in time order"
+        if focus is not None and matched is not None:
+            order += f" ({matched} hold matches)" if matched else " (none holds a match)"
         shown = f"{offset + 1}-{offset + len(children)} of {offset + len(children) + more}"
         lines.append(f"children {shown}, {order}:")
         if focus is not None and degraded:
@@ -334,15 +342,25 @@ def node_view(
         for c in children_of(store, node)
     ]
     degraded = None
-    if focus is not None and focus_hits is not None and len(kids) > 1:
+    matched = None
+    if focus is not None and focus_hits is not None and kids:
         hits, degraded = focus_hits(focus, node)
         kids = _focus_order(kids, hits)
+        matched = sum(k.score is not None for k in kids)
     running = node.level != "segment" and now_ms is not None and now_ms < node.end_ms
     provisional = running or any(k.new for k in kids)
     page = tuple(kids[offset : offset + limit])
     more = max(0, len(kids) - offset - len(page))
     text = render_node(
-        node, page, tier, provisional, more=more, offset=offset, focus=focus, degraded=degraded
+        node,
+        page,
+        tier,
+        provisional,
+        more=more,
+        offset=offset,
+        focus=focus,
+        degraded=degraded,
+        matched=matched,
     )
     return NodeView(
         node,
@@ -354,5 +372,6 @@ def node_view(
         offset,
         limit,
         focus,
+        matched,
         degraded,
     )
