@@ -274,3 +274,12 @@ def test_the_latest_session_line_does_not_repeat_its_request(tmp_path: Path) -> 
         "Asked: “Fix the flaky login test in test_auth.py”",
         "Outcome: “✅ Fixed The session fixture raced the token refresh.”",
     ]
+
+
+def test_the_heading_names_the_project_as_the_user_named_it(memory: Memory) -> None:
+    """A project's id is internal (``app-149990`` when two folders are called ``app``): the
+    context says the name the user knows, the one `memtoc projects list` shows."""
+    memory.rename_project("p", "billing-service")
+    text = memory.context("p", budget=400).text
+    assert text.startswith("# memtoc memory — project billing-service\n"), text[:80]
+    assert memory.context("billing-service", budget=400).text == text

@@ -125,6 +125,7 @@ def test_in_process_session(memory: Memory) -> None:
         assert ann is not None and ann.read_only_hint is (not writes)
         assert ann.destructive_hint is (name == "memory_forget")
         assert tool.description and len(tool.description) > 80
+        assert "\n " not in tool.description, name  # no source indentation to pay for
     assert "grip_id" in tools["memory_expand"].input_schema["required"]
 
     event = out["remember"].structured_content["event"]
@@ -173,6 +174,7 @@ def test_in_process_session(memory: Memory) -> None:
 
     text = assert_delivered(out["context"], memory, 300)
     assert "project webapp" in text and out["context"].structured_content["items"]
+    assert text.startswith("# memtoc memory — project webapp\n")  # named once
     status = out["status"].structured_content
     assert_delivered(out["status"], memory)
     assert status["events"] == memory.store.count_events() and status["token_counter"]

@@ -651,7 +651,8 @@ class Memory:
         if name is None:
             return ContextView(None, budget, (), "", 0)
         marks = self.bookmarks(name, TOP_BOOKMARKS)
-        view = build_context(self.store, self.counter, name, budget=budget, bookmarks=marks)
+        view = build_context(self.store, self.counter, name, budget=budget, bookmarks=marks,
+                             name=self.registry.name_of(name))  # fmt: skip
         self._used(item.ref for item in view.items if item.section == "bookmark")
         return view
 

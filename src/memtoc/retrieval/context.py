@@ -183,10 +183,12 @@ def build_context(
     *,
     budget: int = DEFAULT_BUDGET,
     bookmarks: Sequence[Bookmark] | None = None,
+    name: str | None = None,
 ) -> ContextView:
     """The session-start context of ``project`` within ``budget`` tokens.
 
-    ``bookmarks``: the top bookmarks to offer (None: the store's, by importance).
+    ``bookmarks``: the top bookmarks to offer (None: the store's, by importance). ``name``: the
+    project's name as the agent knows it, for the heading (None: the id).
     """
     if budget < 0:
         raise QueryError(f"budget must be ≥ 0 (got {budget})")
@@ -204,5 +206,5 @@ def build_context(
     )
     recent = recent_items(days, segments[:RECENT_SEGMENTS])
     candidates = _by_priority(thread, earlier, recent, bookmark_items(marks))
-    chosen, text, tokens = fit(counter, project, candidates, budget)
+    chosen, text, tokens = fit(counter, name or project, candidates, budget)
     return ContextView(project, budget, tuple(chosen), text, tokens, len(candidates) - len(chosen))

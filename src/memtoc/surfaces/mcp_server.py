@@ -26,6 +26,7 @@ a malformed time, a bad level) come back as tool errors (``isError``) with the r
 from __future__ import annotations
 
 import functools
+import inspect
 import os
 import weakref
 from collections.abc import Callable
@@ -138,7 +139,8 @@ def root_directory(roots: object) -> str | None:
 
 
 def tool_errors(fn: Callable[P, R]) -> Callable[P, R]:
-    """Turn memtoc's errors into MCP tool errors carrying their message (``isError``)."""
+    """Turn memtoc's errors into MCP tool errors carrying their message (``isError``), and give
+    the tool its docstring without indentation."""
 
     @functools.wraps(fn)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
@@ -147,6 +149,9 @@ def tool_errors(fn: Callable[P, R]) -> Callable[P, R]:
         except MemtocError as exc:
             raise ToolError(str(exc)) from exc
 
+    # the docstring is the tool's description, sent to the model with every request: without
+    # its source indentation ("\n        " on every line)
+    wrapper.__doc__ = inspect.cleandoc(fn.__doc__ or "")
     return wrapper
 
 
@@ -228,8 +233,8 @@ def build_server(
 
         def render(inner: int) -> str:
             view = views[inner] = memory.context(scope.project, budget=max(0, inner))
-            head = f"session context · project {scope.name}"
-            return f"{head}\n{view.text}" if view.text else f"{head}\nnothing recorded yet"
+            # the context's own heading names the project: no second header to pay for
+            return view.text or f"session context · project {scope.name}\nnothing recorded yet"
 
         body, inner = mt.fit(counter, budget, render)
         data = views[inner].to_dict() if body else {"items": [], "text": ""}
