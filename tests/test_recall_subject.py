@@ -200,16 +200,22 @@ def test_the_reply_to_a_question_hit_joins_at_part_of_its_score(tmp_path: Path) 
         assert told in top[:2]
         assert on.scores[follow] == pytest.approx(off.scores[follow])
         # through recall (every default): a budget of about two turns holds the answer
-        counter = default_counter()
-        result = recall(store, counter, question, budget=45, time_limit_ms=None, **kwargs)
-        assert REPLY_TURNS[3][1] in result.context(), result.context()
-        plain = replace(RankConfig(), w_reply=0)
-        result = recall(
-            store, counter, question, budget=45, time_limit_ms=None, config=plain, **kwargs
-        )
-        assert REPLY_TURNS[3][1] not in result.context(), result.context()
+        _held_only_with(store, question, REPLY_TURNS[3][1], 45, kwargs, w_reply=0)
     finally:
         memory.close()
+
+
+def _held_only_with(
+    store: Any, question: str, text: str, budget: int, kwargs: dict[str, Any], **off: float
+) -> None:
+    """Recall within ``budget`` (every default) holds ``text``; with the weights ``off`` zeroed it
+    does not."""
+    counter = default_counter()
+    result = recall(store, counter, question, budget=budget, time_limit_ms=None, **kwargs)
+    assert text in result.context(), result.context()
+    result = recall(store, counter, question, budget=budget, time_limit_ms=None,
+                    config=replace(RankConfig(), **off), **kwargs)  # fmt: skip
+    assert text not in result.context(), result.context()
 
 
 def _coding_memory(path: Path, steps: list[tuple[str, str]]) -> Memory:
@@ -374,13 +380,7 @@ def test_an_agents_turn_neighbours_the_users_message_it_answers(tmp_path: Path) 
         first = ids[PROMPTED_STEPS[1][1]]
         assert gain > max(off.scores.get(instruction, 0.0), cfg.w_neighbour * off.scores[first])
         # through recall (every default): a budget of about three turns holds the instruction
-        counter = default_counter()
-        result = recall(store, counter, PROMPTED_QUESTION, budget=90, time_limit_ms=None, **kwargs)
-        assert PROMPTED_STEPS[2][1] in result.context(), result.context()
-        alone = replace(RankConfig(), w_neighbour=0)
-        result = recall(
-            store, counter, PROMPTED_QUESTION, budget=90, time_limit_ms=None, config=alone, **kwargs
-        )
-        assert PROMPTED_STEPS[2][1] not in result.context(), result.context()
+        _held_only_with(store, PROMPTED_QUESTION, PROMPTED_STEPS[2][1], 90, kwargs,
+                        w_neighbour=0)  # fmt: skip
     finally:
         memory.close()

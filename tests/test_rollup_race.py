@@ -182,6 +182,15 @@ def month_race_events() -> tuple[list[Event], list[Event]]:
     return events[:40], events[40:]
 
 
+def built_then_extended(store: PipelineStore, first: list[Event], later: list[Event]) -> None:
+    """``first`` processed and rolled up, then ``later`` appended and processed (rollup left)."""
+    store.append_events(first)
+    processor(store).run(rollup=False)
+    processor(store).rollup(force=True)
+    store.append_events(later)
+    processor(store).run(rollup=False)
+
+
 def test_a_month_built_before_its_weeks_is_rebuilt_when_they_change(
     store_opener: tuple[PipelineStore, PipelineStore], tmp_path: Path
 ) -> None:
@@ -190,11 +199,7 @@ def test_a_month_built_before_its_weeks_is_rebuilt_when_they_change(
     ones, then B rolls the weeks up — their new versions must make the months dirty again."""
     store_a, store_b = store_opener
     first, later = month_race_events()
-    store_a.append_events(first)
-    processor(store_a).run(rollup=False)
-    processor(store_a).rollup(force=True)
-    store_a.append_events(later)
-    processor(store_a).run(rollup=False)
+    built_then_extended(store_a, first, later)
 
     worker_b, worker_a = processor(store_b), processor(store_a)
     assert worker_b.rollup(force=True, level="day").written > 0  # days, weeks and months dirty
@@ -212,11 +217,7 @@ def test_a_slow_month_build_from_old_weeks_does_not_overwrite_a_newer_month(
     the write re-checks the weeks' versions as well as the days'."""
     store_a, store_b = store_opener
     first, later = month_race_events()
-    store_a.append_events(first)
-    processor(store_a).run(rollup=False)
-    processor(store_a).rollup(force=True)
-    store_a.append_events(later)
-    processor(store_a).run(rollup=False)
+    built_then_extended(store_a, first, later)
     worker_b = processor(store_b)
     worker_b.rollup(force=True, level="day")  # the weeks and months are dirty, still old
 
