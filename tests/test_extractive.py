@@ -411,3 +411,25 @@ def test_locomo_titles_name_speakers_and_topics(summarizer: ExtractiveSummarizer
     who, _, topics = s.title.partition(": ")
     assert who == "Caroline & Melanie" and topics, s.title
     assert "Caroline" not in topics and "Melanie" not in topics
+
+
+def test_an_abstract_never_says_a_sentence_twice() -> None:
+    """A period's L0 line "topic: text…" followed by the same text without its topic (seen on a
+    real context-evaluator year: "The user wants `json` to be the default instead, as…" twice)
+    says it once; a sentence of a word or two may come again."""
+    s = ExtractiveSummarizer(COUNTER)
+    said = "The user wants `json` to be the default instead, as…"
+    abstract = s._abstract(
+        "Changed default CLI report mode and 10 more",
+        [
+            f"Changed the report mode: {said}",
+            said,
+            "All 1351 tests pass and lint is clean.",
+            "Passed.",
+            "Passed.",
+        ],
+        [],
+    )
+    assert abstract.count("The user wants") == 1, abstract
+    assert "All 1351 tests pass and lint is clean" in abstract
+    assert abstract.count("Passed") == 1  # the same short sentence twice is still one sentence

@@ -274,7 +274,7 @@ class ExtractiveSummarizer:
             if used >= self.abstract_tokens:
                 break
             sentence = sentence.strip()
-            if not sentence or _plain(sentence) in seen:
+            if not sentence or _plain(sentence) in seen or _said_in(sentence, text):
                 continue
             if _jaccard(frozenset(key_terms(sentence)), named) >= TITLE_OVERLAP:
                 continue  # says the title again ("Committed: <the title>")
@@ -483,6 +483,16 @@ def _topic_text(fact: Fact) -> str:
 def _plain(text: str) -> str:
     """A sentence for comparing: lowercased, without the punctuation that ends it."""
     return text.lower().rstrip(" .!?…:;")
+
+
+def _said_in(sentence: str, text: str) -> bool:
+    """``sentence`` is already in ``text`` word for word (a period's line whose topic came first:
+    "X: the user wants json…" then "the user wants json…")."""
+    plain = _plain(sentence)
+    if len(plain.split()) < 3:
+        return False  # a word or two may be said again in another sense
+    at = text.lower().find(plain)
+    return at >= 0 and (at == 0 or not text[at - 1].isalnum())
 
 
 def _unique(values: Iterable[str]) -> list[str]:
