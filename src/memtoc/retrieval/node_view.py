@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from memtoc.errors import QueryError
 from memtoc.model import Bullet, JsonValue, TocNode, iso_ms
@@ -291,13 +291,9 @@ def _focus_order(kids: list[ChildView], hits: Sequence[tuple[int, int, float]]) 
             (score for s, e, score in hits if s < kid.end_ms and e >= kid.start_ms),
             default=None,
         )
-        scored.append(ChildView(*_fields(kid), score=best))
+        scored.append(replace(kid, score=best))
     hit = sorted((k for k in scored if k.score is not None), key=lambda k: -(k.score or 0.0))
     return hit + [k for k in scored if k.score is None]
-
-
-def _fields(kid: ChildView) -> tuple[str, str, str, str, int, int, bool]:
-    return (kid.node_id, kid.level, kid.title, kid.abstract, kid.start_ms, kid.end_ms, kid.new)
 
 
 def node_view(

@@ -372,8 +372,9 @@ class Ranker:
 
     def _neighbours(self, scores: dict[str, float], out: Ranking) -> None:
         """Stage 6: the turns next to the strongest hits (an agent's: the user's message it
-        answers too), and the replies to the hits that ask or that the user answers. Turns are user and assistant messages: the tool calls and
-        outputs between two of them are not a turn of the conversation."""
+        answers too), and the replies to the hits that ask or that the user answers. Turns are
+        user and assistant messages: the tool calls and outputs between two of them are not a
+        turn of the conversation."""
         cfg = self.cfg
         ranked = sorted(scores, key=lambda i: -scores[i])
         top = ranked[: cfg.neighbours] if cfg.w_neighbour > 0 else []
