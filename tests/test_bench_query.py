@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from memtoc.eval.bench_query import query_terms, read_through, scan_top
+from memtoc.eval.bench_query import measure_query, query_terms, read_through, scan_top
 from memtoc.model import Event
 from memtoc.surfaces.cli import app
 
@@ -109,3 +109,50 @@ def test_read_through_reads_the_store_and_its_log(tmp_path: Path) -> None:
     Path(f"{db}-wal").write_bytes(b"y" * 10)
     assert read_through(db, chunk=4096) >= 0
     assert read_through(tmp_path / "missing.db") >= 0  # nothing to read is not an error
+
+
+def test_bench_query_on_postgres_keeps_and_reuses_its_database(
+    pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import psycopg
+
+    monkeypatch.setenv("MEMTOC_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("MEMTOC_EMBEDDER", "none")
+    server = pg_url.rsplit("/", 1)[0] + "/postgres"
+    name = "memtoc_bench_query_600_seed7"
+    try:
+        # through the CLI, without --keep-db: a fresh database, dropped after the run
+        result = CliRunner().invoke(
+            app,
+            ["bench", "query", "--events", "600", "--queries", "5", "--json", "--db", server,
+             "--out", str(tmp_path / "bench"), "--mode", "teleport-bm25", "--mode", "recall"],
+        )  # fmt: skip
+        assert result.exit_code == 0, result.output
+        (fresh,) = json.loads(result.output)["results"]
+        assert fresh["backend"] == "postgresql" and fresh["store_reused"] is False
+        assert set(fresh["modes"]) == {"teleport-bm25", "recall"}  # only the modes asked
+        assert fresh["modes"]["teleport-bm25"]["hit_rate_at_10"] > 0.5
+        assert fresh["modes"]["recall"]["hit_rate_at_10"] > 0.5
+        assert fresh["db_bytes"] > 0 and len(fresh["load_avg_1m"]) == 2
+        with psycopg.connect(server, autocommit=True) as admin:
+            left = admin.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,))
+            assert left.fetchall() == []
+        # kept: built once, then reused as it is
+        kept = {"queries": 5, "pg_url": server, "keep_db": True, "modes": ["recall"]}
+        built = measure_query(600, **kept)  # type: ignore[arg-type]
+        reused = measure_query(600, **kept)  # type: ignore[arg-type]
+        assert built["store_reused"] is False and reused["store_reused"] is True
+        assert isinstance(reused["modes"], dict) and set(reused["modes"]) == {"recall"}
+        assert reused["facts"] == built["facts"] == fresh["facts"]
+    finally:
+        with psycopg.connect(server, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def test_bench_query_refuses_unknown_modes_and_keep_db_without_db(tmp_path: Path) -> None:
+    out = ["--out", str(tmp_path / "bench"), "--events", "100"]
+    result = CliRunner().invoke(app, ["bench", "query", *out, "--keep-db"])
+    assert result.exit_code != 0 and "--keep-db needs --db" in result.output
+    result = CliRunner().invoke(app, ["bench", "query", *out, "--mode", "teleport-bm52", "--json"])
+    assert result.exit_code != 0
+    assert "teleport-bm52" in str(result.exception) + result.output

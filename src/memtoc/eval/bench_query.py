@@ -1,12 +1,14 @@
 """``memtoc bench query``: query latency, throughput and recall at scale, beside a flat scan.
 
-For each size N, in a fresh ``spawn`` child process (so peak RSS is that size's alone):
+For each size N, in a fresh ``spawn`` child process (so peak RSS is that size's alone), on
+SQLite or, with ``pg_url`` (``--db``), on a PostgreSQL server (``eval/bench_query_store``: where
+the store lives, how it is kept, analysed and warmed):
 
 1. generate N synthetic events with their planted facts (``generate_with_facts``), ingest them,
    then ``Memory.process()`` + ``Memory.rollup(force=True)`` — *not* timed, reported as
    ``setup_s`` (embedding included when an embedder loads);
-2. read the store's files once (``read_through``: the OS page cache then holds them, as it does
-   for a memory in use; untimed, reported as ``warm_read_s``), and build the workload: the
+2. read the store once (the OS page cache then holds it, as it does for a memory in use;
+   untimed, reported as ``warm_read_s``), and build the workload: the
    planted facts' questions, cycled until there are ``queries`` of them;
 3. time every query in every mode (one untimed warm-up query per mode first):
 
@@ -22,6 +24,10 @@ For each size N, in a fresh ``spawn`` child process (so peak RSS is that size's 
    - ``recall``: ``memory.recall(q, budget=1000)`` (no time limit, so the figure is its real
      cost); its hit is the fact's event among the context's included events.
 
+``modes`` (``--mode``) limits the modes timed. The machine's 1-minute load average at the start
+and the end of the timed queries is reported (``load_avg_1m``): on a shared machine it says what
+the wall-clock figures are worth.
+
 Per mode: p50 and p95 latency (wall clock, and the CPU time of the process per query — on a
 shared machine the wall clock also counts waiting for a core), throughput (queries per second of
 summed latency) and, for the
@@ -33,25 +39,28 @@ which favours the baseline.
 
 from __future__ import annotations
 
-import contextlib
 import multiprocessing
+import os
 import re
 import resource
-import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 from memtoc.config import Settings, load_settings
 from memtoc.errors import MemtocError
 from memtoc.eval.bench_charts import line_chart
 from memtoc.eval.bench_child import run_in_child
-from memtoc.eval.bench_ingest import _draft, _size
+from memtoc.eval.bench_ingest import _draft
+from memtoc.eval.bench_query_store import bench_store, read_through
 from memtoc.eval.synth import PlantedFact, SynthConfig, generate_with_facts
 from memtoc.ingest.importer import Importer, IngestOptions
 from memtoc.memory import Memory
 from memtoc.model import Event, JsonValue
-from memtoc.store.sqlite import SqliteStore
+from memtoc.store.capabilities import MemoryStore
+
+__all__ = ["measure_query", "query_terms", "read_through", "run_query_bench", "scan_top"]
 
 MODES: tuple[str, ...] = (
     "teleport-bm25",
@@ -114,7 +123,7 @@ def _percentile(sorted_s: list[float], q: float) -> float:
     return sorted_s[rank - 1]
 
 
-def _ingest(store: SqliteStore, events: Iterator[Event], progress: Progress | None) -> None:
+def _ingest(store: MemoryStore, events: Iterator[Event], progress: Progress | None) -> None:
     importer = Importer(
         store, redactor=None, options=IngestOptions(format="jsonl", batch_size=INGEST_BATCH)
     )
@@ -133,7 +142,7 @@ def _ingest(store: SqliteStore, events: Iterator[Event], progress: Progress | No
 
 
 def _build(
-    memory: Memory, store: SqliteStore, stream: Iterator[Event], progress: Progress | None
+    memory: Memory, store: MemoryStore, stream: Iterator[Event], progress: Progress | None
 ) -> None:
     """Ingest ``stream``, process it (segments, summaries, indexes, embeddings) and roll up."""
     _ingest(store, stream, progress)
@@ -150,44 +159,8 @@ def _build(
     memory.rollup(force=True)
 
 
-@contextlib.contextmanager
-def _store_path(
-    events: int, seed: int, workdir: Path | None, store_dir: Path | None
-) -> Iterator[tuple[Path, Path]]:
-    """``(db, ready_marker)``: a temporary store, or with ``store_dir`` a kept one named by size
-    and seed, reused by later runs once its marker exists (a build cut short is started over)."""
-    if store_dir is None:
-        with tempfile.TemporaryDirectory(dir=workdir) as tmp:
-            yield Path(tmp) / "memtoc.db", Path(tmp) / "ready"
-        return
-    store_dir.mkdir(parents=True, exist_ok=True)
-    db = store_dir / f"query-{events}-seed{seed}.db"
-    ready = db.with_suffix(".ready")
-    if not ready.exists():
-        for suffix in ("", "-wal", "-shm"):
-            Path(f"{db}{suffix}").unlink(missing_ok=True)
-    yield db, ready
-
-
-def read_through(db: Path, chunk: int = 8 << 20) -> float:
-    """Read the store's files once, start to end, so the timed queries find them in the OS page
-    cache — the steady state of a memory that is in use; returns the seconds it took. (A kept
-    1M-event store is several GB, and the machine may have dropped it from its cache since the
-    last run: the first pass would then measure the disk, not the query; docs/benchmarks.md.)"""
-    t = time.perf_counter()
-    buffer = bytearray(chunk)
-    for path in (db, Path(f"{db}-wal")):
-        try:
-            with path.open("rb", buffering=0) as f:
-                while f.readinto(buffer):
-                    pass
-        except FileNotFoundError:
-            continue
-    return time.perf_counter() - t
-
-
 def _mode_runners(
-    memory: Memory, store: SqliteStore, facts: list[PlantedFact]
+    memory: Memory, store: MemoryStore, facts: list[PlantedFact]
 ) -> dict[str, Callable[[PlantedFact], set[str] | None]]:
     """One function per mode: run the fact's query, return the event ids it retrieved (or None
     for navigation, which retrieves no events by query)."""
@@ -240,31 +213,48 @@ def measure_query(
     seed: int = 7,
     workdir: Path | None = None,
     store_dir: Path | None = None,
+    pg_url: str | None = None,
+    keep_db: bool = False,
+    modes: Sequence[str] | None = None,
     settings: Settings | None = None,
     progress: Progress | None = None,
 ) -> dict[str, JsonValue]:
-    """Build an N-event store (untimed; with ``store_dir``, kept and reused by later runs), then
-    time ``queries`` queries per mode (in-process)."""
+    """Build an N-event store (untimed; with ``store_dir``, or ``keep_db`` on PostgreSQL, kept
+    and reused by later runs), then time ``queries`` queries per mode (in-process); ``modes``
+    limits the modes timed (default: all of ``MODES``)."""
     if queries < 1:
         raise MemtocError(f"--queries must be at least 1 (got {queries})")
+    unknown = sorted(set(modes or ()) - set(MODES))
+    if unknown:
+        raise MemtocError(
+            f"unknown bench query mode(s) {', '.join(unknown)} (known: {', '.join(MODES)})"
+        )
     settings = settings or load_settings()
-    with _store_path(events, seed, workdir, store_dir) as (db, ready):
-        store = SqliteStore(db, durability="normal")
+    with bench_store(
+        events, seed, workdir=workdir, store_dir=store_dir, pg_url=pg_url, keep=keep_db
+    ) as bench:
+        store = bench.store
         memory = Memory(store, settings=settings)
         try:
             stream, facts = generate_with_facts(SynthConfig(events=events, seed=seed))
             if not facts:
                 raise MemtocError(f"the {events:,}-event synthetic history holds no planted facts")
             t0 = time.perf_counter()
-            reused = ready.exists()
+            reused = bench.reused
             if not reused:
                 _build(memory, store, stream, progress)
-                ready.write_text(f"{events} events, seed {seed}\n")
+                bench.analyze()
+                bench.mark_ready(f"{events} events, seed {seed}\n")
             setup_s = time.perf_counter() - t0
-            warm_s = read_through(db)
-            runners = _mode_runners(memory, store, facts)
+            warm_s = bench.warm()
+            load = [round(os.getloadavg()[0], 2)]
+            runners = {
+                k: v
+                for k, v in _mode_runners(memory, store, facts).items()
+                if modes is None or k in modes
+            }
             workload = [facts[i % len(facts)] for i in range(queries)]
-            modes: dict[str, JsonValue] = {}
+            figures: dict[str, JsonValue] = {}
             for name, run in runners.items():
                 run(workload[0])  # warm-up (caches, first-use loads), not timed
                 latencies: list[float] = []
@@ -285,7 +275,7 @@ def measure_query(
                 latencies.sort()
                 cpu.sort()
                 retrieves = name.startswith(("teleport", "scan", "recall"))
-                modes[name] = {
+                figures[name] = {
                     "p50_ms": round(_percentile(latencies, 50) * 1e3, 3),
                     "p95_ms": round(_percentile(latencies, 95) * 1e3, 3),
                     "cpu_p50_ms": round(_percentile(cpu, 50) * 1e3, 3),
@@ -294,21 +284,24 @@ def measure_query(
                     "hit_rate_at_10": round(hits / len(asked), 3) if retrieves else None,
                     "queries": len(asked),
                 }
+            load.append(round(os.getloadavg()[0], 2))
             embedder = memory.semantic.embedder
             skipped: dict[str, JsonValue] = {}
-            if "teleport-hybrid" not in runners:
+            if "teleport-hybrid" not in runners and (modes is None or "teleport-hybrid" in modes):
                 skipped["teleport-hybrid"] = memory.semantic.degraded
             return {
                 "events": events,
+                "backend": bench.backend,
                 "queries": queries,
                 "facts": len(facts),
                 "setup_s": round(setup_s, 3),
                 "warm_read_s": round(warm_s, 3),
                 "store_reused": reused,
                 "embedder": embedder.name if embedder is not None else None,
-                "db_bytes": _size(db),
+                "db_bytes": bench.size(),
+                "load_avg_1m": load,
                 "peak_rss_mb": peak_rss_mb(),
-                "modes": modes,
+                "modes": figures,
                 "skipped": skipped,
             }
         finally:
@@ -317,25 +310,14 @@ def measure_query(
 
 def _child(
     events: int,
-    queries: int,
-    seed: int,
-    workdir: str | None,
-    store_dir: str | None,
+    options: dict[str, Any],
     out: multiprocessing.Queue,  # type: ignore[type-arg]
 ) -> None:
     def report(stage: str, n: int) -> None:
         out.put(("progress", stage, n))
 
     try:
-        result = measure_query(
-            events,
-            queries=queries,
-            seed=seed,
-            workdir=Path(workdir) if workdir else None,
-            store_dir=Path(store_dir) if store_dir else None,
-            progress=report,
-        )
-        out.put(("done", result, 0))
+        out.put(("done", measure_query(events, **options, progress=report), 0))
     except Exception as exc:  # reported to the parent, which raises it
         out.put(("error", f"{type(exc).__name__}: {exc}", 0))
 
@@ -347,23 +329,23 @@ def run_query_bench(
     seed: int = 7,
     workdir: Path | None = None,
     store_dir: Path | None = None,
+    pg_url: str | None = None,
+    keep_db: bool = False,
+    modes: Sequence[str] | None = None,
     progress: Progress | None = None,
 ) -> dict[str, JsonValue]:
     """``measure_query`` in a fresh spawned child (its own peak RSS; settings from its
     environment); returns its figures."""
-    return run_in_child(
-        "query",
-        events,
-        _child,
-        (
-            events,
-            queries,
-            seed,
-            str(workdir) if workdir else None,
-            str(store_dir) if store_dir else None,
-        ),
-        progress,
-    )
+    options: dict[str, Any] = {
+        "queries": queries,
+        "seed": seed,
+        "workdir": workdir,
+        "store_dir": store_dir,
+        "pg_url": pg_url,
+        "keep_db": keep_db,
+        "modes": list(modes) if modes is not None else None,
+    }
+    return run_in_child("query", events, _child, (events, options), progress)
 
 
 def write_chart(results: list[dict[str, JsonValue]], out_dir: Path) -> Path:

@@ -177,28 +177,49 @@ def bench_query(
             help="Keep each size's built store here and reuse it in later runs (setup skipped).",
         ),
     ] = None,
+    db: Annotated[
+        str | None,
+        typer.Option(
+            "--db",
+            help="A PostgreSQL server (postgresql://…): each size in a database "
+            "memtoc_bench_query_<N>_seed<S> on it (team mode), dropped after unless --keep-db.",
+        ),
+    ] = None,
+    keep_db: Annotated[
+        bool,
+        typer.Option(
+            "--keep-db",
+            help="With --db: keep each size's database and reuse it in later runs (setup skipped).",
+        ),
+    ] = False,
+    mode: Annotated[
+        list[str] | None,
+        typer.Option("--mode", help="Time only these modes (repeatable; default: all)."),
+    ] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Query latency (p50/p95), throughput and planted-fact hit rate@10 per mode, against a flat
     scan of the events; p95 latency against N charted to OUT/query_latency.png."""
     from memtoc.eval.bench_query import run_query_bench, write_chart
 
+    if keep_db and db is None:
+        raise typer.BadParameter(
+            "--keep-db needs --db (a PostgreSQL server)", param_hint="--keep-db"
+        )
+    if store_dir is not None and db is not None:
+        raise typer.BadParameter("--store-dir keeps SQLite stores; with --db use --keep-db",
+                                 param_hint="--store-dir")  # fmt: skip
+    options: dict[str, Any] = {"queries": queries, "seed": seed, "workdir": workdir,
+                               "store_dir": store_dir, "pg_url": db, "keep_db": keep_db,
+                               "modes": mode or None}  # fmt: skip
+
     def one(n: int) -> dict[str, Any]:
         if json_out:
-            return run_query_bench(
-                n, queries=queries, seed=seed, workdir=workdir, store_dir=store_dir
-            )
+            return run_query_bench(n, **options)
         with _progress(f"query {n:,}") as bar:
             tasks = {s: bar.add_task(s, total=n) for s in ("ingest", "process")}
             tasks["query"] = bar.add_task("query", total=None)
-            return run_query_bench(
-                n,
-                queries=queries,
-                seed=seed,
-                workdir=workdir,
-                store_dir=store_dir,
-                progress=lambda s, k: bar.advance(tasks[s], k),
-            )
+            return run_query_bench(n, **options, progress=lambda s, k: bar.advance(tasks[s], k))
 
     results = [one(n) for n in events]
     chart = write_chart(results, out)
@@ -211,21 +232,22 @@ def bench_query(
     for col in ("p50 ms", "p95 ms", "cpu p95 ms", "q/s", "hit@10"):
         table.add_column(col, justify="right")
     sizes = Table(title="per size (one spawned child each)")
-    for col in ("events", "setup s", "peak RSS MB", "db MB", "embedder"):
+    for col in ("events", "store", "setup s", "peak RSS MB", "db MB", "embedder", "load 1m"):
         sizes.add_column(col, justify="right")
     for r in results:
-        for i, (mode, m) in enumerate(r["modes"].items()):
+        for i, (name, m) in enumerate(r["modes"].items()):
             hit = m["hit_rate_at_10"]
             table.add_row(
-                "" if i else f"{r['events']:,}", mode, f"{m['p50_ms']:.2f}", f"{m['p95_ms']:.2f}",
+                "" if i else f"{r['events']:,}", name, f"{m['p50_ms']:.2f}", f"{m['p95_ms']:.2f}",
                 f"{m['cpu_p95_ms']:.2f}", f"{m['qps']:,.0f}", "—" if hit is None else f"{hit:.2f}",
             )  # fmt: skip
-        for mode, why in r["skipped"].items():
-            table.add_row("", mode, "", "", "", "", f"skipped ({why})")
+        for name, why in r["skipped"].items():
+            table.add_row("", name, "", "", "", "", f"skipped ({why})")
         sizes.add_row(
-            f"{r['events']:,}", "reused" if r.get("store_reused") else str(r["setup_s"]),
-            str(r["peak_rss_mb"]),
+            f"{r['events']:,}", str(r["backend"]),
+            "reused" if r.get("store_reused") else str(r["setup_s"]), str(r["peak_rss_mb"]),
             f"{r['db_bytes'] / 1e6:.0f}", str(r["embedder"]),
+            " → ".join(map(str, r["load_avg_1m"])),
         )  # fmt: skip
     console.print(table)
     console.print(sizes)
