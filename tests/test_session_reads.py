@@ -143,7 +143,6 @@ def test_schema_has_no_session_index_and_reads_do_not_sort(sqlite_store: SqliteS
     assert indexes == {
         "events_project_time_session": ["project", "ts_ms", "session_id"],
         "events_tombstones": ["project", "ts_ms"],
-        "events_time": ["ts_ms"],
     }
     assert [c[1] for c in conn.execute("PRAGMA table_info(sessions)")] == [
         "session_id",

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from functools import partial
 from itertools import tee
 from operator import attrgetter
 from pathlib import Path
@@ -50,6 +51,7 @@ from memtoc.store.sqlite import projects as sqlite_projects
 from memtoc.store.sqlite.forget import SqliteForget
 from memtoc.store.sqlite.merge import SqliteMerge
 from memtoc.store.sqlite.pipeline import EVENT_COLS, SqlitePipeline
+from memtoc.store.sqlite.scans import merged_scan, project_ids, scan_pages, time_order, time_span
 from memtoc.store.sqlite.search import SqliteSearch
 from memtoc.store.sqlite.sessions import (
     SPAN_UPSERT,
@@ -266,42 +268,29 @@ class SqliteStore(
         limit: int | None = None,
         descending: bool = False,
     ) -> Iterator[Event]:
-        # Keyset pagination on (ts_ms, seq): a huge scan neither holds the lock between pages
-        # nor loads everything, and events of one millisecond keep their append (file) order.
-        # Each page is an index range that starts at the cursor's millisecond (``since``/``until``
-        # move to it), so every page costs the same: through ``events_time`` without a project,
-        # ``events_project_time_session`` with one (and within a session's span).
-        order = "DESC" if descending else "ASC"
-        cmp = "<" if descending else ">"
-        page = 2_000
-        remaining = limit
-        cursor: tuple[int, int] | None = None
-        while remaining is None or remaining > 0:
-            if cursor is not None and descending:
-                until_ms = cursor[0] + 1
-            elif cursor is not None:
-                since_ms = cursor[0]
-            scope = self._scan_scope(project, session_id, since_ms, until_ms)
-            if scope is None:
-                return
-            clauses, args = scope
-            by = f"ts_ms {order}, seq {order}" if session_id is None else session_order(descending)
-            if cursor is not None:
-                clauses.append(f"(ts_ms, seq) {cmp} (?, ?)")
-                args.extend(cursor)
-            size = page if remaining is None else min(page, remaining)
-            rows = self._query(
-                f"SELECT {EVENT_COLS} FROM events WHERE {' AND '.join(clauses)} "
-                f"ORDER BY {by} LIMIT {size}",
-                args,
+        # Keyset pages of the project index (``scans``); every project's scan is a merge of the
+        # projects' scans, in the same ``(ts_ms, seq)`` order.
+        if project is None and session_id is None:
+            rows = merged_scan(
+                self._query,
+                lambda p: partial(self._scan_scope, p, None),
+                since_ms,
+                until_ms,
+                descending=descending,
+                limit=limit,
             )
-            for row in rows:
-                yield event_from_row(row)
-            if len(rows) < size:
-                return
-            cursor = (rows[-1][2], rows[-1][0])
-            if remaining is not None:
-                remaining -= len(rows)
+        else:
+            rows = scan_pages(
+                self._query,
+                partial(self._scan_scope, project, session_id),
+                since_ms,
+                until_ms,
+                order_by=session_order(descending) if session_id else time_order(descending),
+                descending=descending,
+                limit=limit,
+            )
+        for row in rows:
+            yield event_from_row(row)
 
     def _scan_scope(
         self,
@@ -313,8 +302,9 @@ class SqliteStore(
         """WHERE clauses and parameters of a scan's page; None when nothing can match.
 
         A project's scan names ``unlikely(project = ?)``: with ``ANALYZE`` statistics of a few
-        projects SQLite would otherwise read the project's events through ``events_time`` (in
-        order, no sort) and every other project's with them; the hint keeps the project's index.
+        projects, ``project = ?`` looks unselective and SQLite may prefer reading the table and
+        sorting it; the hint keeps the project's index range (a store opened read-only before
+        ``0012_drop_events_time`` still has ``events_time``, which it would otherwise read).
         """
         if session_id is None:
             where, params = _conditions(
@@ -330,6 +320,9 @@ class SqliteStore(
                 return None
             where, params = scope
         return [*where, self._live], params
+
+    def projects(self) -> list[str]:
+        return project_ids(self._query)
 
     def events_by_seq(self, first_seq: int, last_seq: int) -> list[tuple[int, Event]]:
         rows = self._query(
@@ -604,8 +597,8 @@ class SqliteStore(
     def stats(self) -> dict[str, JsonValue]:
         q = self._query
         levels = {r[0]: r[1] for r in q("SELECT level, COUNT(*) FROM toc_nodes GROUP BY level")}
-        # one aggregate per statement: each is one end of events_time (together they scan it)
-        span = q("SELECT (SELECT MIN(ts_ms) FROM events), (SELECT MAX(ts_ms) FROM events)")[0]
+        projects = project_ids(q)
+        span = time_span(q, projects)  # each project's two index ends, not a scan of the table
         size = sum(
             p.stat().st_size
             for p in (self.path, Path(f"{self.path}-wal"), Path(f"{self.path}-shm"))
@@ -616,7 +609,7 @@ class SqliteStore(
             "location": self.location,
             "durability": self.durability,
             "events": self.count_events(),
-            "projects": int(q("SELECT COUNT(DISTINCT project) FROM events")[0][0]),
+            "projects": len(projects),
             "sessions": int(q("SELECT COUNT(DISTINCT session_id) FROM events")[0][0]),
             "first_event_ms": span[0],
             "last_event_ms": span[1],
