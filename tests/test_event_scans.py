@@ -244,6 +244,24 @@ def test_sqlite_status_reads_index_ends(sqlite_store: SqliteStore) -> None:
         assert "SCAN events" not in shown and f"COVERING INDEX {INDEX} (project" in shown, shown
 
 
+def test_sqlite_forget_window_reads_project_ranges(sqlite_store: SqliteStore) -> None:
+    """A forget selector's time window across projects (``select_events``) reads each project's
+    range of the project index, not the table, and selects what the window holds."""
+    store, ordered = fill(sqlite_store)
+    lo, hi = T0 + 100_000, T0 + 130_000
+    selected: list[Any] = []
+    statements = traced(
+        store, lambda: selected.extend(store.select_events(since_ms=lo, until_ms=hi))
+    )
+    assert [r.event_id for r in selected] == ids(e for e in ordered if lo <= e.ts_ms < hi)
+    assert [r.event_id for r in store.select_events(since_ms=T0 + 660_000)] == ids(
+        e for e in ordered if e.ts_ms >= T0 + 660_000
+    )
+    (sql,) = [s for s in statements if s.startswith("SELECT seq, event_id, project")]
+    shown = plan(store, sql)
+    assert f"USING INDEX {INDEX} (project=? AND ts_ms>? AND ts_ms<?)" in shown, shown
+
+
 # -- PostgreSQL -----------------------------------------------------------------------------------
 def test_postgres_scan_pages_are_index_ranges(
     pg_url: str, clock: ManualClock, monkeypatch: pytest.MonkeyPatch

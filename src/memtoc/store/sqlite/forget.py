@@ -38,6 +38,7 @@ from memtoc.model import Event
 from memtoc.store.capabilities import EventRef, ScrubReport
 from memtoc.store.sqlite import scrub as sqlite_scrub
 from memtoc.store.sqlite.base import SqliteBase
+from memtoc.store.sqlite.scans import project_ids
 from memtoc.store.sqlite.sessions import session_scope
 
 if TYPE_CHECKING:
@@ -98,6 +99,14 @@ class SqliteForget(SqliteBase):
                 return []
             clauses, args = scope
             project = since_ms = until_ms = None
+        elif project is None and (since_ms is not None or until_ms is not None):
+            # a time window of every project: each project's range of the project index (there
+            # is no time-only index: store/sqlite/scans.py)
+            names = project_ids(self._query)
+            if not names:
+                return []
+            clauses.append(f"project IN ({','.join('?' * len(names))})")
+            args.extend(names)
         for clause, value in (
             ("project = ?", project),
             ("ts_ms >= ?", since_ms),
