@@ -17,7 +17,11 @@ the tokens of what it renders (``tokens`` in ``to_dict()``) so an agent can budg
   ``focus`` (the question being answered), an event longer than ``event_tokens`` is shown by its
   passages that hold the focus's terms ("…" marks what is left out; ``recall_passages``), so an
   agent on a budget can read the evidence behind a bullet without paying for a whole pasted plan
-  or log; ``events`` stay whole, ``texts`` is what is shown and counted.
+  or log; ``events`` stay whole, ``texts`` is what is shown and counted. An agent's own notices
+  that say nothing of the work (``QUIET_BOOKKEEPING``: hook progress, the local-command caveat,
+  sub-agent warm-ups, injected context and instructions) are left out of the view, range and
+  neighbours alike, and counted (``left_out``): a Claude Code edit's "Running PostToolUse:Edit…"
+  line is not a neighbour worth 30 tokens.
 - ``timeline``: the nodes of one level overlapping a time range; ``timeline_view`` wraps them in
   the one ``TimelineView`` every surface returns (CLI ``timeline --json``, ``/v1/timeline``,
   ``memory_timeline``): the project, level, range and each node's listing entry.
@@ -63,6 +67,12 @@ __all__ = [
 
 DEFAULT_EXPAND_WINDOW_MS = 60 * 60_000
 """Neighbours of a grip farther than this (from the range's ends) are not included."""
+QUIET_BOOKKEEPING = frozenset({"hook", "caveat", "warmup", "context", "instructions"})
+"""Bookkeeping classes (``memtoc.ingest.sources.bookkeeping``) an expand leaves out: notices that
+carry nothing a reader of the evidence needs. Slash commands, command output, interrupts,
+compaction summaries and the agent's error notices stay: they tell what happened."""
+NEIGHBOUR_READ_AHEAD = 40
+"""Extra neighbours read per side so that left-out notices do not leave a side short."""
 FOCUS_EVENT_TOKENS = 2 * PASSAGE_TOKENS
 """With a focus, an event longer than this is shown by its best passages, about this many tokens."""
 
@@ -87,6 +97,8 @@ class ExpandView:
     """The event expanded (a search hit), when it was not a grip."""
     toc_node_id: str | None = None
     """The segment the range is filed under (a grip's node; an event's segment, if filed)."""
+    left_out: int = 0
+    """Events of the range and its neighbourhood not shown: the agent's quiet notices."""
 
     def shown(self, index: int) -> str:
         """What is shown of ``events[index]``."""
@@ -109,6 +121,7 @@ class ExpandView:
             "toc_node_id": self.toc_node_id,
             "events": events,
             "tokens": self.tokens,
+            "left_out": self.left_out,
         }
         if self.focus is not None:
             data["focus"] = self.focus
@@ -147,18 +160,39 @@ def expand(
         event = store.get_event(item_id)
         core = [event]
         anchor = segment_of(store, event)
-    prev, _ = store.session_neighbors(core[0], before=before, after=0, window_ms=window_ms)
-    _, nxt = store.session_neighbors(core[-1], before=0, after=after, window_ms=window_ms)
-    events = (*prev, *core, *nxt)
+    kept = [e for e in core if not _quiet(e)] or core  # a range of notices alone shows them
+    left_out = len(core) - len(kept)
+    prev: list[Event] = []
+    nxt: list[Event] = []
+    if before:
+        prev, _ = store.session_neighbors(
+            kept[0], before=before + NEIGHBOUR_READ_AHEAD, after=0, window_ms=window_ms
+        )
+    if after:
+        _, nxt = store.session_neighbors(
+            kept[-1], before=0, after=after + NEIGHBOUR_READ_AHEAD, window_ms=window_ms
+        )
+    prev_shown = [e for e in prev if not _quiet(e)][-before:] if before else []
+    nxt_shown = [e for e in nxt if not _quiet(e)][:after]
+    # the notices between the range and the farthest neighbour shown (all read, if none is)
+    near_prev = prev[prev.index(prev_shown[0]) :] if prev_shown else prev
+    near_nxt = nxt[: nxt.index(nxt_shown[-1]) + 1] if nxt_shown else nxt
+    left_out += sum(1 for e in (*near_prev, *near_nxt) if _quiet(e))
+    events = (*prev_shown, *kept, *nxt_shown)
     event_id = None if grip is not None else item_id
-    first, last = len(prev), len(prev) + len(core) - 1
+    first, last = len(prev_shown), len(prev_shown) + len(kept) - 1
     if focus is None:
         tokens = sum(counter.count(e.text) for e in events)
-        return ExpandView(grip, events, first, last, tokens, event_id=event_id, toc_node_id=anchor)
+        return ExpandView(grip, events, first, last, tokens, event_id=event_id,
+                          toc_node_id=anchor, left_out=left_out)  # fmt: skip
     terms = key_terms(focus)
     texts = tuple(focused_text(e.text, terms, counter, event_tokens) for e in events)
     tokens = sum(counter.count(t) for t in texts)
-    return ExpandView(grip, events, first, last, tokens, texts, focus, event_id, anchor)
+    return ExpandView(grip, events, first, last, tokens, texts, focus, event_id, anchor, left_out)
+
+
+def _quiet(event: Event) -> bool:
+    return event.bookkeeping in QUIET_BOOKKEEPING
 
 
 def grip_range(store: Store, grip: Grip) -> list[Event]:

@@ -128,7 +128,8 @@ def expand_text(view: ExpandView) -> str:
         mark = "*" if view.range_start <= i <= view.range_end else " "
         lines.append(f"{mark} ({e.event_id}) {iso_ms(e.ts_ms)} {e.role}: {view.shown(i)}")
     what = "in the grip" if g is not None else "the event"
-    lines.append(f"(* = {what}; the others are its neighbours in the session)")
+    quiet = f"; {view.left_out} agent notices (hook progress…) left out" if view.left_out else ""
+    lines.append(f"(* = {what}; the others are its neighbours in the session{quiet})")
     if any(view.cut(i) for i in range(len(view.events))):
         lines.append("(… = parts of a long event left out: not about the focus)")
     return "\n".join(lines)

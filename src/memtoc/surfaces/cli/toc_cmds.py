@@ -225,7 +225,8 @@ def print_expand(view: ExpandView) -> None:
             style=None if inside else "dim",
         )
     console.print(table)
-    console.print(f"[dim]{view.tokens} tokens[/]")
+    quiet = f" · {view.left_out} agent notices left out" if view.left_out else ""
+    console.print(f"[dim]{view.tokens} tokens{quiet}[/]")
 
 
 @app.command()
