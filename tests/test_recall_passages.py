@@ -17,7 +17,9 @@ from memtoc.memory import Memory
 from memtoc.retrieval.embedding_index import SemanticIndex
 from memtoc.retrieval.recall_pack import Packer, Unit
 from memtoc.retrieval.recall_passages import (
+    CONTINUATION,
     PASSAGE_TOKENS,
+    Passage,
     passages_text,
     rank_passages,
     split_passages,
@@ -90,8 +92,16 @@ def test_the_passage_holding_the_rare_terms_ranks_first() -> None:
     )
     # it holds every question term the plan holds: it stands for the whole event
     assert "escape semicolons" in ranked[0][0].text and ranked[0][1] == 1.0
-    # passages without any of the question's terms are not offered at all
+    # passages without any of the question's terms are not offered, but for the one right
+    # after a match (it continues it), at a share of its relevance
     assert all(r > 0 for _, r in ranked)
+    passages = split_passages(text, COUNTER)
+    question = key_terms("why does the exporter escape semicolons?")
+    offered = {p.index: r for p, r in ranked}
+    for index, share in offered.items():
+        if not key_terms(passages[index].text) & question:
+            assert offered.get(index - 1, 0.0) * CONTINUATION == share
+    assert len(offered) < len(passages)
     # no question term anywhere: the opening stands for the event
     opening = rank_passages(key_terms("kubernetes"), split_passages(text, COUNTER))
     assert len(opening) == 1 and opening[0][0].index == 0
@@ -162,7 +172,7 @@ def test_recall_packs_the_answering_part_of_a_long_plan(tmp_path: Path) -> None:
             part = next(i for i in result.items if answer in i.text)
             # a part of the plan, cited, not the plan's 2,000 tokens nor its head
             assert part.tier == "L1" and part.cites and not part.events
-            assert part.tokens < 400 and "…" in part.text
+            assert part.tokens < 500 and "…" in part.text
         # a budget that holds it all gets the plan whole once its parts cover it
         assert any(
             i.tier == "L2" and i.text.endswith(plan[-200:])
@@ -257,9 +267,53 @@ def test_a_weaker_events_deeper_passages_give_way(tmp_path: Path) -> None:
 
         # at half the best event's score, its second passage (1.0 x 0.5) gives way to the answer
         texts = packed(1.0)
-        assert answer in texts and depth(texts) == 1, texts
+        assert answer in texts and not any(second.text in t for t in texts), texts
         # as strong as the best event, it goes deep: two passages, the short answer left out
         texts = packed(2.0)
         assert answer not in texts and depth(texts) == 2, texts
+    finally:
+        memory.close()
+
+
+def test_the_reason_after_a_matching_statement_is_packed(tmp_path: Path) -> None:
+    """The failure class: a plan states what it changes in the question's words, and the reason
+    follows in its own ("This is redundant: …", context-evaluator); the reason's passage held no
+    question term and was never packed, though the plan ranked first."""
+    reason = "This is redundant: the same rows appear in both places."
+    question = key_terms("Why did we merge the action summary and file changes lists?")
+
+    def plan(context_lines: int) -> str:
+        lines = ["Implement the following plan:", "", "# Plan: Merge the summary lists", ""]
+        lines += ["## Context", ""]
+        lines += [
+            f"- the action summary list and the file changes list of report{n} differ"
+            for n in range(context_lines)
+        ]
+        lines += ["", reason, "", "## Steps", ""]
+        lines += [
+            f"- update the renderer{n} helper and its unit tests in module{n}" for n in range(80)
+        ]
+        return "\n".join(lines)
+
+    def reason_passage(text: str) -> Passage | None:
+        return next((p for p in split_passages(text, COUNTER) if p.text.startswith(reason)), None)
+
+    # as many context lines as put the reason at the start of a passage
+    text = plan(next(n for n in range(1, 40) if reason_passage(plan(n))))
+    at = reason_passage(text)
+    assert at is not None and not key_terms(at.text) & question  # it holds no question term
+    records = [{"session_id": "s1", "timestamp": BASE, "role": "user", "text": text}]
+    records += [
+        {"session_id": f"o{n}", "timestamp": BASE + DAY + n * 3_600_000, "role": "user",
+         "text": f"the summary option {n} renders the report header"}
+        for n in range(12)
+    ]  # fmt: skip
+    memory = _memory(tmp_path / "m.db", records)
+    try:
+        result = memory.recall(
+            "Why did we merge the action summary and file changes lists?", budget=400
+        )
+        assert result.tokens <= 400
+        assert any(reason in i.text and i.tier == "L1" for i in result.items), result.items
     finally:
         memory.close()

@@ -12,9 +12,13 @@ holds, with the IDF taken over the event's own passages: a term on every passage
 nothing about which part answers, a term on one says a lot. A passage stands for its share of
 the event's relevance (the same sum over every term the event holds): the event's score was
 earned by all its matches, and a passage holding a few of the terms a long report scatters over
-its parts is weaker evidence than a short turn holding them all. Passages that hold none of the
-question's terms are not relevant; when none is, the event's first passage stands for it (a
-message's opening usually says what it is about: a plan's title, a report's conclusion).
+its parts is weaker evidence than a short turn holding them all. The passage right after a
+matching one continues it — the reason after its statement ("two separate sections: Action
+Summary, File Changes" then "This is redundant: the same files appear in both places"), the
+detail under its heading — and keeps a share of its relevance (``CONTINUATION``). Other passages
+that hold none of the question's terms are not relevant; when none is, the event's first passage
+stands for it (a message's opening usually says what it is about: a plan's title, a report's
+conclusion).
 """
 
 from __future__ import annotations
@@ -30,6 +34,9 @@ from memtoc.text.tokens import TokenCounter, truncate_to_tokens
 PASSAGE_TOKENS = 120
 """The largest passage: about a paragraph, so a 1,000-token budget holds several events' best
 parts (gold quotes, a sentence or two, are 25-200 characters)."""
+CONTINUATION = 0.6
+"""The passage right after one that holds question terms keeps at least this share of that
+one's relevance (as a turn next to a hit does in recall's ranking, ``RankConfig.w_neighbour``)."""
 _CHARS_PER_TOKEN = 4
 """A cheap upper estimate of text length per token, used to skip counting lines that are short."""
 _SENTENCE_END = re.compile(r"[.!?;][\"')\]*_`]*(?=\s)")
@@ -147,5 +154,8 @@ def rank_passages(
     rel, event = passage_relevance(question_terms, passages)
     if event <= 0:
         return [(passages[0], 1.0)]
+    # the lines right after a match continue it: a reason after its statement, an answer after
+    # its heading
+    rel = [max(r, CONTINUATION * before) for r, before in zip(rel, [0.0, *rel[:-1]], strict=True)]
     order = sorted(range(len(passages)), key=lambda i: (-rel[i], i))
     return [(passages[i], rel[i] / event) for i in order if rel[i] > 0]
