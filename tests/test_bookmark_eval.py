@@ -108,7 +108,8 @@ def test_command_reports_both_corpora() -> None:
     result = runner.invoke(app, ["eval", "bookmarks", str(FIXTURE), "--json"])
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)
-    assert set(data["corpora"]) == {"context-evaluator", "getspecstory"}
+    transcripts = {"claude-code-transcripts", "codex-transcripts", "gemini-transcripts"}
+    assert set(data["corpora"]) == {"context-evaluator", "getspecstory", *transcripts}
     overall = data["overall"]
     assert overall["moments"] == sum(c["moments"] for c in data["corpora"].values())
     assert 0.0 <= overall["precision"] <= 1.0 and 0.0 <= overall["recall"] <= 1.0

@@ -33,7 +33,7 @@ from memtoc.model import (
 )
 from memtoc.projects import ProjectRegistry, Scope
 from memtoc.retrieval.bookmark_decay import effective_importance
-from memtoc.retrieval.context import DEFAULT_BUDGET, TOP_BOOKMARKS, ContextView, build_context
+from memtoc.retrieval.context import BOOKMARK_POOL, DEFAULT_BUDGET, ContextView, build_context
 from memtoc.services import ROLLUP_LEVELS, store_timezone
 from memtoc.store.capabilities import FileBackups, ForgetLogged, MemoryStore, ProjectMerging
 from memtoc.text.tokens import TokenCounter, default_counter
@@ -650,7 +650,7 @@ class Memory:
         name = self._id(project) if project is not None else self.scope().project
         if name is None:
             return ContextView(None, budget, (), "", 0)
-        marks = self.bookmarks(name, TOP_BOOKMARKS)
+        marks = self.bookmarks(name, BOOKMARK_POOL)  # build_context keeps the distinct top ones
         view = build_context(self.store, self.counter, name, budget=budget, bookmarks=marks,
                              name=self.registry.name_of(name))  # fmt: skip
         self._used(item.ref for item in view.items if item.section == "bookmark")

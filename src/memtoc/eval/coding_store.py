@@ -46,7 +46,9 @@ if TYPE_CHECKING:
 
 _BUILD_CODE = ("ingest", "pipeline", "store", "text")
 _BUILD_FILES = ("model.py", "memory.py", "services.py", "retrieval/bookmark_step.py",
-                "retrieval/bookmarks.py", "retrieval/bookmarks_llm.py")  # fmt: skip
+                "retrieval/bookmarks.py", "retrieval/bookmarks_llm.py",
+                "retrieval/bookmark_cues.py", "retrieval/bookmark_gist.py",
+                "retrieval/bookmark_terms.py")  # fmt: skip
 _MINUTE = 60_000
 
 

@@ -147,14 +147,16 @@ DECISION: tuple[tuple[re.Pattern[str], float], ...] = (
     ),
     (
         _rx(
-            r"\blet's not\b|\bnever\b|\bshould (?:not|never|always|only)\b|\bmust (?:not|always)\b"
+            r"\blet's not\b|\bnever\b(?! ?mind)|\bshould (?:not|never|always|only)\b|"
+            r"\bmust (?:not|always)\b"
         ),
         0.9,
     ),
     (
         _rx(
             r"\binstead of\b|\brather than\b|\bin place of\b|\binstead\b|"
-            r",\s*(?:(?:just|but) )?not (?:just )?[\w`\"'~./-]{2,}|\bnot \w+ but\b"
+            r",\s*(?:(?:just|but) )?not (?!sure\b|certain\b|really\b|yet\b|now\b|bad\b)"
+            r"(?:just )?[\w`\"'~./-]{2,}|\bnot \w+ but\b"
         ),
         0.8,
     ),
@@ -192,8 +194,10 @@ REQUEST = _rx(
     r"(?:please )?(?:address|fix|update|add|create|write|implement|review|run|check|explain|"
     r"show|tell|describe|find|look|take a look|read|summari[sz]e|generate|build|test|commit|"
     r"push|make|put|organi[sz]e|document|start|continue|proceed|investigate|audit)\b|"
-    r"(?:can|could|would|will) you\b|what (?:is|are|does|do)\b|why\b|how (?:do|does|is|can)\b|"
-    r"is there\b|do we\b|does\b)"
+    r"(?:can|could|would|will) you\b|what (?:is|are|does|do)\b|what's\b|why\b|"
+    r"how (?:do|does|is|can)\b|is there\b|do we\b|does\b|did we\b|"
+    r"confirm|verify|ensure|make sure|see if|spawn|(?:hey \w+,?\s+)?i'd like (?:you|your help)\b|"
+    r"i (?:want|need) you to\b|help me\b)"
 )
 """The opening of a request for work or a question (not a decision by itself)."""
 

@@ -20,8 +20,10 @@ nothing the second time.
 **Merge.** A candidate and a stored bookmark are *the same moment* when more than half of the
 smaller one's source events are shared, or when they have the same type and identical or nearly
 identical content (a restatement: key-term Jaccard ≥ ``RESTATED``, common words left out — the
-same decision restated in a later session). Between the two, the **newer wins** (later
-``created_ms``, then larger id): its id, content, sources and importance replace the older one,
+same decision restated in a later session — or a statement that says nothing the other does not:
+every content word of the smaller one, by stem, and every number in the other). Between the
+two, the **newer wins** (later ``created_ms``; at the same instant the one citing more source
+events — a stated cause with its fix over the fix alone; then the larger id): its id, content, sources and importance replace the older one,
 which is deleted. ``created_ms`` stays what it always is — the time of the kept bookmark's last
 source event — and ``last_relevant_ms`` becomes the latest of the two bookmarks' values, so a
 moment that was restated or used recently does not decay. (Keeping the older ``created_ms``
@@ -46,6 +48,7 @@ from functools import lru_cache
 from memtoc.clock import Clock
 from memtoc.config import DEFAULTS, Settings
 from memtoc.model import Bookmark, Event, JsonValue
+from memtoc.retrieval.bookmark_terms import stems
 from memtoc.retrieval.bookmarks import BookmarkDetector, Detection, ExtractiveDetector
 from memtoc.store.base import DocRow, PipelineStore
 from memtoc.text.fts_text import search_text
@@ -127,6 +130,14 @@ def _same_content(a: Bookmark, b: Bookmark) -> bool:
     if a.type != b.type:
         return False
     if a.content == b.content:
+        return True
+    small, large = sorted((a.content, b.content), key=lambda c: len(stems(c)))
+    # "Changed X to Y on line 79." said again inside "The cause was Z. Changed X to Y on line 79."
+    if (
+        len(stems(small)) >= 3
+        and stems(small) <= stems(large)
+        and _numbers(small) <= _numbers(large)
+    ):
         return True
     ta, tb = _terms(a.content), _terms(b.content)
     # "retry 8 times" and "retry 5 times", "Go 1.25.6" and "Go 1.21" differ
@@ -224,8 +235,14 @@ def _numbers(text: str) -> frozenset[str]:
     return frozenset(t for t in _terms(text) if any(c.isdigit() for c in t))
 
 
+def _rank(b: Bookmark) -> tuple[int, int, str]:
+    """Which of two same moments wins: the later, then (at the same instant) the one citing more
+    of the moment — the stated cause with its fix over the fix alone — then the larger id."""
+    return (b.created_ms, len(b.event_ids), b.bookmark_id)
+
+
 def _newer(a: Bookmark, b: Bookmark) -> bool:
-    return (a.created_ms, a.bookmark_id) > (b.created_ms, b.bookmark_id)
+    return _rank(a) > _rank(b)
 
 
 def _same_fields(a: Bookmark, b: Bookmark) -> bool:
@@ -395,7 +412,7 @@ def _dedupe(candidates: Sequence[Bookmark]) -> list[Bookmark]:
     candidate is kept unless it is the same moment as one already kept. The result depends only
     on the candidate set (not on the store), which keeps re-scans idempotent. Oldest first."""
     kept: list[Bookmark] = []
-    for cand in sorted(candidates, key=lambda b: (b.created_ms, b.bookmark_id), reverse=True):
+    for cand in sorted(candidates, key=_rank, reverse=True):
         if not any(
             k.bookmark_id == cand.bookmark_id or _overlaps(k, cand) or _same_content(k, cand)
             for k in kept

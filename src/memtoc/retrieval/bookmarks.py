@@ -70,6 +70,8 @@ from typing import Protocol
 
 from memtoc.model import Bookmark, Event
 from memtoc.retrieval import bookmark_cues as cues
+from memtoc.retrieval import bookmark_gist as gist
+from memtoc.retrieval import bookmark_terms as terms
 from memtoc.retrieval.bookmark_decay import DECAY_FLOOR as DECAY_FLOOR
 from memtoc.retrieval.bookmark_decay import DECAY_HALF_LIFE_DAYS as DECAY_HALF_LIFE_DAYS
 from memtoc.retrieval.bookmark_decay import effective_importance as effective_importance
@@ -152,9 +154,19 @@ def make_bookmark(
 # -- text helpers -----------------------------------------------------------------------------------
 _TAG_QUESTION = re.compile(r",\s*(?:no|yeah|yes|right|yep|ok|okay)\s*\?", re.I)
 _FENCE = re.compile(r"```.*?(?:```|$)", re.DOTALL)
-_SENT_SPLIT = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[`A-Z0-9])|\n+")
+_SENT_SPLIT = re.compile(
+    r"(?<!\bvs\.)(?<!\betc\.)(?<!\be\.g\.)(?<!\bi\.e\.)"  # not after an abbreviation
+    r"(?:(?<=[.!?])\s+(?=[\"'(\[`*A-Z0-9])|(?<=\w\w[.!?])\s+(?=[a-z]))|\n+"
+)
+"""Sentence ends: before a capital, a quote or a number, and before a lowercase word after a
+word's end (users who write in lowercase); lines."""
 _BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+")
 _LABEL = re.compile(r"^(?:wrap-up|summary|green|done|update|status|note|fyi)\s*:\s*", re.I)
+_HEADING_MARK = re.compile(r"^#{1,6}\s+")
+_HEADING_LINE = re.compile(r"^[ \t]*#{1,6}[ \t].*$", re.M)
+_ENUMERATOR = re.compile(r"(?<=[\w):\"'])\s+\d{1,2}[.)]$")
+"""The number of the next list item, left at a sentence's end when a list is run together
+("… old_string/new_string 2.")."""
 
 
 def clean(text: str) -> str:
@@ -163,6 +175,7 @@ def clean(text: str) -> str:
     text = text.replace("`", "")
     text = re.sub(r"(?<!\w)\*{1,3}(?=\S)|(?<=\S)\*{1,3}(?!\w)", "", text)
     text = _BULLET.sub("", text)
+    text = _HEADING_MARK.sub("", text)
     text = _LABEL.sub("", text)
     return re.sub(r"\s+", " ", text).strip()
 
@@ -177,28 +190,37 @@ def clip_words(text: str, limit: int = MAX_WORDS) -> tuple[str, bool]:
 @lru_cache(maxsize=2048)
 def sentences(text: str) -> tuple[str, ...]:
     """Sentences (and lines) of a message, cleaned, without code blocks; a tag question ("…, no?",
-    "…, yeah?") is a statement looking for agreement, not a question. Only the first
+    "…, yeah?") is a statement looking for agreement, not a question; a markdown heading is a
+    label, not a sentence, and is left out. Only the first
     ``READ_CHARS`` characters are read (what a moment says is said early; a pasted log is not
     read whole), and results are cached: a pass reads its context events again."""
     text = _FENCE.sub("\n", text[:READ_CHARS])
-    text = _TAG_QUESTION.sub(".", text)
+    text = _HEADING_LINE.sub("\n", _TAG_QUESTION.sub(".", text))
     out = []
     for part in _SENT_SPLIT.split(text):
-        s = clean(part)
-        if s:
+        s = _ENUMERATOR.sub("", clean(part))
+        if s and re.search(r"[^\W\d_]", s):  # not a bare "1." or "---"
             out.append(s)
     return tuple(out)
 
 
 def _join(parts: Sequence[str], limit: int = MAX_WORDS) -> str:
-    """Sentences joined while they fit ``limit`` words (the first one always)."""
+    """Sentences joined while they fit ``limit`` words (the first one always); a sentence that
+    says nothing the ones before it did not (by content word) is left out."""
     out: list[str] = []
     words = 0
+    said: set[str] = set()
     for part in parts:
         n = len(part.split())
         if out and words + n > limit:
             break
-        part = _cap(part)
+        stems = terms.stems(part)
+        if out and stems and stems <= said:
+            continue
+        said |= stems
+        part = _cap(part.rstrip(" :;,\u2014\u2013-"))
+        if not part:
+            continue
         out.append(part if part[-1] in ".!?…" else part + ".")
         words += n
     return " ".join(out)
@@ -210,6 +232,12 @@ def _cap(text: str) -> str:
 
 # -- the extractive detector ---------------------------------------------------------------------
 _MESSAGES = {"user_message", "assistant_message"}
+_ADDRESS = re.compile(
+    r"^(?:(?:uh+|um+|hm+|ha+|whoa|wow|dude|man|bro|buddy|ugh|oh|ah|no man|ok(?:ay)?|so|wait)"
+    r"[\s,.!…]*)+(?=\w)",
+    re.I,
+)
+"""Interjections and address before the words ("uhh... DUDE", "Whoa buddy!")."""
 _LEAD_IN = re.compile(r"^(?:ok(?:ay)?|alright|so|right|well|hmm+|k|look)[,.!…]*\s+", re.I)
 _STARTS_ACTION = re.compile(r"^(?:let me|now let me|i'll|i will|next,? i|first,? let me)\b", re.I)
 _NUMBERED = re.compile(r"(?:option\s*)?(?:\d|[a-e])(?:\s*(?:,|and|&|then)\s*(?:\d|[a-e]))*")
@@ -255,8 +283,12 @@ def _best(text: str, cues: Sequence[tuple[re.Pattern[str], float]]) -> tuple[flo
     matches ("let's use Redis *instead of* the dict"), at most 1."""
     best: tuple[float, str] | None = None
     for sentence in sentences(text):
-        if sentence.endswith("?"):
-            continue
+        if (
+            sentence.endswith("?")
+            or gist.is_dismissal(sentence)
+            or not gist.says_something(_ADDRESS.sub("", sentence))
+        ):
+            continue  # a question, "Never mind!", "Perfect, that's it" settle nothing
         hits = [strength for pattern, strength in cues if pattern.search(sentence)]
         if not hits:
             continue
@@ -320,12 +352,18 @@ class _Session:
         decided = None if cues.QUOTED.search(text) else _best(text, cues.DECISION)
         if decided is not None and not _is_request(decided[1]):
             yield self._decision(e, decided, offered, reply)
-        elif offered is not None and len(text.split()) <= 40 and _agrees(text, offered.text):
+        elif (
+            offered is not None
+            and len(text.split()) <= 40
+            and not gist.is_dismissal(text)  # "ok thanks", "never mind": no agreement
+            and _agrees(text, offered.text)
+        ):
             b = self._agreement(e, text, offered)
             if b is not None:
                 yield b
         found = None if cues.QUOTED.search(text) else _best(text, cues.FOUNDATIONAL)
-        if found is not None:
+        if found is not None and len(terms.content_words(found[1])) >= 2:
+            # a durable fact names at least two things ("we must support Python 3.9")
             b = make_bookmark(e.project, "foundational", _cap(found[1]), [e], found[0])
             if b is not None:
                 yield b
@@ -335,23 +373,21 @@ class _Session:
         the user's own claim; plus the fix or success that followed."""
         sources = [e]
         parts: list[str] = []
-        if reply is not None and cues.CONCESSION.search(_head_words(reply.text, 40)):
+        if reply is not None and _concedes(reply):
             parts = _understanding(reply.text)[:2]
             if parts and len(parts[0].split()) >= 8:
                 parts = parts[:1]
             if parts:
                 sources.append(reply)
         if not parts:
-            claim = []
-            for s in sentences(e.text):
-                stripped = _cap(cues.CORRECTION.sub("", s).lstrip(" ,.!…"))
-                claim.append(stripped if len(stripped.split()) >= 4 else s)
-            parts = [s for s in claim if len(s.split()) >= 3 and not _is_request(s)][:2]
-        if not parts:
-            return None
-        success, said = _success_after(self.events, self.events.index(sources[-1]))
+            parts = _claim(e.text)
+        success, said = _success_after(
+            self.events, self.events.index(sources[-1]), " ".join([e.text[:400], *parts])
+        )
         if said is not None:
             parts = [*parts[:1], said]
+        if not parts:
+            return None  # "no, that did nothing" and no fix stated: nothing to keep
         strength = 1.0 if success or len(sources) > 1 else 0.8
         return make_bookmark(e.project, "resolution", _join(parts), [*sources, *success], strength)
 
@@ -370,7 +406,7 @@ class _Session:
             proposal = [s for s in sentences(offered.text) if cues.PROPOSAL.search(s)]
             if proposal:
                 rest = cues.AGREE.sub("", sentence, count=1).strip(" ,.!-—")
-                sentence = _cap(_proposal_content(proposal, proposal, []))
+                sentence = _cap(_proposal_content(proposal, proposal, []) or proposal[-1])
                 sentence = f"{sentence} — {rest}" if len(rest.split()) >= 2 else sentence
                 sources.insert(0, offered)
         if reply is not None and _ACK.search((sentences(reply.text) or [""])[0]):
@@ -410,14 +446,18 @@ class _Session:
         if proposal or question or picked or (extra and len(said) >= 2):
             if not proposal and question and not picked and cues.MECHANICAL.search(question[-1]):
                 return None  # permission for a next step ("shall I run the tests?")
-            content = _proposal_content(said, proposal, question)
-            if extra or picked:
-                content = f"{content} — {extra or first}"
+            content = _proposal_content(said, proposal, question, first, offered.text)
+            if content is None:
+                return None  # permission for a step ("run a git pull now?" — "yes")
+            listed = _picked_option(first, offered.text) is not None
+            addition = extra or (first if picked and not listed else "")
+            if addition and not terms.related(addition, content):
+                content = f"{content} — {addition}"
             strength = 1.0 if proposal or picked else 0.8
             return make_bookmark(e.project, "conclusion", content, [offered, e], strength)
         if len(text.split()) > 30 or confirm is None:
             return None
-        parts = [s for s in said if len(s.split()) >= 4 and not s.endswith("?")]
+        parts = [s for s in said if len(s.split()) >= 4 and gist.substantive(s)]
         if not parts or status:
             return None  # a confirmed status report ("tests pass now") is no understanding
         return make_bookmark(e.project, "validated", _join(parts[:2]), [offered, e], confirm)
@@ -438,30 +478,39 @@ class _Session:
         if cues.CONCESSION.search(said[0]) and (challenged or _SELF_CORRECTION.search(said[0])):
             parts = _understanding(e.text)[:2]
             if parts:
-                success, line = _success_after(self.events, i)
+                success, line = _success_after(self.events, i, " ".join(parts))
                 if line is not None:
                     parts = [parts[0], line]
                 sources = [*([asked] if asked else []), e, *success]
                 yield from _maybe(e.project, "resolution", _join(parts), sources, 1.0)
                 return
-        declared = next((s for s in lead if cues.DECLARED.search(s)), None)
+        declared = next((k for k, s in enumerate(lead) if cues.DECLARED.search(s)), None)
         if declared is not None:
             content = re.sub(
                 r"^(?:conclusion|decision(?: recorded)?|verdict|takeaway|finding)\s*:\s*",
                 "",
-                declared,
+                lead[declared],
                 flags=re.I,
             )
+            if not gist.substantive(content):  # "Conclusion:" then the conclusion
+                content = " ".join(gist.gist(said, declared, limit=1))
             sources = [e, *([ack] if ack else [])]
             yield from _maybe(e.project, "conclusion", _cap(content), sources, 1.0)
             return
         cause = next(
-            (k for k, s in enumerate(lead) if cues.CAUSE.search(s) and not cues.HEDGE.search(s)),
+            (
+                k
+                for k, s in enumerate(lead)
+                if cues.CAUSE.search(s) and not cues.HEDGE.search(s) and not gist.is_action(s)
+            ),
             None,
-        )
+        )  # "I'll investigate and find the root cause" names no cause
         if cause is not None:
-            stated = _informative(lead, cause, min_words=6)
-            success, line = _success_after(self.events, i)
+            found = gist.gist(said, cause)
+            if not found:
+                return  # "Now I understand the full picture." and nothing said after it
+            stated = found[0] if len(found[0].split()) >= 6 else _join(found)
+            success, line = _success_after(self.events, i, stated)
             inside = any(cues.SUCCESS.search(s) for s in said)
             if success or inside:
                 parts = [stated, line] if line is not None else [stated]
@@ -483,9 +532,10 @@ class _Session:
             return
         if asked is not None and _verdict(lead):
             k = next(k for k, s in enumerate(lead) if _verdict([s]))
-            stated = _informative(lead, k, min_words=6)
-            sources = [e, *([ack] if ack else [])]
-            yield from _maybe(e.project, "conclusion", _join([stated]), sources, 0.7)
+            found = gist.gist(said, k)  # "Yes, but with a specific meaning." → what it means
+            if found:
+                sources = [e, *([ack] if ack else [])]
+                yield from _maybe(e.project, "conclusion", _join(found), sources, 0.7)
 
 
 def _maybe(
@@ -499,7 +549,12 @@ def _maybe(
 def _corrects(text: str) -> bool:
     """The user states a correction (its own words are the right version)."""
     head = _head_words(text, 60)
+    if _YES_BUT.search(head) and (sentences(text) or ("",))[0].endswith("?"):
+        return False  # "Yes, but when you say X you mean Y, correct?" asks, it corrects nothing
     return bool(cues.CORRECTION.search(head) or cues.CORRECTION_INSIDE.search(head))
+
+
+_YES_BUT = re.compile(r"^(?:ok(?:ay)?|yes|yeah|yup|sure)[,.]?\s+but\b", re.I)
 
 
 def _challenges(text: str) -> bool:
@@ -508,12 +563,14 @@ def _challenges(text: str) -> bool:
 
 
 def _concedes(reply: Event | None) -> bool:
-    return reply is not None and bool(cues.CONCESSION.search(_head_words(reply.text, 40)))
+    return reply is not None and bool(
+        cues.CONCESSION.search(_ADDRESS.sub("", _head_words(reply.text, 40)))
+    )
 
 
 def _is_request(sentence: str) -> bool:
     """A request for work or a question, unless it also states a choice or a rule."""
-    s = _LEAD_IN.sub("", sentence)
+    s = _LEAD_IN.sub("", re.sub(r"^(?:\W+|https?://\S+\s*)+", "", sentence))
     if not cues.REQUEST.search(s):
         return False
     strong = [p for p, strength in cues.DECISION if strength >= 0.9]
@@ -534,8 +591,8 @@ def _picks(reply: str, offered: str) -> bool:
     """A short reply naming one of the things offered: an option number or letter when the offer
     lists options, a word of the offer ("agent.go", "WatchProviders"), or an imperative pick
     ("revert it", "drop both for 1"); never a bare command ("commit", "continue")."""
-    if not offered or len(reply.split()) > 8 or cues.BARE_COMMAND.search(reply):
-        return False
+    if not offered or len(reply.split()) > 8 or cues.BARE_COMMAND.search(reply) or "?" in reply:
+        return False  # "Do we even need X then?" asks, it does not pick
     if cues.CHOICE_VERB.search(reply):
         return True
     if not cues.CHOICE.search(reply):
@@ -558,17 +615,63 @@ def _verdict(lead: Sequence[str]) -> bool:
     )
 
 
-def _proposal_content(said: list[str], proposal: list[str], question: list[str]) -> str:
-    """What was accepted: the recommendation (or the offer, without "would you like me to")."""
-    offer = proposal[-1] if proposal else question[-1] if question else said[-1]
-    offer = re.sub(
-        r"^(?:so,? )?(?:would you like me to|do you want me to|want me to|should i|shall i|"
-        r"should we|shall we)\s+",
-        "",
-        offer,
-        flags=re.I,
-    ).rstrip("?")
-    return _cap(offer)
+_OFFER = re.compile(
+    r"^(?:(?:so|or|and|then|also)[,.]?\s+)*(?:if you(?:'d)? (?:want|like|prefer),? i can (?:also )?|"
+    r"i can (?:also )?|would you like me to|do you want me to|want me to|should i|shall i|"
+    r"should we|shall we|do you want to|would you prefer to|or do you want to)\s*",
+    re.I,
+)
+_OPTION_LINE = re.compile(
+    r"^\s*(?:[-*]\s*)?\**(?:option\s+)?([1-9a-e])[.):]\**\s+(.+)$", re.I | re.M
+)
+
+
+def _proposal_content(
+    said: list[str], proposal: list[str], question: list[str], reply: str = "", offer: str = ""
+) -> str | None:
+    """What was accepted, labelled as the thing agreed to: the option the reply picked ("1", "B",
+    "revert it") when the offer listed options, the alternative it named in "A, or B?", else the
+    recommendation or the offer without "would you like me to"; None when what was accepted is a
+    mechanical next step (permission, not a decision)."""
+    picked = _picked_option(reply, offer)
+    if picked is not None:
+        return picked
+    advised = [p for p in proposal if _ADVICE.search(p) and not p.endswith("?")]
+    text = (advised or proposal or question or said)[-1]  # the recommendation over the offer
+    text = re.sub(r"^(?:my )?recommendation\s*:\s*", "", text, flags=re.I)
+    text = _OFFER.sub("", text).rstrip("?").strip()
+    alternatives = [
+        a for a in re.split(r",?\s+or\s+(?:(?:do|would|should|are|is) you\s+)?", text) if a
+    ]
+    if len(alternatives) > 1:  # "Refine that logic now, or are you satisfied…?" — the one picked
+        named = [a for a in alternatives if reply and terms.related(a, reply)]
+        text = named[0] if len(named) == 1 else alternatives[0]
+    text = _OFFER.sub("", text).strip(" ,:;")
+    mechanical = cues.MECHANICAL.search(text) or _VCS_STEP.search(text)
+    if mechanical and not (reply and terms.related(text, reply)):
+        return None
+    return _cap(text) if text else None
+
+
+_ADVICE = re.compile(r"\brecommend|\bsuggest|\bpropose|\bi(?:'d| would) (?:go|use|keep|pick)", re.I)
+_VCS_STEP = re.compile(
+    r"\bgit (?:pull|push|fetch|rebase|stash|checkout|switch)\b|\bfast-forward\b", re.I
+)
+
+
+def _picked_option(reply: str, offer: str) -> str | None:
+    """The listed option a short reply picks: by its number or letter ("1", "option B"), or by a
+    word of it ("revert it" → "2. The change should be reverted…")."""
+    if not reply or not offer or len(reply.split()) > 8:
+        return None
+    options = {m.group(1).lower(): clean(m.group(2)) for m in _OPTION_LINE.finditer(offer[-4000:])}
+    if len(options) < 2:
+        return None
+    token = re.sub(r"^(?:option|approach|plan)\s+", "", reply.strip(" .!").lower())
+    if token in options:
+        return _cap(options[token].rstrip(" :"))
+    named = [text for text in options.values() if terms.related(text, reply)]
+    return _cap(named[0].rstrip(" :")) if len(named) == 1 else None
 
 
 def _beyond_agreement(text: str) -> str:
@@ -580,9 +683,12 @@ def _beyond_agreement(text: str) -> str:
     return rest if len(rest.split()) >= 3 else ""
 
 
-def _success_after(events: list[Event], i: int) -> tuple[list[Event], str | None]:
+def _success_after(events: list[Event], i: int, about: str = "") -> tuple[list[Event], str | None]:
     """Events confirming a fix after index ``i`` (a passing run, an assistant saying it is fixed)
-    and the assistant's sentence that says so; stops at the next user correction."""
+    and the assistant's sentence that says what the fix was — a substantive sentence at or after
+    its success cue that shares a content word with ``about`` (what was wrong), None when it only
+    reports ("All 1216 tests pass.", "Let me run the linter.") or tells of another fix; stops at
+    the next user correction."""
     sources: list[Event] = []
     for e in events[i + 1 : i + 1 + RESOLUTION_WINDOW]:
         if _is_message(e, "user"):
@@ -597,32 +703,67 @@ def _success_after(events: list[Event], i: int) -> tuple[list[Event], str | None
             sources = [e]
         elif _is_message(e, "assistant"):
             said = sentences(e.text)
-            hits = [k for k, s in enumerate(said) if cues.SUCCESS.search(s)]
-            if hits:
-                return [*sources, e], _informative(said, hits[0])
+            if any(cues.SUCCESS.search(s) for s in said):
+                return [*sources, e], _fix_line(said, about)
     return [], None
 
 
-def _informative(said: Sequence[str], k: int, min_words: int = 5) -> str:
-    """Sentence ``k``, or its nearest neighbour when it is too short to say anything ("Fixed.",
-    "Found it.")."""
-    if len(said[k].split()) >= min_words:
-        return said[k]
-    for j in (k + 1, k - 1):
-        if 0 <= j < len(said) and len(said[j].split()) >= min_words:
-            return said[j]
-    return said[k]
+def _fix_line(said: Sequence[str], about: str) -> str | None:
+    """The sentence of a success message that says what was fixed: the substantive one sharing
+    the most content words with ``about`` (what was wrong) — "Timeline filtering now hides
+    vis-groups…", not "Fixed colour mismatch…" of another fix in the same message."""
+    wanted = terms.stems(about)
+    best: tuple[int, int, str] | None = None
+    for k, s in enumerate(said[:12]):
+        s = gist.stated(s)
+        if not gist.substantive(s):
+            continue
+        shared = len(terms.stems(s) & wanted) if about else 1
+        if shared and (best is None or shared > best[0]):
+            best = (shared, -k, s)
+    return best[2] if best else None
+
+
+def _claim(text: str) -> list[str]:
+    """The user's own version in a correction: its statements that say something, without the
+    correcting opener ("No, …"), interjections ("uhh… dude"), questions and requests."""
+    out = []
+    for s in sentences(text):
+        if gist.is_pasted(s):
+            break  # what follows a pasted prompt or log line is its output, not the user's words
+        s = _ADDRESS.sub("", s)
+        stripped = _cap(cues.CORRECTION.sub("", s).lstrip(" ,.!…"))
+        s = stripped if len(stripped.split()) >= 4 else _cap(s)
+        if (
+            len(s.split()) >= 3
+            and not s.endswith("?")
+            and not _is_request(s)
+            and gist.says_something(cues.CORRECTION.sub("", s))
+            and not _CONTENT_FREE_CLAIM.search(s)
+            and not gist.is_pasted(s)
+        ):
+            out.append(s)
+    return out[:2]
+
+
+_CONTENT_FREE_CLAIM = re.compile(
+    r"^(?:no,?\s*)?(?:that|it|this)(?:'s| is| was)? (?:did(?:n't| not)? (?:nothing|work|help|"
+    r"change anything)|(?:still )?(?:broken|wrong|not (?:working|it|right)|the same))\W*$",
+    re.I,
+)
+"""A bug report without a version of its own ("No, that did nothing:", "still broken")."""
 
 
 def _understanding(text: str) -> list[str]:
-    """The substance of a concession: sentences without apologies or bare fillers."""
+    """The substance of a concession: its substantive sentences, without apologies, fillers
+    ("And it's the right call."), announcements, actions and self-talk ("I should have asked")."""
     out = []
     for s in sentences(text):
-        stripped = cues.CONCESSION.sub("", s).strip(" ,.!:;-\u2014\u2013")
+        stripped = cues.CONCESSION.sub("", s).lstrip(" ,.!:;-\u2014\u2013").rstrip(" ,;-")
         stripped = re.sub(r"^(?:sorry|i apologi[sz]e)[,.!]?\s*", "", stripped, flags=re.I)
-        if len(stripped.split()) < 3 and not re.search(r"\w+\(\)", stripped):
-            continue
-        if _STARTS_ACTION.search(stripped):
-            continue
-        out.append(_cap(stripped))
+        stripped = re.sub(r"^(?:and|but|so|on both counts)[,.]?\s+", "", stripped, flags=re.I)
+        stripped = gist.stated(_cap(stripped))
+        call = re.search(r"\w+\(\)", stripped) and not gist.is_action(stripped)
+        if call or (len(stripped.split()) >= 3 and gist.substantive(stripped)):
+            out.append(stripped.rstrip(" .!:"))
     return out

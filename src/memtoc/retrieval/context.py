@@ -10,7 +10,9 @@
   recent work);
 - **recent activity**, most recent first: the latest day nodes' L0s, preceded by the latest
   segments that no day covers yet (days roll up an hour after their last change);
-- the **top bookmarks** (by importance), when bookmarks exist.
+- the **top bookmarks** (by importance), when bookmarks exist — distinct moments: one that
+  restates a better one (shared source events or content words, ``bookmark_terms.distinct``) is
+  passed over for the next.
 
 An agent's bookkeeping (``Event.bookkeeping``: warm-up prompts, command wrappers, notices) and
 sub-agents' sessions never supply these, nor do the nodes that hold bookkeeping alone (a day of
@@ -33,6 +35,7 @@ from dataclasses import dataclass, field
 
 from memtoc.errors import QueryError
 from memtoc.model import BOOKKEEPING_TITLES, Bookmark, JsonValue, TocNode
+from memtoc.retrieval.bookmark_terms import distinct
 from memtoc.retrieval.context_thread import (
     SESSION_SEGMENTS,
     ContextItem,
@@ -49,6 +52,8 @@ RECENT_DAYS = 7
 RECENT_SEGMENTS = 4
 """Segments newer than the newest day considered (newest first)."""
 TOP_BOOKMARKS = 5
+BOOKMARK_POOL = 4 * TOP_BOOKMARKS
+"""Bookmarks read (best first) to find ``TOP_BOOKMARKS`` distinct ones."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,8 +192,9 @@ def build_context(
 ) -> ContextView:
     """The session-start context of ``project`` within ``budget`` tokens.
 
-    ``bookmarks``: the top bookmarks to offer (None: the store's, by importance). ``name``: the
-    project's name as the agent knows it, for the heading (None: the id).
+    ``bookmarks``: the bookmarks to offer, best first (None: the store's, by importance); the
+    first ``TOP_BOOKMARKS`` distinct ones are. ``name``: the project's name as the agent knows
+    it, for the heading (None: the id).
     """
     if budget < 0:
         raise QueryError(f"budget must be ≥ 0 (got {budget})")
@@ -201,9 +207,8 @@ def build_context(
         (s for s in segments if sessions and s.session_id == sessions[0].session_id), None
     )
     thread, earlier = thread_items(counter, sessions, latest)
-    marks = (
-        list(bookmarks) if bookmarks is not None else store.list_bookmarks(project, TOP_BOOKMARKS)
-    )
+    pool = bookmarks if bookmarks is not None else store.list_bookmarks(project, BOOKMARK_POOL)
+    marks = distinct(pool, TOP_BOOKMARKS)
     recent = recent_items(days, segments[:RECENT_SEGMENTS])
     candidates = _by_priority(thread, earlier, recent, bookmark_items(marks))
     chosen, text, tokens = fit(counter, name or project, candidates, budget)
