@@ -92,6 +92,13 @@ def test_an_agreement_is_labelled_with_what_was_agreed() -> None:
         ]
     )  # fmt: skip
     assert b.content == "Refine the glob logic now"
+    (b,) = detect(
+        [
+            ("assistant", "The dev server runs. ScriptProcessor is deprecated. Would you like to tackle these API updates next?"),
+            ("user", "yes please, and let's make it cross-browser"),
+        ]
+    )  # fmt: skip
+    assert b.content == "Tackle these API updates next — let's make it cross-browser"
 
 
 def test_permission_for_a_version_control_step_is_no_agreement() -> None:

@@ -403,9 +403,12 @@ class _Session:
             and offered.event_id not in self.corrected
             and cues.AGREE.search(_LEAD_IN.sub("", clean(e.text)))
         ):  # "Agreed, eight retries with jitter": what was agreed is the agent's proposal
-            proposal = [s for s in sentences(offered.text) if cues.PROPOSAL.search(s)]
+            said = sentences(offered.text)
+            proposal = [s for s in said if cues.PROPOSAL.search(s)]
+            if not proposal and said and said[-1].endswith("?"):
+                proposal = [said[-1]]  # "Would you like to tackle these next?" — "yes, and …"
             if proposal:
-                rest = cues.AGREE.sub("", sentence, count=1).strip(" ,.!-—")
+                rest = _AGREED.sub("", cues.AGREE.sub("", sentence, count=1)).strip(" ,.!-—")
                 sentence = _cap(_proposal_content(proposal, proposal, []) or proposal[-1])
                 sentence = f"{sentence} — {rest}" if len(rest.split()) >= 2 else sentence
                 sources.insert(0, offered)
@@ -615,10 +618,13 @@ def _verdict(lead: Sequence[str]) -> bool:
     )
 
 
+_AGREED = re.compile(r"^[\s,.!]*(?:please|then)?[\s,.!]*(?:and|but|also)?[\s,.!]+", re.I)
+"""What joins an acceptance to what the user adds ("yes please, and …")."""
 _OFFER = re.compile(
     r"^(?:(?:so|or|and|then|also)[,.]?\s+)*(?:if you(?:'d)? (?:want|like|prefer),? i can (?:also )?|"
     r"i can (?:also )?|would you like me to|do you want me to|want me to|should i|shall i|"
-    r"should we|shall we|do you want to|would you prefer to|or do you want to)\s*",
+    r"should we|shall we|do you want to|would you prefer to|or do you want to|"
+    r"would you like to)\s*",
     re.I,
 )
 _OPTION_LINE = re.compile(
