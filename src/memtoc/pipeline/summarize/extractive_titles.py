@@ -28,7 +28,7 @@ from collections import Counter
 from collections.abc import Sequence
 
 from memtoc.model import Event
-from memtoc.pipeline.summarize.extractive_facts import Fact, clean_sentence
+from memtoc.pipeline.summarize.extractive_facts import Fact, clean_sentence, request_phrase
 from memtoc.text.keyphrases import is_code_token
 
 MAX_TITLE = 80
@@ -40,12 +40,29 @@ _ERROR_NAME = re.compile(r"\b([A-Z]\w*(?:Error|Exception))\b")
 
 
 def shorten(text: str, limit: int = MAX_TITLE) -> str:
-    """Cut at a word or comma boundary to at most ``limit`` characters."""
+    """At most ``limit`` characters: cut at a word boundary, without a dangling little word
+    ("… to run tests and") or an open code span, and marked as cut ("…"; a code span cut is
+    closed after it)."""
     if len(text) <= limit:
         return text
-    head = text[: limit + 1]
-    cut = head.rsplit(" ", 1)[0].rstrip(" ,;:-&(") if " " in head else ""
-    return cut if 0 < len(cut) <= limit else text[:limit]
+    head = text[: limit - 2]  # room for the mark: "…" or, in a code span, "…`"
+    words = head.rsplit(" ", 1)[0] if " " in head and text[limit - 2] != " " else head
+    words = words.rstrip(" .,;:-&(…")
+    while " " in words and words.rsplit(" ", 1)[1].lower().strip(",;:") in _DANGLING:
+        words = words.rsplit(" ", 1)[0].rstrip(" ,;:-&(")
+    words = words or head
+    return words + ("…`" if words.count("`") % 2 else "…")
+
+
+_DANGLING = frozenset(
+    """
+    a an the and or nor but so yet with without to of for in on at by from into onto about as than
+    that which who whose whom when where while if because its his her their our your my this these
+    those is are was were be been can could would should will shall may might must do does did
+    not no via per vs
+    """.split()  # noqa: SIM905 - a word list reads better as text
+)
+"""Words a cut title must not end on: they announce a word the cut left out."""
 
 
 def and_list(items: Sequence[str]) -> str:
@@ -207,16 +224,63 @@ _CLAUSE_BREAKS = (": ", " — ", " \u2013 ", " - ", "; ", " because ", " so that
 
 
 def headline(text: str, limit: int = MAX_TITLE) -> str:
-    """A sentence as a title: markdown and trailing punctuation dropped, cut at its first clause
-    boundary (else a word boundary) when longer than ``limit``."""
+    """A sentence as a title: markdown, the agent's name and politeness ("Hey Claude, can you
+    please …") and trailing punctuation dropped; a text longer than ``limit`` is cut at its
+    first sentence end, else its first clause boundary, never inside a code span, else at a
+    word boundary (``shorten``)."""
     text = clean_sentence(text, 30).rstrip(" .…:;,!")
+    addressed = _ADDRESS.sub("", text, count=1)
+    if addressed != text:
+        text = request_phrase(addressed)
+        if _POLITE_ASK.match(addressed):  # "Claude, can you please add X?" asks for X
+            end = _SENTENCE_END.search(text)
+            if end is not None and text[end.start()] == "?":
+                text = f"{text[: end.start()]}.{text[end.start() + 1 :]}"
+            elif text.endswith("?") and text.count("?") == 1:
+                text = text[:-1]
     if len(text) <= limit:
         return text
+    code = _code_spans(text)
     for mark in _CLAUSE_BREAKS:
+        if mark == "; ":  # after a label or a dash: the first sentence's end
+            end = next((m for m in _SENTENCE_END.finditer(text, 20) if m.start() not in code), None)
+            if end is not None and end.start() < limit:
+                return text[: end.start() + (text[end.start()] == "?")].rstrip(" .,;:")
         at = text.find(mark, 20)
+        while at in code:
+            at = text.find(mark, at + 1)
         if 0 < at <= limit:
             return text[:at].rstrip(" .,;:")
     return shorten(text, limit)
+
+
+_ADDRESS = re.compile(
+    r"^(?:(?:hey|hi|hello|ok(?:ay)?|so)[,!.]?\s+)?(?:claude|codex|gemini)\b[,!:.]?\s+",
+    re.IGNORECASE,
+)
+"""The user addressing the agent by name: not what was asked."""
+_POLITE_ASK = re.compile(r"(?:can|could|would|will) you\b", re.IGNORECASE)
+_SENTENCE_END = re.compile(r"(?<=\w\w)[.?!](?=\s+[A-Z`\"'(\[])")
+"""A sentence's end: after a word of two letters or more (not "A.I.M. Platform", "e.g. Foo")."""
+
+
+def _unaddressed(text: str) -> str:
+    """A request without the agent's name before it ("Claude, can you please add …" → "Add …")."""
+    addressed = _ADDRESS.sub("", text, count=1)
+    return request_phrase(addressed) if addressed != text else text
+
+
+def _code_spans(text: str) -> set[int]:
+    """Positions inside `code` spans (a clause break there is part of a command, not prose)."""
+    inside: set[int] = set()
+    at = text.find("`")
+    while at >= 0:
+        end = text.find("`", at + 1)
+        if end < 0:
+            break
+        inside.update(range(at, end + 1))
+        at = text.find("`", end + 1)
+    return inside
 
 
 _IRREGULAR = {
@@ -304,7 +368,7 @@ def _done_title(facts: Sequence[Fact], kinds: Counter[str], *, imperative: bool)
             for f in requests
             if f.heading
             or f.kind == "correction"
-            or (_asks_work(f.text) and len(_PLEASE.sub("", f.text).split()) > 3)
+            or (_asks_work(_unaddressed(f.text)) and len(_PLEASE.sub("", f.text).split()) > 3)
         ]
     if requests:
         best = next((f for f in requests if f.heading), requests[0])
