@@ -165,10 +165,11 @@ REAL_LOG_SAMPLE = (
 )  # fmt: skip
 SUMMARY_ONLY = (
     '{"type":"summary","summary":"TUI Cache Handling: Empty State Fix",'
-    '"leafUuid":"2369a617-e71c-48aa-8c5c-d53ad8274d71"}\n'
+    '"leafUuid":"844d76d8-de53-4591-8cb6-87af88222929"}\n'
 )
-"""The whole of a real Claude Code file that holds a summary line alone (``4e27c414-….jsonl`` of
-the shared claude-code-log-sample project, MIT): it names no directory."""
+"""A real Claude Code file that holds a summary line alone (``4e27c414-….jsonl`` of the shared
+claude-code-log-sample project, MIT): it names no directory. Its leaf is made a line of the
+folder's ``89488521-….jsonl`` (the real one is not in the shared sample)."""
 
 
 def test_a_claude_code_file_naming_no_directory_is_its_folders_project(tmp_path: Path) -> None:
@@ -188,8 +189,9 @@ def test_a_claude_code_file_naming_no_directory_is_its_folders_project(tmp_path:
         filed = by_text["TUI Cache Handling: Empty State Fix"]
         assert filed.project == "claude-code-log"
         assert filed.metadata["cwd"] == "/Users/dain/workspace/claude-code-log"
-        # outside a Claude Code project folder nothing is guessed
-        assert by_text["Loose TUI Cache Handling: Empty State Fix"].project == "default"
+        # outside a Claude Code project folder nothing is guessed: no project, no time
+        assert "Loose TUI Cache Handling: Empty State Fix" not in by_text
+        assert report.waiting == 1
 
 
 def _old_store(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

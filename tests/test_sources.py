@@ -216,9 +216,18 @@ def test_claude_code_session_hint_and_fallbacks(tmp_path: Path) -> None:
     only_summaries = tmp_path / "1234.jsonl"
     only_summaries.write_text('{"type":"summary","summary":"Old chat","leafUuid":"x"}\n')
     os.utime(only_summaries, ns=(1_717_000_000_123_000_000, 1_717_000_000_123_000_000))
-    (record,) = read("claude-code", only_summaries)
-    assert (record.drafts[0].session_id, record.drafts[0].ts_ms) == ("1234", 1_717_000_000_123)
-    assert record.drafts[0].project is None
+    (record,) = read("claude-code", only_summaries)  # no time known: it waits, never the mtime
+    assert not record.complete and record.error is None and not record.drafts
+    leaf = {"type": "user", "uuid": "x", "sessionId": "older", "cwd": "/home/dev/webapp",
+            "timestamp": "2024-05-01T10:00:00Z", "message": {"role": "user", "content": "hi"}}  # fmt: skip
+    (tmp_path / "older.jsonl").write_text(json.dumps(leaf) + "\n")
+    (record,) = read("claude-code", only_summaries)  # where the chat it titles ends
+    draft = record.drafts[0]
+    assert (draft.session_id, draft.ts_ms, draft.cwd) == (
+        "older",
+        1_714_557_600_000,
+        "/home/dev/webapp",
+    )
 
 
 def test_claude_code_bad_lines_are_errors(tmp_path: Path) -> None:

@@ -433,6 +433,9 @@ class IngestReport:
     bytes_read: int = 0
     restarted: int = 0
     """Files read again from the start: the bytes before their saved position had changed."""
+    waiting: int = 0
+    """Records held back until their file says when they happened (a Claude Code summary line
+    read before any timed line, whose conversation is not found either): read again next time."""
     unusable: list[str] = field(default_factory=list)
     """Files that yielded nothing usable: unreadable, of no known format, or every record they
     gave this time rejected (``memtoc ingest`` then exits non-zero, after printing the report)."""
@@ -451,6 +454,7 @@ class IngestReport:
         self.skipped += other.skipped
         self.bytes_read += other.bytes_read
         self.restarted += other.restarted
+        self.waiting += other.waiting
         self.rejections.extend(other.rejections)
         self.unusable.extend(other.unusable)
         for k, v in other.redactions_by_kind.items():
@@ -469,6 +473,7 @@ class IngestReport:
             "skipped": self.skipped,
             "bytes_read": self.bytes_read,
             "restarted": self.restarted,
+            "waiting": self.waiting,
             "rejections": [r.to_dict() for r in self.rejections],
             "unusable_files": list(self.unusable),
         }

@@ -736,6 +736,9 @@ class Importer:
                     if not record.complete:
                         break  # a growing last line: retried next time, watermark stays
                     failed += 1
+                elif not record.complete:  # not placeable yet: read again next time
+                    report.waiting += 1
+                    break
                 else:
                     report.skipped += record.skipped
                     if record.anchor is not None:

@@ -59,7 +59,9 @@ class RawRecord:
     """Parts deliberately not imported (thinking blocks, empty texts, bookkeeping records)."""
     complete: bool = True
     """False for a last line with no newline that failed to parse: it may still be growing, so the
-    watermark stays before it and the next incremental import retries it."""
+    watermark stays before it and the next incremental import retries it. False without an
+    ``error``: a record that cannot be placed yet (its time is not known): the read stops before
+    it, and the next import reads it again (``IngestReport.waiting``)."""
     anchor: tuple[str, int] | None = None
     """For a format whose records carry no time: ``(session_id, instant)`` the source placed that
     session's records from. The importer keeps it with the file's position and hands it back

@@ -36,8 +36,13 @@ How records become events:
   ``agent_description`` and ``worktree_path`` in their metadata.
 - ``summary`` lines (``{"type": "summary", "summary", "leafUuid"}``) → a system event with
   ``kind: summary``. They carry no time, session or directory, so they take the file's first
-  timestamp, session and cwd (or the file's mtime when no line has a timestamp): the same values
-  whichever offset the read starts from.
+  timestamp, session and cwd: the same values whichever offset the read starts from. A file
+  with no timed line yet (Claude Code writes a resumed session's summaries first, and 1.0 wrote
+  files of summaries alone) places a summary where the conversation it titles ends: its
+  ``leafUuid``'s line in a sibling transcript (time, session, cwd). When neither says, the
+  summary waits (``RawRecord.complete`` False: the read stops before it and the next one reads
+  it again) — never the file's mtime, which put old summaries on the day the file was copied or
+  touched, as that day's work and the project's latest session.
 - Any other record type (``file-history-snapshot``, ``queue-operation``, …) is bookkeeping:
   skipped, not an error.
 
@@ -54,7 +59,7 @@ from __future__ import annotations
 import contextlib
 import json
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -65,7 +70,6 @@ from memtoc.ingest.sources._lines import (
     first_line_cut,
     first_object,
     iter_lines,
-    mtime_ms,
     parse_timestamp,
     session_hint_from,
 )
@@ -83,6 +87,9 @@ _CC_ONLY_TYPES = frozenset({"file-history-snapshot", "queue-operation", "summary
 """Record types no other format uses (for sniffing)."""
 _CONTEXT_SCAN_LINES = 2000
 """How far into a file to look for the session's first timestamp and cwd (for summary lines)."""
+_LEAF_SCAN_BYTES = 64 << 20
+"""How much of a folder's other transcripts a file of summaries alone reads to find the
+conversations they title (newest files first)."""
 
 _Part = tuple[str, str, str, dict[str, JsonValue]]
 """(event_type, role, text, extra metadata) for one content block."""
@@ -94,7 +101,8 @@ class _FileContext:
 
     session_id: str
     cwd: str | None
-    ts_ms: int
+    ts_ms: int | None
+    """None when no line read so far has a timestamp."""
 
 
 class ClaudeCodeSource:
@@ -129,6 +137,7 @@ class ClaudeCodeSource:
         stem = path.stem
         context: _FileContext | None = None
         state = _ReadState(agent_meta=_sidecar_metadata(path))
+        leaves: _Leaves | None = None
         for line_no, offset, raw in iter_lines(path, start):
             end = offset + len(raw)
             if raw.isspace():
@@ -144,7 +153,12 @@ class ClaudeCodeSource:
                 if context is None:  # the session's start: its first cwd decides the project
                     context = _file_context(path)
                 if obj.get("type") == "summary":
-                    _summary(obj, context, options, record)
+                    if context.ts_ms is None and leaves is None:
+                        leaves = _Leaves(path)
+                    _summary(obj, context, options, record, leaves)
+                    if not record.complete:  # no time known yet: nor for what follows it
+                        yield record
+                        return
                 else:
                     _line(obj, stem, options, record, state, context.cwd)
             yield record
@@ -472,9 +486,14 @@ def flatten_content(content: Any) -> str:
 
 
 def _summary(
-    obj: dict[str, Any], context: _FileContext, options: SourceOptions, record: RawRecord
+    obj: dict[str, Any],
+    context: _FileContext,
+    options: SourceOptions,
+    record: RawRecord,
+    leaves: _Leaves | None,
 ) -> None:
-    """Fill ``record`` from a ``summary`` line, placed at the session's first instant."""
+    """Fill ``record`` from a ``summary`` line, placed at the session's first instant, else where
+    the conversation it titles ends, else not yet (``record.complete`` False)."""
     text = obj.get("summary")
     if not isinstance(text, str):
         record.error = (
@@ -485,22 +504,112 @@ def _summary(
         record.skipped = 1
         return
     metadata: dict[str, JsonValue] = {"kind": "summary"}
-    if isinstance(obj.get("leafUuid"), str):
-        metadata["leaf_uuid"] = obj["leafUuid"]
-    if context.cwd is not None:
-        metadata["cwd"] = context.cwd
+    leaf = obj.get("leafUuid")
+    if isinstance(leaf, str):
+        metadata["leaf_uuid"] = leaf
+    session_id, cwd, ts_ms = context.session_id, context.cwd, context.ts_ms
+    if ts_ms is None:
+        found = leaves.find(leaf) if leaves is not None and isinstance(leaf, str) else None
+        if found is None:
+            record.complete = False
+            return
+        session_id, ts_ms = found.session_id or session_id, found.ts_ms
+        cwd = found.cwd if found.cwd is not None else cwd
+    if cwd is not None:
+        metadata["cwd"] = cwd
     record.drafts.append(
         EventDraft(
-            session_id=context.session_id,
-            ts_ms=context.ts_ms,
+            session_id=session_id,
+            ts_ms=ts_ms,
             event_type="system",
             role="system",
             text=text,
             metadata=metadata,
-            cwd=context.cwd,
+            cwd=cwd,
             agent=options.default_agent,
         )
     )
+
+
+class _Leaves:
+    """Where the conversations a file's summaries title end: each ``leafUuid``'s line, looked up
+    once for all of the file's summaries in the other transcripts of its folder (newest first,
+    up to ``_LEAF_SCAN_BYTES``)."""
+
+    def __init__(self, path: Path) -> None:
+        self._path = path
+        self._found: dict[str, _Leaf] | None = None
+
+    def find(self, leaf: str) -> _Leaf | None:
+        if self._found is None:
+            self._found = self._scan()
+        return self._found.get(leaf)
+
+    def _scan(self) -> dict[str, _Leaf]:
+        wanted: set[str] = set()
+        for _, offset, raw in iter_lines(self._path, 0):
+            obj, error = decode_line(raw, offset)
+            summary = error is None and isinstance(obj, dict) and obj.get("type") == "summary"
+            if summary and isinstance(obj.get("leafUuid"), str):
+                wanted.add(obj["leafUuid"])
+        found: dict[str, _Leaf] = {}
+        budget = _LEAF_SCAN_BYTES
+        for sibling in _newest_first(
+            p for p in self._path.parent.glob("*.jsonl") if p != self._path
+        ):
+            if not wanted - found.keys() or budget <= 0:
+                break
+            try:
+                data = sibling.read_bytes()[:budget]
+            except OSError:
+                continue
+            budget -= len(data)
+            for leaf in wanted - found.keys():
+                place = _leaf_line(data, leaf)
+                if place is not None:
+                    found[leaf] = place
+        return found
+
+
+def _newest_first(paths: Iterable[Path]) -> list[Path]:
+    def mtime(p: Path) -> float:
+        try:
+            return p.stat().st_mtime
+        except OSError:
+            return 0.0
+
+    return sorted(paths, key=mtime, reverse=True)
+
+
+@dataclass(frozen=True, slots=True)
+class _Leaf:
+    """Where a summarised conversation ends: its last line's session, cwd and instant."""
+
+    session_id: str
+    cwd: str | None
+    ts_ms: int
+
+
+def _leaf_line(data: bytes, leaf: str) -> _Leaf | None:
+    """The session, cwd and time of the line whose ``uuid`` is ``leaf`` in ``data``, if any."""
+    needle = leaf.encode()
+    at = data.find(needle)
+    while at >= 0:
+        start = data.rfind(b"\n", 0, at) + 1
+        end = data.find(b"\n", at)
+        obj, error = decode_line(data[start : len(data) if end < 0 else end], start)
+        if error is None and isinstance(obj, dict) and obj.get("uuid") == leaf:
+            session = obj.get("sessionId")
+            cwd = obj.get("cwd")
+            with contextlib.suppress(ValueError, KeyError):
+                return _Leaf(
+                    session_id=session if isinstance(session, str) and session else "",
+                    cwd=cwd if isinstance(cwd, str) and cwd else None,
+                    ts_ms=parse_timestamp(obj["timestamp"]),
+                )
+            return None
+        at = data.find(needle, at + 1)
+    return None
 
 
 def _file_context(path: Path) -> _FileContext:
@@ -526,7 +635,7 @@ def _file_context(path: Path) -> _FileContext:
     return _FileContext(
         session_id=session_id or path.stem,
         cwd=cwd if cwd is not None else _folder_cwd(path),
-        ts_ms=ts_ms if ts_ms is not None else mtime_ms(path),
+        ts_ms=ts_ms,
     )
 
 

@@ -124,6 +124,8 @@ def print_ingest_report(report: IngestReport) -> None:
     table.add_row("skipped (thinking, bookkeeping)", str(report.skipped))
     if report.restarted:
         table.add_row("re-read from the start (changed)", str(report.restarted))
+    if report.waiting:
+        table.add_row("waiting (no time known yet: read again next time)", str(report.waiting))
     console.print(table)
     if report.redactions_by_kind:
         kinds = ", ".join(f"{k}: {v}" for k, v in sorted(report.redactions_by_kind.items()))

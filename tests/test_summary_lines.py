@@ -1,0 +1,68 @@
+"""Claude Code's ``summary`` lines carry no time. A resumed session's file starts with them, and a
+hook or ``memtoc watch`` can read the file before its first message is written: they were then
+filed at the file's mtime — today — and the session-start context opened on a "Latest session"
+of today made of week-old summaries. Through the real hooks on a real session (the summary
+lines and the fixture cut from the shared claude-code-log-sample transcripts, MIT)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from memtoc.config import load_settings
+from memtoc.memory import Memory
+from memtoc.model import iso_ms
+
+ROOT = Path(__file__).resolve().parent.parent
+FOLDER = "-Users-dain-workspace-claude-code-log-sample"
+SESSION = (
+    ROOT / "tests/fixtures/claude-code-real" / FOLDER / "89488521-e2e7-4d97-bc02-38197efdddc8.jsonl"
+)
+SUMMARIES = [  # the session file's first three lines, verbatim
+    {"type": "summary", "summary": "Textual TUI Resize & Responsive Layout Fixes",
+     "leafUuid": "4fd80e29-0390-4adb-8453-80ec3b20f5fa"},
+    {"type": "summary", "summary": "TUI Improvements: Layout, Buttons, and Test Updates",
+     "leafUuid": "3ddc463b-2085-411d-9191-715071f3d1f0"},
+    {"type": "summary", "summary": "TUI Improvements: Cache Check, Messaging, and Layout Tweaks",
+     "leafUuid": "95bd801c-a670-4de5-891a-587490ec3fd2"},
+]  # fmt: skip
+FIRST_MESSAGE = "2025-07-16T09:51:45.996Z"
+
+
+def hook(home: Path, transcript: Path, *args: str, event: str) -> str:
+    payload = {"session_id": SESSION.stem, "transcript_path": str(transcript),
+               "cwd": "/Users/dain/workspace/claude-code-log", "hook_event_name": event}  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMTOC_")}
+    env.update(PYTHONPATH=str(ROOT / "src"), HF_HUB_OFFLINE="1", MEMTOC_EMBEDDER="none")
+    proc = subprocess.run([sys.executable, "-m", "memtoc", "--home", str(home), "hook", *args],
+                          input=json.dumps(payload), capture_output=True, text=True, env=env,
+                          timeout=90)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def test_summary_lines_read_before_any_message_wait_for_its_time(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    live = tmp_path / "projects" / FOLDER / SESSION.name
+    live.parent.mkdir(parents=True)
+    live.write_text("".join(json.dumps(s, separators=(",", ":")) + "\n" for s in SUMMARIES))
+    hook(home, live, "ingest", event="PreCompact")  # the file holds the summaries alone
+    with Memory.open(load_settings({"home": str(home)}), read_only=True) as mem:
+        assert mem.events() == []  # not filed at the file's mtime: they wait
+    with live.open("a") as fh:  # the session goes on
+        fh.write(SESSION.read_text())
+    hook(home, live, "ingest", event="Stop")
+    hook(home, live, "ingest", "--process", event="SessionEnd")
+    with Memory.open(load_settings({"home": str(home)}), read_only=True) as mem:
+        events = mem.events()
+        summaries = [e for e in events if e.metadata.get("kind") == "summary"]
+        assert sorted(e.text for e in summaries) == sorted(s["summary"] for s in SUMMARIES)
+        assert {iso_ms(e.ts_ms) for e in summaries} == {FIRST_MESSAGE}
+        assert {e.session_id for e in summaries} == {SESSION.stem}
+        assert all(iso_ms(e.ts_ms).startswith("2025-07-16") for e in events)
+    out = hook(home, live, "session-start", event="SessionStart")
+    context = json.loads(out)["hookSpecificOutput"]["additionalContext"]
+    assert "Latest session (2025-07-16" in context, context
