@@ -33,11 +33,15 @@ file order and get the same instant whatever offset a read starts from).
 ``session_id`` is the session's ``id`` (else the uuid in the file name, else the file stem); a
 sub-agent's rollout carries its parent's as ``parent_session_id``;
 its project the one of its ``cwd`` (``EventDraft.cwd``; ``memtoc.projects``). Metadata carries ``cwd``, ``git_branch``, and for tools
-``tool_name``, ``tool_use_id`` (Codex's ``call_id``), ``is_error``/``exit_code`` when known.
+``tool_name``, ``tool_use_id`` (Codex's ``call_id``), ``is_error``/``exit_code`` when known. A
+command's output loses the lines Codex wraps it in (``Chunk ID``, ``Wall time``, ``Process exited
+with code``, ``Original token count``, ``Output:``): they go to the metadata (``exit_code``,
+``is_error``, ``wall_time_s``, ``original_tokens``, ``chunk_id``, ``running_session``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -363,6 +367,17 @@ def _call_output(output: Any) -> tuple[str, dict[str, JsonValue]]:
         return ("" if output is None else compact_json(output)), {}
     exit_code: Any = None
     text = output
+    header = _EXEC_HEADER.match(output)
+    if header is not None:  # Codex's exec wrapper: its fields to metadata, the output as text
+        fields = dict(_EXEC_FIELD.findall(header.group(0)))
+        extra = _exec_metadata(fields)
+        body = output[header.end() :]
+        if not body.strip():  # said in words: an empty event tells nothing
+            running = extra.get("running_session")
+            body = (
+                f"(no output yet: still running as session {running})" if running else "(no output)"
+            )
+        return body, extra
     if output.startswith("{") and '"output"' in output:
         try:
             parsed = loads_bounded(output)
@@ -382,6 +397,44 @@ def _call_output(output: Any) -> tuple[str, dict[str, JsonValue]]:
     if isinstance(exit_code, int) and not isinstance(exit_code, bool):
         return text, {"exit_code": exit_code, "is_error": exit_code != 0}
     return text, {}
+
+
+_EXEC_FIELD = re.compile(
+    r"^(Chunk ID|Wall time|Process exited with code|Process running with session ID|"
+    r"Original token count|Exit code):? ?(.*)$",
+    re.M,
+)
+_EXEC_HEADER = re.compile(
+    r"(?:(?:Chunk ID: \w+|Wall time: [\d.]+ seconds|Process exited with code -?\d+|"
+    r"Process running with session ID \d+|Original token count: \d+|Exit code: -?\d+)\n)+"
+    r"Output:\n?"
+)
+"""The lines Codex (0.1xx) puts before a command's output ("Chunk ID: 5ede14 / Wall time:
+0.0000 seconds / Process exited with code 0 / Original token count: 1089 / Output:"): read
+as the output's own words they were every Codex segment's keywords ("seconds", "exited",
+"count") and titles ("Tool output (415 lines): Chunk ID: 52e2dc")."""
+
+
+def _exec_metadata(fields: Mapping[str, str]) -> dict[str, JsonValue]:
+    """The exec header's fields as metadata: exit code (and is_error), wall time, the
+    running session, the original token count, the chunk id."""
+    out: dict[str, JsonValue] = {}
+    code = fields.get("Process exited with code", fields.get("Exit code"))
+    if code is not None and code.removeprefix("-").isdigit() and len(code) < 19:
+        out["exit_code"] = int(code)
+        out["is_error"] = int(code) != 0
+    wall = fields.get("Wall time", "").removesuffix(" seconds")
+    with contextlib.suppress(ValueError):
+        out["wall_time_s"] = float(wall)
+    running = fields.get("Process running with session ID")
+    if running is not None and running.isdigit():
+        out["running_session"] = int(running)
+    tokens = fields.get("Original token count")
+    if tokens is not None and tokens.isdigit():
+        out["original_tokens"] = int(tokens)
+    if fields.get("Chunk ID"):
+        out["chunk_id"] = fields["Chunk ID"]
+    return out
 
 
 def _read_session(path: Path) -> _Session:
