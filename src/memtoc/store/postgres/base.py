@@ -103,6 +103,8 @@ class PgBase:
         self._tx = _TxState()
         self._bm25_stats: dict[str, tuple[float, int, float]] = {}
         """Per text index: (when read, rows, average length) — search statistics, briefly cached."""
+        self._bm25_common: dict[str, tuple[float, dict[str, float]]] = {}
+        """Per text index: (when read, its most common lexemes' row fractions) — ``text_stats``."""
         self._ann_cache: dict[str, tuple[float, bool, int]] = {}
         """Per vector index name: (when read, usable, lists) — see ``postgres/ann``."""
         self._pgvector: tuple[int, ...] | None = None

@@ -142,6 +142,7 @@ class PgDerived(PgAudit):
                 with store._conn() as conn:
                     reindex_docs(conn, batch=batch)
         store._bm25_stats.clear()  # this process's cached BM25 statistics are of the old index
+        store._bm25_common.clear()
         return {"events": n_events, "docs": n_docs}
 
     def _reindex_events(self, batch: int) -> int:

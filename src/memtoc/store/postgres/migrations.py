@@ -35,7 +35,7 @@ from typing import Any
 import psycopg
 
 from memtoc.errors import MigrationError
-from memtoc.store.postgres.text_index import reindex_docs, reindex_events
+from memtoc.store.postgres.text_index import inline_tsv, reindex_docs, reindex_events
 
 MIGRATE_LOCK = 0x6D656D746F630001
 """Advisory lock key taken while migrating ("memtoc" + 1)."""
@@ -333,6 +333,18 @@ MIGRATIONS: tuple[PgMigration, ...] = (
         ALTER TABLE event_search ADD COLUMN dl INTEGER NOT NULL DEFAULT 0;
         """,
         lambda conn: (reindex_events(conn), reindex_docs(conn)),
+    ),
+    # Ranking reads every candidate row's ``tsv``; a row past about 2 kB (a segment node's text
+    # and tsvector) had both compressed in place, and ranking decompressed each one again: a
+    # third of a search's scoring time (docs/benchmarks.md, "Team mode"). Rows up to 8 kB now
+    # stay uncompressed; rows already compressed are rewritten (``text_index.inline_tsv``).
+    PgMigration(
+        "0012_tsv_uncompressed",
+        """
+        ALTER TABLE docs SET (toast_tuple_target = 8160);
+        ALTER TABLE event_search SET (toast_tuple_target = 8160);
+        """,
+        lambda conn: inline_tsv(conn),
     ),
 )
 

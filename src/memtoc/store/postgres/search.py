@@ -79,13 +79,15 @@ MIN_IDF = 1e-6
 """FTS5's floor for the IDF of a term in more than half of the rows."""
 _BM25 = (
     f"(SELECT COALESCE(SUM((%s::float8[])[array_position(%s::text[], u.lexeme)] "
-    f"* {TF_SQL} * (1 + {K1}) / ({TF_SQL} + {K1} * "
-    f"(1 - {B} + {B} * x.dl / %s))), 0) "
+    f"* (({TF_SQL} * {1 + K1!r}::float8) / ({TF_SQL} + {K1!r}::float8 * "
+    f"({1 - B!r}::float8 + {B!r}::float8 * x.dl / %s::float8)))), 0) "
     "FROM unnest(ts_filter(setweight(x.tsv, 'A', %s::text[]), '{a}')) u)"
 )
 """BM25 of one candidate row ``x`` over weighted lexemes (term frequency read from the lexeme's
-positions, ``lexemes.TF_SQL``; length = the row's tokens, ``dl``). Parameters: weights, lexemes,
-average length, lexemes."""
+positions, ``lexemes.TF_SQL``; length = the row's tokens, ``dl``), in FTS5's order of operations.
+Parameters: weights, lexemes, average length, lexemes. Every constant is ``float8``: a bare
+``0.75`` is ``numeric``, and numeric arithmetic per candidate row and lexeme was a fifth of the
+scoring time."""
 
 
 def tsquery_text(lexemes: Sequence[str], op: str) -> str:

@@ -4,6 +4,7 @@
 
 Every writer goes through here: the pipeline (events as they are filed, documents as they are
 built), ``rebuild --fts``, the migration that introduced ``dl`` and the copy from SQLite.
+``inline_tsv`` rewrites rows stored compressed (migration ``0012_tsv_uncompressed``).
 """
 
 from __future__ import annotations
@@ -80,4 +81,31 @@ def reindex_docs(conn: Conn, *, batch: int = BATCH) -> int:
         )
         after = int(rows[-1][0])
         done += len(rows)
+    return done
+
+
+def inline_tsv(conn: Conn, *, batch: int = BATCH) -> int:
+    """Rewrite the rows of both text indexes whose ``tsv`` is stored compressed, so that (under
+    ``toast_tuple_target`` = 8160, migration ``0012``) a row that fits in 8 kB is stored plain
+    and ranking reads it without decompressing; returns the rows rewritten. The value is the
+    same (``tsv || ''``: a fresh copy, which the server then stores by the table's new rule).
+    ``pg_column_compression`` needs PostgreSQL 14: on an older server nothing is rewritten (rows
+    written from now on are stored plain; the old ones only rank a little slower)."""
+    version = conn.execute("SELECT current_setting('server_version_num')::int").fetchone()
+    if version is None or int(version[0]) < 140_000:
+        return 0
+    done = 0
+    for table, key in (("docs", "doc_seq"), ("event_search", "seq")):
+        after = 0
+        while rows := conn.execute(
+            f"SELECT {key} FROM {table} WHERE {key} > %s AND pg_column_compression(tsv) IS NOT "
+            f"NULL ORDER BY {key} LIMIT %s",
+            (after, batch),
+        ).fetchall():
+            keys = [r[0] for r in rows]
+            conn.execute(
+                f"UPDATE {table} SET tsv = tsv || ''::tsvector WHERE {key} = ANY(%s)", (keys,)
+            )
+            after = int(keys[-1])
+            done += len(keys)
     return done

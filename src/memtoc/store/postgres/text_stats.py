@@ -7,10 +7,11 @@ frequencies — what ``postgres/search`` needs before it can rank, read cheaply 
   larger) and the average length comes from a sample of about ``SAMPLE_ROWS`` rows (``TABLESAMPLE
   SYSTEM … REPEATABLE``): exact statistics of a large store cost a search too much, even once a
   minute (docs/benchmarks.md, "Figures behind design choices").
-- **Document frequencies** (``terms``, one statement with the query's lexemes): counted exactly
-  through the GIN index (up to ``DF_CAP``, then "more") unless ``ANALYZE``'s most-common-elements statistics
-  (``pg_stats.most_common_elems``, kept by autovacuum) put the lexeme above ``ESTIMATE_ABOVE``
-  rows — then ``frequency * rows``. Counting a common lexeme visits every row holding it, and
+- **Document frequencies** (``terms``, at most one statement with the query's lexemes): counted
+  exactly through the GIN index (up to ``DF_CAP``, then "more") unless ``ANALYZE``'s
+  most-common-elements statistics (``pg_stats.most_common_elems``, kept by autovacuum; read once
+  per ``STATS_TTL_S``, ``common_lexemes``) put the lexeme above ``ESTIMATE_ABOVE`` rows — then
+  ``frequency * rows``. Counting a common lexeme visits every row holding it, and
   exact counts made the statistics statement most of a search's time at 1M events; the
   estimate's error moves a common lexeme's IDF very little (docs/benchmarks.md, "Figures behind design choices"), and rare lexemes, which
   decide the ranking and the OR pass (``SCAN_CAP``), are always counted exactly. Before, every
@@ -42,19 +43,18 @@ _QUOTED = (
     "|| chr(39) AS tsquery)"
 )
 """A lexeme ``w`` as a tsquery, quoted as ``postgres/search.tsquery_text`` quotes it."""
-_DF = (
-    "COALESCE((SELECT round(m.f * %s)::bigint FROM m WHERE m.t = '{t}' AND m.w = q.w AND "
-    "m.f * %s > %s), (SELECT COUNT(*) FROM (SELECT 1 FROM {t} WHERE tsv @@ q.t LIMIT %s) c))"
+_COMMON = (
+    "SELECT e.w, e.f FROM pg_stats s, unnest(s.most_common_elems::text::text[], "
+    "s.most_common_elem_freqs) AS e(w, f) WHERE s.schemaname = current_schema() "
+    "AND s.attname = 'tsv' AND s.tablename = %s AND e.w IS NOT NULL"
 )
-_TERMS = (
-    "WITH m AS (SELECT s.tablename::text AS t, e.w, e.f::float8 AS f FROM pg_stats s, "
-    "unnest(s.most_common_elems::text::text[], s.most_common_elem_freqs) AS e(w, f) "
-    "WHERE s.schemaname = current_schema() AND s.attname = 'tsv' AND s.tablename = ANY(%s)), "
-    f"q AS (SELECT w, i, {_QUOTED} AS t FROM unnest(%s::text[]) WITH ORDINALITY AS l(w, i)) "
-    "SELECT w, {docs}, {events} FROM q ORDER BY i"
+"""``ANALYZE``'s most common lexemes of one index's ``tsv``, each with the fraction of rows
+holding it (the frequencies array ends with three summary numbers, left out)."""
+_COUNT = (
+    "SELECT '{t}', i, (SELECT COUNT(*) FROM (SELECT 1 FROM {t} WHERE tsv @@ "
+    f"{_QUOTED} LIMIT %s) c) FROM unnest(%s::text[]) WITH ORDINALITY AS l(w, i)"
 )
-"""The given lexemes in order, with their document frequency in ``docs`` and in
-``event_search`` (``-1`` for an index not asked)."""
+"""Exact document frequencies of the given lexemes in index ``{t}``, each counted up to a cap."""
 
 
 def index_stats(store: PgBase, table: str) -> tuple[int, float]:
@@ -84,21 +84,46 @@ def index_stats(store: PgBase, table: str) -> tuple[int, float]:
     return rows, max(1.0, avgdl)
 
 
+def common_lexemes(store: PgBase, table: str) -> dict[str, float]:
+    """The fraction of ``table``'s rows holding each of its most common lexemes, by the server's
+    statistics, cached ``STATS_TTL_S`` per store: they change only when ``ANALYZE`` runs, and
+    reading them from ``pg_stats`` (a view over the catalogue) cost each search about as much
+    server time as counting its rare lexemes."""
+    now = time.monotonic()
+    cached = store._bm25_common.get(table)
+    if cached is not None and now - cached[0] <= STATS_TTL_S:
+        return cached[1]
+    assert table in TABLES
+    freqs = {str(w): float(f) for w, f in store._query(_COMMON, (table,))}
+    store._bm25_common[table] = (now, freqs)
+    return freqs
+
+
 def terms(
     store: PgBase, lexemes: Sequence[str], tables: tuple[str, ...]
 ) -> list[tuple[str, int, int]]:
     """``(lexeme, df in docs, df in event_search)`` of each of ``lexemes`` (``postgres/lexemes``),
-    in order; ``-1`` for a table not in ``tables``. One statement."""
-    if not lexemes:
-        return []
-    params: list[object] = [list(tables), list(lexemes)]
-    parts: dict[str, str] = {}
+    in order; ``-1`` for a table not in ``tables``. At most one statement: none when every
+    lexeme is common enough to be estimated."""
+    words = list(lexemes)
+    dfs = {t: [-1] * len(words) for t in TABLES}
+    counted: dict[str, list[int]] = {}  # per table, the words its exact counts are for
     for table in TABLES:
-        if table in tables:
-            rows, _ = index_stats(store, table)
-            parts[table] = _DF.format(t=table)
-            params += [rows, rows, ESTIMATE_ABOVE, DF_CAP + 1]
-        else:
-            parts[table] = "-1"
-    sql = _TERMS.format(docs=parts["docs"], events=parts["event_search"])
-    return [(str(r[0]), int(r[1]), int(r[2])) for r in store._query(sql, params)]
+        if table not in tables or not words:
+            continue
+        rows, _ = index_stats(store, table)
+        freqs = common_lexemes(store, table)
+        for i, word in enumerate(words):
+            f = freqs.get(word)
+            if f is not None and f * rows > ESTIMATE_ABOVE:
+                dfs[table][i] = round(f * rows)
+            else:
+                counted.setdefault(table, []).append(i)
+    if counted:
+        sql = " UNION ALL ".join(f"({_COUNT.format(t=table)})" for table in counted)
+        params: list[object] = []
+        for indexes in counted.values():
+            params += [DF_CAP + 1, [words[i] for i in indexes]]
+        for table, ordinal, df in store._query(sql, params):
+            dfs[table][counted[table][int(ordinal) - 1]] = int(df)
+    return [(w, dfs["docs"][i], dfs["event_search"][i]) for i, w in enumerate(words)]
