@@ -328,6 +328,25 @@ def test_search_opens_a_node(served: Served, page: Any) -> None:
     shot(page, "05-search-opened")
 
 
+def test_an_event_result_is_headed_by_who_spoke_or_the_tool(served: Served, page: Any) -> None:
+    """An event hit's headline was "assistant in 019ed917…" (its session's uuid, cut): it names
+    the speaker, or the tool that ran and whether it failed."""
+    page.goto(f"{served.url}/#token={TOKEN}")
+    page.locator("[data-testid=node-detail][data-node-id^='toc:year:']").wait_for()
+    with Memory.open(served.settings) as memory:
+        hits = memory.search(served.query, project=PROJECT, kinds=["event"], limit=12).items
+        sessions = {e.session_id for e in memory.events()}
+    page.fill("[data-testid=search-input]", served.query)
+    page.press("[data-testid=search-input]", "Enter")
+    page.locator("[data-testid=search-result]").first.wait_for()
+    events = page.locator("[data-testid=search-result][data-kind=event] .row-title")
+    titles = events.all_inner_texts()
+    assert hits and titles, titles
+    for title in titles:
+        assert title.split(" · ")[0] in {"user", "assistant", "system", "tool call", "tool output"}
+        assert not any(s[:8] in title for s in sessions), title
+
+
 def test_recall_shows_context_and_tokens(served: Served, page: Any) -> None:
     page.goto(f"{served.url}/#token={TOKEN}")
     page.locator("[data-testid=tree-node]").first.wait_for()

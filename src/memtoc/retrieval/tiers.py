@@ -220,7 +220,7 @@ class TierRenderer:
         if tier not in TIERS:
             raise QueryError(f"unknown tier {tier!r} (expected L0, L1 or L2)")
         text = ev.text if tier == "L2" else _head(self.counter, ev.text, EVENT_HEAD_TOKENS[tier])
-        title = f"{ev.role} in {ev.session_id}"
+        title = event_label(ev)
         return self._item(
             "event",
             ev.event_id,
@@ -317,3 +317,16 @@ class TierRenderer:
         return self._item(
             "bookmark", bookmark_id, project, tier, text, span, (), bm.event_ids, score, title
         )
+
+
+_EVENT_WHAT = {"tool_call": "tool call", "tool_result": "tool output"}
+
+
+def event_label(ev: Event) -> str:
+    """An event's one-line label for a reader: who spoke, or which tool ran ("tool output ·
+    Bash", "tool output · Bash · failed"), not its session's uuid ("assistant in 019ed917-…",
+    which the web search listed as every event's headline)."""
+    what = _EVENT_WHAT.get(ev.event_type, ev.role)
+    tool = ev.metadata.get("tool_name")
+    label = f"{what} · {tool}" if isinstance(tool, str) and tool else what
+    return f"{label} · failed" if ev.metadata.get("is_error") is True else label
