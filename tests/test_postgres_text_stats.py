@@ -142,6 +142,17 @@ def test_search_is_at_most_two_statements_and_both_plans_rank_alike(
     assert [
         store.rank_text(q, kinds=ALL, scope=TextScope(), candidates=20) for q in queries
     ] == found
+    # a pass that can match at most the rows it scores takes them unsorted, as the index hands
+    # them over: the same rows and scores as the newest-first plan
+    groups = [(("rollback",),), (("zanzibar",),)]
+    weights = store._weights("event_search", ["rollback", "zanzibar"], [60, 1], [1, 1], groups)
+    assert any(
+        postgres_search._every_match(p[1], p[2]) for p in postgres_search._passes(weights, 5_000)
+    )
+    monkeypatch.setattr(postgres_search, "_every_match", lambda bound, cap: False)
+    assert [
+        store.rank_text(q, kinds=ALL, scope=TextScope(), candidates=20) for q in queries
+    ] == found
     rare = store.rank_text("zanzibar rollout", kinds=("event",), scope=TextScope())
     assert rare[0][2] == "e004321" and rare[0][4] == 1.0
 

@@ -13,7 +13,7 @@ FTS5's tokens as lexemes, with each row's length in tokens (``dl``): ``postgres/
   when they are fewer than the candidate cap — rows holding any of the rarer lexemes (factor
   ``OR_ONLY_FACTOR``).
 - **BM25, scores 0..1**: each candidate row is scored by FTS5's ``bm25()`` computed in SQL
-  (``_BM25``: FTS5's IDF, ``ln((N - df + 0.5) / (df + 0.5))`` and at least 1e-6, times how many
+  (``_bm25``: FTS5's IDF, ``ln((N - df + 0.5) / (df + 0.5))`` and at least 1e-6, times how many
   of the expression's phrases hold the lexeme (``_Weights``); term frequency as the row's
   tsvector encodes it (``lexemes.tf_positions``); length normalisation by the row's tokens, ``dl``, over the index's average), over
   the lexemes of the pass's own expression (the OR pass's rarer lexemes only, as FTS5 scores
@@ -33,7 +33,8 @@ pass, the newest ``scan_cap`` matches are scored (the caller's, as on SQLite: ``
 unless given; recall's expansion asks for fewer); when the OR pass can match more, every row of its
 rarest lexemes (as many as add up to ``scan_cap`` rows) is scored instead, and the newest matches
 fill what is left (SQLite's ``_rarest_first``). How they are found depends on how many rows can
-match (known from the frequencies): few (``BITMAP_ROWS`` at most) — the GIN
+match (known from the frequencies): no more than the pass scores (counted exactly) — every
+match is scored as the GIN bitmap hands it over, unsorted; few (``BITMAP_ROWS`` at most) — the GIN
 bitmap gives every match and the newest are kept (``ORDER BY seq + 0`` keeps the planner off the
 other plan); many — a backward walk of the primary key, testing each row, stops at the cap (dense
 matches). Left to itself the planner often walked 70,000 rows for 6,000 matches. Scoring reads
@@ -77,17 +78,20 @@ a statement of a few milliseconds (docs/benchmarks.md, "Figures behind design ch
 K1, B = 1.2, 0.75
 MIN_IDF = 1e-6
 """FTS5's floor for the IDF of a term in more than half of the rows."""
-_BM25 = (
-    f"(SELECT COALESCE(SUM((%s::float8[])[array_position(%s::text[], u.lexeme)] "
-    f"* (({TF_SQL} * {1 + K1!r}::float8) / ({TF_SQL} + {K1!r}::float8 * "
-    f"({1 - B!r}::float8 + {B!r}::float8 * x.dl / %s::float8)))), 0) "
-    "FROM unnest(ts_filter(setweight(x.tsv, 'A', %s::text[]), '{a}')) u)"
-)
-"""BM25 of one candidate row ``x`` over weighted lexemes (term frequency read from the lexeme's
-positions, ``lexemes.TF_SQL``; length = the row's tokens, ``dl``), in FTS5's order of operations.
-Parameters: weights, lexemes, average length, lexemes. Every constant is ``float8``: a bare
-``0.75`` is ``numeric``, and numeric arithmetic per candidate row and lexeme was a fifth of the
-scoring time."""
+
+
+def _bm25(row: str) -> str:
+    """BM25 of one candidate row (alias ``row``, with ``tsv`` and ``dl``) over weighted lexemes
+    (term frequency read from the lexeme's positions, ``lexemes.TF_SQL``; length = the row's
+    tokens, ``dl``), in FTS5's order of operations. Parameters: weights, lexemes, average length,
+    lexemes. Every constant is ``float8``: a bare ``0.75`` is ``numeric``, and numeric arithmetic
+    per candidate row and lexeme was a fifth of the scoring time."""
+    return (
+        f"(SELECT COALESCE(SUM((%s::float8[])[array_position(%s::text[], u.lexeme)] "
+        f"* (({TF_SQL} * {1 + K1!r}::float8) / ({TF_SQL} + {K1!r}::float8 * "
+        f"({1 - B!r}::float8 + {B!r}::float8 * {row}.dl / %s::float8)))), 0) "
+        f"FROM unnest(ts_filter(setweight({row}.tsv, 'A', %s::text[]), '{{a}}')) u)"
+    )
 
 
 def tsquery_text(lexemes: Sequence[str], op: str) -> str:
@@ -280,27 +284,45 @@ def _all_bound(groups: Sequence[tuple[Option, ...]], bounds: dict[str, int]) -> 
 
 def _pass(table: str, where: str, gate: str, bound: int, join_events: bool, scan_cap: int) -> str:
     """One pass over one index: the newest ``scan_cap`` matches of the tsquery under the filters,
-    scored, the best ``cap`` kept as ``(kind, project, item_id, ts_ms, r, seq)``."""
+    scored, the best ``cap`` kept as ``(kind, project, item_id, ts_ms, r, seq)``. When ``bound``
+    (the most rows the tsquery can match) is within ``scan_cap``, every match is scored as the
+    index hands it over (``_every_match``): no newest-first sort, each row scored from the row the
+    GIN bitmap read — the same rows, half the server time (docs/benchmarks.md, "Team mode").
+    ``bound`` only proves that when it rests on exact counts: an estimate is above
+    ``text_stats.ESTIMATE_ABOVE``."""
     seq, alias = ("doc_seq", "d") if table == "docs" else ("seq", "x")
-    order = f"{alias}.{seq} + 0" if bound <= BITMAP_ROWS else f"{alias}.{seq}"
     source = {"docs": "docs d", "event_search": "event_search x"}[table]
     if table == "event_search" and join_events:
         source += " JOIN events e ON e.seq = x.seq"
-    newest = (
-        f"SELECT {alias}.{seq} AS s FROM {source} WHERE {alias}.tsv @@ CAST(%s AS tsquery) "
-        f"AND {where}{gate} ORDER BY {order} DESC LIMIT {max(1, int(scan_cap))}"
-    )
+    match = f"{alias}.tsv @@ CAST(%s AS tsquery) AND {where}{gate}"
     out, rows = (
         ("x.kind, x.project, x.doc_id, x.ts_ms", "docs x ON x.doc_seq = t.s")
         if table == "docs"
         else ("'event', e.project, e.event_id, e.ts_ms", "events e ON e.seq = t.s")
     )
-    # the score as a correlated subquery: one index lookup per candidate (as a join, the planner
-    # hashed the whole table)
-    return (
-        f"SELECT {out}, t.r, t.s FROM (SELECT c.s, (SELECT {_BM25} FROM {table} x WHERE "
-        f"x.{seq} = c.s) AS r FROM ({newest}) c ORDER BY r DESC, c.s LIMIT %s) t JOIN {rows}"
-    )
+    if _every_match(bound, scan_cap):
+        scored = (
+            f"SELECT c.s, {_bm25('c')} AS r FROM (SELECT {alias}.{seq} AS s, {alias}.tsv, "
+            f"{alias}.dl FROM {source} WHERE {match}) c"
+        )
+    else:
+        order = f"{alias}.{seq} + 0" if bound <= BITMAP_ROWS else f"{alias}.{seq}"
+        newest = (
+            f"SELECT {alias}.{seq} AS s FROM {source} WHERE {match} "
+            f"ORDER BY {order} DESC LIMIT {max(1, int(scan_cap))}"
+        )
+        # the score as a correlated subquery: one index lookup per candidate (as a join, the
+        # planner hashed the whole table)
+        scored = (
+            f"SELECT c.s, (SELECT {_bm25('x')} FROM {table} x WHERE x.{seq} = c.s) AS r "
+            f"FROM ({newest}) c"
+        )
+    return f"SELECT {out}, t.r, t.s FROM ({scored} ORDER BY r DESC, c.s LIMIT %s) t JOIN {rows}"
+
+
+def _every_match(bound: int, scan_cap: int) -> bool:
+    """Whether a pass scores every match: at most ``scan_cap`` of them, by exact counts."""
+    return bound <= scan_cap and bound < text_stats.ESTIMATE_ABOVE
 
 
 def _merge(rows: list[tuple[Any, ...]], passes: list[int], cap: int) -> list[ScoredRow]:
@@ -390,7 +412,7 @@ class _Weights:
     times: list[int]
 
     def bm25_params(self, scored: list[str], *, every: bool) -> list[Any]:
-        """The parameters of ``_BM25`` scoring over the lexemes ``scored``, in order (``every``:
+        """The parameters of ``_bm25`` scoring over the lexemes ``scored``, in order (``every``:
         for the AND pass)."""
         if every:
             held = Counter(lex for options in self.groups for o in options for lex in o)
