@@ -99,6 +99,15 @@ def test_an_agreement_is_labelled_with_what_was_agreed() -> None:
         ]
     )  # fmt: skip
     assert b.content == "Tackle these API updates next — let's make it cross-browser"
+    # a proposal that only points ("make that change") is labelled with what it points at
+    (b,) = detect(
+        [
+            ("assistant", "Recommended fix: delete logging.go and call slog directly everywhere. Want me to make that change?"),
+            ("user", "yup"),
+        ]
+    )  # fmt: skip
+    assert b.content == "Delete logging.go and call slog directly everywhere"
+    assert detect([("assistant", "Builds clean. Want to test it out?"), ("user", "yes")]) == []
 
 
 def test_permission_for_a_version_control_step_is_no_agreement() -> None:

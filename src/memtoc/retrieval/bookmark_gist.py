@@ -87,7 +87,8 @@ _DISMISSAL = re.compile(
 """A reply that only dismisses or thanks ("Never mind!", "ok thanks", "no worries")."""
 _HEADING = re.compile(
     r"^#{1,6}\s|^(?:[A-Z][\w ]{0,40}):$|^[-=*_]{3,}$|^(?:\S+\s+){0,5}\S+:$|"
-    r"^(?:here's|here is|here are|these are|this is|the following)\b.*:$",
+    r"^(?:here's|here is|here are|these are|this is|the following)\b.*:$|"
+    r"^here's (?:what|how|my)\b[^.]{0,40}$",
     re.I,
 )
 """A heading or a lead-in to a list ("Current state:", "Here's what X involves:")."""
@@ -121,7 +122,7 @@ def stated(sentence: str) -> str:
     if (
         colon
         and rest
-        and says_something(rest)
+        and _names(rest)
         and (is_action(head) or announces(head) or not says_something(head))
     ):
         return stated(rest[:1].upper() + rest[1:])
@@ -129,9 +130,22 @@ def stated(sentence: str) -> str:
     if m is None:
         return sentence
     rest = sentence[m.end() :].lstrip(" .!:;,\u2014\u2013-")
-    if rest and says_something(rest) and not announces(sentence):
+    if rest and _names(rest) and not announces(sentence):
         return rest[:1].upper() + rest[1:]
     return sentence
+
+
+def _names(text: str) -> bool:
+    """Names something: a content word or a code-like token with a letter ("line 702-704" does
+    not)."""
+    return bool(content_words(text)) or any(
+        _CODE.search(t) and re.search(r"[A-Za-z]", t) for t in text.split()
+    )
+
+
+def is_lead_in(sentence: str) -> bool:
+    """A heading or a lead-in to what follows ("Here's what I'd suggest:", "Current state:")."""
+    return bool(_HEADING.search(sentence.strip()))
 
 
 def is_action(sentence: str) -> bool:

@@ -51,7 +51,9 @@ _DISCOURSE = _words(
     happens explain explained say said tell told show shows showed sure glad agree agreed
     obviously basically essentially current currently state review earlier
     terrible fumbling overcomplicating overcomplicated confusion confusing distinction
-    observation concern concerns summary recap overview changed"""
+    observation concern concerns summary recap overview changed straightforward trivial obvious
+    real clean confirmed valid line lines recommend recommended recommendation suggest suggested
+    suggestion propose proposed proposal"""
 )
 _NUMBER = re.compile(r"\d[\w.]*")
 _WORD = re.compile(r"[A-Za-z][A-Za-z'\u2019-]*")

@@ -408,9 +408,16 @@ class _Session:
             if not proposal and said and said[-1].endswith("?"):
                 proposal = [said[-1]]  # "Would you like to tackle these next?" — "yes, and …"
             if proposal:
-                rest = _AGREED.sub("", cues.AGREE.sub("", sentence, count=1)).strip(" ,.!-—")
-                sentence = _cap(_proposal_content(proposal, proposal, []) or proposal[-1])
-                sentence = f"{sentence} — {rest}" if len(rest.split()) >= 2 else sentence
+                rest = sentence
+                for _ in range(2):  # "yes, and yeah, just …"
+                    rest = _AGREED.sub("", cues.AGREE.sub("", rest, count=1)).strip(" ,.!-—")
+                agreed = _proposal_content(proposal, proposal, [])
+                if agreed is None and not _vague(_OFFER.sub("", proposal[-1])):
+                    agreed = _cap(proposal[-1])  # a step, but what the user's words answer
+                if agreed is not None:
+                    sentence = f"{agreed} — {rest}" if len(rest.split()) >= 2 else agreed
+                elif len(rest.split()) >= 2:  # "Proceed with these changes?" — "yeah, just …"
+                    sentence = rest
                 sources.insert(0, offered)
         if reply is not None and _ACK.search((sentences(reply.text) or [""])[0]):
             strength = min(1.0, strength + 0.1)
@@ -637,14 +644,20 @@ def _proposal_content(
 ) -> str | None:
     """What was accepted, labelled as the thing agreed to: the option the reply picked ("1", "B",
     "revert it") when the offer listed options, the alternative it named in "A, or B?", else the
-    recommendation or the offer without "would you like me to"; None when what was accepted is a
-    mechanical next step (permission, not a decision)."""
+    recommendation or the offer without "would you like me to" — and when that only points at
+    something ("Want me to make that change?", "Here's what I'd suggest:"), the sentence it points
+    at; None when what was accepted is a mechanical next step (permission, not a decision)."""
     picked = _picked_option(reply, offer)
     if picked is not None:
         return picked
     advised = [p for p in proposal if _ADVICE.search(p) and not p.endswith("?")]
-    text = (advised or proposal or question or said)[-1]  # the recommendation over the offer
-    text = re.sub(r"^(?:my )?recommendation\s*:\s*", "", text, flags=re.I)
+    chosen = (advised or proposal or question or said)[-1]  # the recommendation over the offer
+    option = _OPTION_NAMED.search(chosen)
+    if option is not None:  # "I'd go with option 2" — what option 2 is
+        picked = _picked_option(option.group(1), offer)
+        if picked is not None:
+            return picked
+    text = gist.stated(re.sub(r"^(?:my )?recommendation\s*:\s*", "", chosen, flags=re.I))
     text = _OFFER.sub("", text).rstrip("?").strip()
     alternatives = [
         a for a in re.split(r",?\s+or\s+(?:(?:do|would|should|are|is) you\s+)?", text) if a
@@ -656,9 +669,33 @@ def _proposal_content(
     mechanical = cues.MECHANICAL.search(text) or _VCS_STEP.search(text)
     if mechanical and not (reply and terms.related(text, reply)):
         return None
+    if _vague(text):
+        k = said.index(chosen) if chosen in said else len(said)
+        ahead = chosen.endswith(":") or gist.is_lead_in(chosen)
+        near = said[k + 1 : k + 4] if ahead else said[max(0, k - 2) : k][::-1]
+        found = next((s for s in map(gist.stated, near) if gist.substantive(s)), None)
+        if found is not None:
+            text = found.strip(" ,:;.")
+        elif not (reply and _picks(reply, offer)):  # "Which one?" — "agent.go" names it
+            return None  # "Want to test it out?" after "Builds clean." — what "it" is, is not said
+    text = text.strip(" ,:;.")
     return _cap(text) if text else None
 
 
+def _vague(text: str) -> bool:
+    """A proposal that only points at what it proposes ("Make that change", "Keep all six",
+    "Here's what I'd suggest"): a lead-in, or a pointing word and two content words at most."""
+    return (
+        not gist.says_something(text)
+        or gist.is_lead_in(text)
+        or (bool(_POINTING.search(text)) and len(terms.content_words(text)) <= 2)
+    )
+
+
+_POINTING = re.compile(
+    r"\b(?:that|this|it|these|those|them|both|all|what|either|which)\b|#\d", re.I
+)
+_OPTION_NAMED = re.compile(r"\boption\s+([1-9a-e])\b", re.I)
 _ADVICE = re.compile(r"\brecommend|\bsuggest|\bpropose|\bi(?:'d| would) (?:go|use|keep|pick)", re.I)
 _VCS_STEP = re.compile(
     r"\bgit (?:pull|push|fetch|rebase|stash|checkout|switch)\b|\bfast-forward\b", re.I
