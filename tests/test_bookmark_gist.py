@@ -60,6 +60,14 @@ def test_a_content_free_cue_with_nothing_after_it_is_no_bookmark() -> None:
         assert detect([("user", "Why is the archive empty?"), ("assistant", said)]) == [], said
 
 
+def test_a_question_without_its_mark_or_a_lead_in_is_no_moment() -> None:
+    for turns in (
+        [("assistant", "Done. Wrote the file."), ("user", "was there supposed to be a file write here")],
+        [("user", "Why is it slow?"), ("assistant", "Found the bug. The current order at lines 533-581 is:")],
+    ):  # fmt: skip
+        assert detect(turns) == [], turns
+
+
 def test_a_dismissal_or_thanks_is_no_decision_or_agreement() -> None:
     assert detect(
         [

@@ -85,10 +85,17 @@ _DISMISSAL = re.compile(
     re.I,
 )
 """A reply that only dismisses or thanks ("Never mind!", "ok thanks", "no worries")."""
+_QUESTION_OPEN = re.compile(
+    r"^(?:is|are|was|were|do|does|did|can|could|would|will|should|have|has|had|isn't|aren't|"
+    r"wasn't|don't|doesn't|didn't|how|why|who)\s+(?:there|it|this|that|"
+    r"these|those|we|you|i|they|he|she|the|a|an|any|all)\b",
+    re.I,
+)
 _HEADING = re.compile(
     r"^#{1,6}\s|^(?:[A-Z][\w ]{0,40}):$|^[-=*_]{3,}$|^(?:\S+\s+){0,5}\S+:$|"
     r"^(?:here's|here is|here are|these are|this is|the following)\b.*:$|"
-    r"^here's (?:what|how|my)\b[^.]{0,40}$",
+    r"^here's (?:what|how|my)\b[^.]{0,40}$|"
+    r"\b(?:is|are|was|were|does|do|follows?|following|like|includes?|shows?|says?|reads?)\s*:$",
     re.I,
 )
 """A heading or a lead-in to a list ("Current state:", "Here's what X involves:")."""
@@ -173,6 +180,11 @@ def is_pasted(sentence: str) -> bool:
     return len(words) >= 3 and sum(1 for w in words if _CODE.search(w)) * 2 > len(words)
 
 
+def asks(sentence: str) -> bool:
+    """A question, with or without its "?" ("was there supposed to be a file write here")."""
+    return sentence.endswith("?") or bool(_QUESTION_OPEN.search(sentence))
+
+
 def is_dismissal(sentence: str) -> bool:
     return bool(_DISMISSAL.search(sentence.strip()))
 
@@ -182,7 +194,7 @@ def substantive(sentence: str) -> bool:
     report, self-talk, heading or question."""
     return (
         says_something(sentence)
-        and not sentence.endswith("?")
+        and not asks(sentence)
         and not _HEADING.search(sentence)
         and not announces(sentence)
         and not is_action(sentence)

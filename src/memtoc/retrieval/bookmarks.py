@@ -284,7 +284,7 @@ def _best(text: str, cues: Sequence[tuple[re.Pattern[str], float]]) -> tuple[flo
     best: tuple[float, str] | None = None
     for sentence in sentences(text):
         if (
-            sentence.endswith("?")
+            gist.asks(sentence)
             or gist.is_dismissal(sentence)
             or not gist.says_something(_ADDRESS.sub("", sentence))
         ):
