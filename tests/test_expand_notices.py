@@ -41,10 +41,13 @@ async def expand_all(home: Path, grips: list[str]) -> list[Any]:
     params = StdioServerParameters(
         command=sys.executable,
         args=["-m", "memtoc", "--home", str(home), "mcp", "--no-worker", "--structured"],
-        env={**server_env(), "MEMTOC_EMBEDDER": "none"},
+        env=server_env(),  # the static model when the shared models are there: no vector yet
     )
     async with Client(params, read_timeout_seconds=120) as client:
-        return [await client.call_tool("memory_expand", {"grip_id": g}) for g in grips]
+        found = await client.call_tool(
+            "memory_search", {"query": "cache TUI session HTML", "project": "claude-code-log"}
+        )
+        return [found] + [await client.call_tool("memory_expand", {"grip_id": g}) for g in grips]
 
 
 def test_expand_leaves_hook_progress_out_and_says_so(tmp_path: Path) -> None:
@@ -56,7 +59,9 @@ def test_expand_leaves_hook_progress_out_and_says_so(tmp_path: Path) -> None:
         segments = mem.store.list_nodes("claude-code-log", level="segment")
         grips = [g for n in segments for b in n.bullets for g in b.grip_ids[:1]]
     assert len(notices) == 2 and grips  # kept in the store, searchable
-    results = anyio.run(expand_all, home, grips)
+    found, *results = anyio.run(expand_all, home, grips)
+    degraded = next(line for line in found.content[0].text.splitlines() if "degraded" in line)
+    assert degraded in ("degraded: vectors missing, BM25 only", "degraded: no embedder, BM25 only")
     left_out = 0
     for result in results:
         text = result.content[0].text

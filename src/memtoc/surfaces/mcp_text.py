@@ -191,8 +191,13 @@ def short_reason(degraded: str | None) -> str:
             parts.append("no embedder, BM25 only")
         elif part.startswith("time limit"):
             parts.append(part)
+        elif part.startswith(("vectors stale", "vectors missing")):
+            parts.append(f"{part.split(':', 1)[0]}, BM25 only")
+        elif part.startswith("vectors behind"):
+            count = part.split(":", 1)[-1].split(" filed", 1)[0].strip()
+            parts.append(f"vectors behind: {count} events found by BM25 only")
         else:
-            parts.append(part if len(part) <= 80 else part[:77] + "...")
+            parts.append(part if len(part) <= 80 else part[:79].rsplit(" ", 1)[0].rstrip(",;:") + "…")
     return "; ".join(parts)
 
 
