@@ -197,7 +197,9 @@ def short_reason(degraded: str | None) -> str:
             count = part.split(":", 1)[-1].split(" filed", 1)[0].strip()
             parts.append(f"vectors behind: {count} events found by BM25 only")
         else:
-            parts.append(part if len(part) <= 80 else part[:79].rsplit(" ", 1)[0].rstrip(",;:") + "…")
+            parts.append(
+                part if len(part) <= 80 else part[:79].rsplit(" ", 1)[0].rstrip(",;:") + "…"
+            )
     return "; ".join(parts)
 
 
