@@ -252,6 +252,7 @@ def test_session_start_fails_open_on_missing_or_corrupt_store(tmp_path: Path) ->
     missing = tmp_path / "nothing-here"
     proc, _ = _hook(missing, "session-start", stdin=_payload("SessionStart"))
     assert (proc.returncode, proc.stdout) == (0, "")
+    assert not (missing / "hooks.log").exists()  # a first session logs no problem
     corrupt = tmp_path / "corrupt"
     corrupt.mkdir()
     (corrupt / "memtoc.db").write_bytes(os.urandom(8192))

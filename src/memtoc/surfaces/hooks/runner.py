@@ -130,6 +130,9 @@ def session_start(
 ) -> str:
     """The JSON to print for a SessionStart hook, or ``""`` (nothing to add, or a problem)."""
 
+    if "://" not in settings.db and not Path(settings.db).expanduser().exists():
+        return ""  # a first session: no memory yet is nothing to say, and no problem to log
+
     def work() -> str:
         with Memory.open(settings, read_only=True, busy_timeout_ms=SESSION_START_BUSY_MS) as mem:
             # the one project rule (memtoc.projects): the `project` setting, else the
