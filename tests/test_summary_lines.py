@@ -1,4 +1,5 @@
-"""Claude Code's ``summary`` lines carry no time. A resumed session's file starts with them, and a
+"""What Claude Code writes beside the conversation, through the real hooks. Its ``summary`` lines
+carry no time. A resumed session's file starts with them, and a
 hook or ``memtoc watch`` can read the file before its first message is written: they were then
 filed at the file's mtime — today — and the session-start context opened on a "Latest session"
 of today made of week-old summaries. Through the real hooks on a real session (the summary
@@ -66,3 +67,23 @@ def test_summary_lines_read_before_any_message_wait_for_its_time(tmp_path: Path)
     out = hook(home, live, "session-start", event="SessionStart")
     context = json.loads(out)["hookSpecificOutput"]["additionalContext"]
     assert "Latest session (2025-07-16" in context, context
+
+
+def test_a_line_claude_code_copied_into_the_next_session_is_a_duplicate(tmp_path: Path) -> None:
+    """Two real sessions started by /clear begin with the same caveat line (same uuid): the
+    second session's Stop hook logged 'is stored already with another session_id' to hooks.log
+    and `memtoc ingest` counted it rejected, for every such session."""
+    home = tmp_path / "home"
+    folder = ROOT / "tests/fixtures/claude-code-copies" / FOLDER
+    for name in ("71c9afe9-d9cc-4583-86b3-e62ba682b83a", "b45ad5d8-81fb-4bcb-baba-19d9f503d731"):
+        hook(home, folder / f"{name}.jsonl", "ingest", event="Stop")
+    assert not (home / "hooks.log").exists()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMTOC_")}
+    env.update(PYTHONPATH=str(ROOT / "src"), MEMTOC_EMBEDDER="none")
+    again = tmp_path / "again"
+    proc = subprocess.run([sys.executable, "-m", "memtoc", "--home", str(again), "ingest",
+                           "--json", str(folder)], capture_output=True, text=True, env=env,
+                          timeout=90)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert (report["rejected"], report["duplicates"]) == (0, 1), report

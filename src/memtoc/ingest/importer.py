@@ -562,6 +562,13 @@ class _Position:
         return derived_ulid(p[4], f"{key}:{p[1]}:{p[5]}:{p[6]}:{text}")
 
 
+_COPY_FIELDS = frozenset({"session_id"})
+"""An event given the id of one stored in another session, and nothing else different, is a copy:
+Claude Code writes a cleared or resumed session's first lines again, uuids and all, into the new
+session's file (the local-command caveat of the shared claude-code-log sessions). It is counted
+as a duplicate (the first stays), not reported as a rejection every new session."""
+
+
 def _line_of(source_pos: str | None) -> int | None:
     """The line number in a ``line:N@offset`` position."""
     if source_pos is None or not source_pos.startswith("line:"):
@@ -1048,7 +1055,9 @@ class Importer:
         for i, differs in result.conflicts:
             p = pending[i]
             alternative = fallback(p) if fallback is not None else None
-            if alternative is None:
+            if alternative is None and set(differs) <= _COPY_FIELDS:
+                result.duplicates += 1  # the same message copied into another session's file
+            elif alternative is None:
                 reject(i, f"event_id {p[0]!r} is stored already with another "
                           f"{', '.join(differs)}; the stored event is kept")  # fmt: skip
             else:
