@@ -337,3 +337,35 @@ def test_memory_opens_a_postgres_url_and_runs_the_pipeline(pg_url: str) -> None:
         assert drilled.items and all("note" in item.text for item in drilled.items)
         recalled = memory.recall("note", project="p", budget=200)
         assert recalled.items and recalled.tokens <= 200
+
+
+def test_session_neighbours_are_one_round_trip(
+    pg: PostgresStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Recall asks for the neighbouring turns of each of its strongest hits: one statement each
+    (it was three: the event's seq, the turns before, the turns after), the same turns, and an
+    event the store does not hold is still named."""
+    kinds = ["user_message", "assistant_message", "tool_output"]
+    pg.append_events([
+        Event(f"n{i:02d}", "s1" if i % 4 else "s2", "p", "a", T0 + (i // 2) * 1000,
+              kinds[i % 3], "user", f"turn {i}")
+        for i in range(24)
+    ])  # fmt: skip
+    s1 = [e for e in pg.scan_events(session_id="s1")]
+    statements: list[str] = []
+    real = pg._query
+    monkeypatch.setattr(pg, "_query", lambda *a: statements.append(a[0]) or real(*a))
+    middle = s1[len(s1) // 2]
+    before, after = pg.session_neighbors(middle, before=2, after=3)
+    assert statements and len(statements) == 1
+    at = s1.index(middle)
+    assert before == s1[at - 2 : at] and after == s1[at + 1 : at + 4]
+    turns = [e for e in s1 if e.event_type in kinds[:2]]
+    before, after = pg.session_neighbors(middle, before=1, after=1, event_types=tuple(kinds[:2]))
+    earlier = [e for e in turns if (e.ts_ms, s1.index(e)) < (middle.ts_ms, at)]
+    later = [e for e in turns if (e.ts_ms, s1.index(e)) > (middle.ts_ms, at)]
+    assert before == earlier[-1:] and after == later[:1]
+    assert pg.session_neighbors(s1[0], before=3, after=0) == ([], [])
+    ghost = Event("nobody", "s1", "p", "a", T0, "user_message", "user", "never stored")
+    with pytest.raises(NotFoundError):
+        pg.session_neighbors(ghost, before=1, after=1)

@@ -247,10 +247,8 @@ class PostgresStore(
         window_ms: int | None = None,
         event_types: tuple[str, ...] | None = None,
     ) -> tuple[list[Event], list[Event]]:
-        found = self._query("SELECT seq FROM events WHERE event_id = %s", (event.event_id,))
-        if not found:
-            raise NotFoundError("event", event.event_id)
-        seq = int(found[0][0])
+        # one round trip (recall asks for the neighbours of each of its strongest hits): the
+        # event itself (it exists), then its turns before and after in the session
         lo = event.ts_ms - window_ms if window_ms is not None else -(1 << 62)
         hi = event.ts_ms + window_ms if window_ms is not None else 1 << 62
         base = f"SELECT {EVENT_COLS} FROM events WHERE session_id = %s AND project = %s AND {LIVE} "
@@ -258,17 +256,21 @@ class PostgresStore(
         if event_types:
             base += "AND event_type = ANY(%s) "
             only = (list(event_types),)
-        prev_rows = self._query(
-            base + "AND (ts_ms, seq) < (%s, %s) AND ts_ms >= %s "
-            "ORDER BY ts_ms DESC, seq DESC LIMIT %s",
-            (event.session_id, event.project, *only, event.ts_ms, seq, lo, before),
-        )
-        next_rows = self._query(
-            base + "AND (ts_ms, seq) > (%s, %s) AND ts_ms <= %s ORDER BY ts_ms, seq LIMIT %s",
-            (event.session_id, event.project, *only, event.ts_ms, seq, hi, after),
-        )
-        return [event_from_row(r) for r in reversed(prev_rows)], [
-            event_from_row(r) for r in next_rows
+        rows = self._query(
+            "WITH s AS MATERIALIZED (SELECT seq FROM events WHERE event_id = %s) "
+            f"SELECT 0, x.* FROM (SELECT {EVENT_COLS} FROM events WHERE seq = (SELECT seq FROM s)) x "
+            f"UNION ALL SELECT -1, x.* FROM ({base}AND (ts_ms, seq) < (%s, (SELECT seq FROM s)) "
+            "AND ts_ms >= %s ORDER BY ts_ms DESC, seq DESC LIMIT %s) x "
+            f"UNION ALL SELECT 1, x.* FROM ({base}AND (ts_ms, seq) > (%s, (SELECT seq FROM s)) "
+            "AND ts_ms <= %s ORDER BY ts_ms, seq LIMIT %s) x",
+            (event.event_id, event.session_id, event.project, *only, event.ts_ms, lo, before,
+             event.session_id, event.project, *only, event.ts_ms, hi, after),
+        )  # fmt: skip
+        if not any(r[0] == 0 for r in rows):
+            raise NotFoundError("event", event.event_id)
+        ordered = sorted(rows, key=lambda r: (int(r[3]), int(r[1])))  # (ts_ms, seq)
+        return [event_from_row(r[1:]) for r in ordered if r[0] == -1], [
+            event_from_row(r[1:]) for r in ordered if r[0] == 1
         ]
 
     def count_events(self, project: str | None = None) -> int:
