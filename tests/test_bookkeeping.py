@@ -228,3 +228,29 @@ def test_a_warm_up_reply_saved_without_its_prompt_is_bookkeeping(tmp_path: Path)
         assert (work.event_type, work.bookkeeping) == ("assistant_message", None)
         recorder = next(p for p in mem.store.projects() if "JSSoundRecorder" in p)
         assert "ready to help" not in mem.context(recorder).text
+
+
+def test_a_warm_up_reply_saved_unfinished_and_alone_is_bookkeeping(tmp_path: Path) -> None:
+    """Claude Code 2.0.55 saved warm-up replies with stop_reason null, one line to a file: the
+    coderabbit-review-helper project's day of 2025-11-27 was titled "I'm in read-only mode and
+    will use my file search…" in the session-start context. Through the hooks as Claude Code
+    runs them (SubagentStop for each, then SessionEnd)."""
+    settings = load_settings({"home": str(tmp_path / "home"), "embedder": "none"})
+    folder = Path(__file__).resolve().parent / "fixtures" / "claude-code-ide"
+    folder /= "-Users-dain-workspace-coderabbit-review-helper"
+    cwd = "/Users/dain/workspace/coderabbit-review-helper"
+    for agent, parent in (("5e37fdd5", "4227a68e-2b1f-4923-b824-6e04a67f77c1"),
+                          ("1674bc8c", "5b97e2d4-d624-4af2-9fb8-7fc02540282a")):  # fmt: skip
+        payload = {"session_id": parent, "transcript_path": str(folder / f"{parent}.jsonl"),
+                   "cwd": cwd, "agent_id": agent, "stop_hook_active": False,
+                   "agent_transcript_path": str(folder / f"agent-{agent}.jsonl")}  # fmt: skip
+        for event, process in (("SubagentStop", False), ("SessionEnd", True)):
+            hook = runner.HookInput.parse(json.dumps({**payload, "hook_event_name": event}))
+            outcome = runner.ingest(settings, hook, process=process)
+            assert outcome is not None and outcome.rejected == 0
+    with Memory.open(settings) as mem:
+        kept = mem.events()
+        assert len(kept) == 2 and {e.bookkeeping for e in kept} == {"warmup"}  # kept, marked
+    start = runner.HookInput.parse(json.dumps({"hook_event_name": "SessionStart", "cwd": cwd}))
+    context = runner.session_start(settings, start, deadline_s=60)
+    assert "read-only mode" not in context and "ready to help" not in context, context

@@ -136,7 +136,7 @@ class ClaudeCodeSource:
             return
         stem = path.stem
         context: _FileContext | None = None
-        state = _ReadState(agent_meta=_sidecar_metadata(path))
+        state = _ReadState(agent_meta=_sidecar_metadata(path), path=path)
         leaves: _Leaves | None = None
         for line_no, offset, raw in iter_lines(path, start):
             end = offset + len(raw)
@@ -147,6 +147,7 @@ class ClaudeCodeSource:
                 yield RawRecord(line_no, offset, end, error=error, complete=raw[-1:] == b"\n")
                 continue
             record = RawRecord(line_no, offset, end)
+            state.line_end = end
             if not isinstance(obj, dict):
                 record.error = "line is not a JSON object"
             else:
@@ -185,6 +186,20 @@ class _ReadState:
     """What the sub-agent's ``.meta.json`` sidecar says (empty for other transcripts)."""
     warmups: set[str] = field(default_factory=set)
     """Uuids of sub-agent warm-up prompts seen: their replies are bookkeeping too."""
+    path: Path | None = None
+    line_end: int = 0
+    """Where the line being read ends (what follows it in the file is the rest of the read)."""
+
+    def last_line(self) -> bool:
+        """Whether nothing but blank space follows the line being read."""
+        if self.path is None:
+            return False
+        try:
+            with self.path.open("rb") as fh:
+                fh.seek(self.line_end)
+                return not fh.read(4096).strip()
+        except OSError:
+            return False
 
 
 _SIDECAR_FIELDS = (
@@ -350,6 +365,17 @@ def _system_part(obj: dict[str, Any], content: str) -> _Part:
     return ("system", "system", found.text, marked(kind, {**extra, **found.extra}))
 
 
+def _reply_to_nothing(message: dict[str, Any], parts: list[_Part], state: _ReadState) -> bool:
+    """A sub-agent transcript's first line, a reply nothing asked for: finished (``end_turn``),
+    or — Claude Code 2.0.5x saved the warm-up reply with ``stop_reason`` null — its file's only
+    line, with no tool call (a real sub-agent whose prompt is missing goes on after its first
+    reply)."""
+    stop = message.get("stop_reason")
+    if stop == "end_turn":
+        return True
+    return stop is None and all(p[0] != "tool_call" for p in parts) and state.last_line()
+
+
 def _bookkeeping(
     obj: dict[str, Any],
     message: dict[str, Any],
@@ -368,7 +394,7 @@ def _bookkeeping(
         return [_marked(p, "warmup") for p in parts]
     if kind == "assistant" and obj.get("parentUuid") in state.warmups:
         return [_marked(p, "warmup") for p in parts]
-    if kind == "assistant" and sidechain_root and message.get("stop_reason") == "end_turn":
+    if kind == "assistant" and sidechain_root and _reply_to_nothing(message, parts, state):
         # a sub-agent's finished reply to nothing (Claude Code 2.0 saves the warm-up's reply
         # without its "Warmup" prompt: "I'm ready to help you explore the … codebase")
         return [_marked(p, "warmup") for p in parts]
