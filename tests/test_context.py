@@ -283,3 +283,20 @@ def test_the_heading_names_the_project_as_the_user_named_it(memory: Memory) -> N
     text = memory.context("p", budget=400).text
     assert text.startswith("# memtoc memory — project billing-service\n"), text[:80]
     assert memory.context("billing-service", budget=400).text == text
+
+
+def test_a_day_shrunk_to_its_title_keeps_the_whole_title(memory: Memory) -> None:
+    """A day that does not fit whole is shown by its date and title; a title holding ": " itself
+    (a commit subject 'docs(graders): add …', Gemini's '[CONTEXT PULSE: 2026-03-17_2155]') was cut
+    there: '- 2026-06-26 — Docs(graders)', '- 2026-03-17 — [CONTEXT PULSE'."""
+    days = memory.store.list_nodes("p", level="day")
+    title = "[CONTEXT PULSE: 2026-03-17_2155] Mental Model (5 segments)"
+    for node in days:
+        memory.store.put_node(dataclasses.replace(node, title=title, abstract="x " * 400))
+    lines = []
+    for budget in (150, 250, 400, 800):
+        text = memory.context("p", budget=budget).text
+        lines += [line for line in text.splitlines() if "[toc:day:" in line]
+    assert lines
+    for line in lines:
+        assert title in line, line

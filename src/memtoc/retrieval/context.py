@@ -96,8 +96,9 @@ def recent_items(days: Sequence[TocNode], segments: Sequence[TocNode]) -> list[C
         abstract = one_line(node.abstract)
         if abstract.startswith(node.title):  # extractive L0s often open with the title
             abstract = abstract[len(node.title) :].lstrip(" .:;—-")
-        text = f"{label} — {node.title}" + (f": {abstract}" if abstract else "")
-        out.append(ContextItem("recent", node.node_id, text, node.start_ms))
+        head = f"{label} — {node.title}"
+        text = head + (f": {abstract}" if abstract else "")
+        out.append(ContextItem("recent", node.node_id, text, node.start_ms, head))
     return out
 
 
@@ -154,8 +155,11 @@ def _by_priority(
 
 
 def _title_only(item: ContextItem) -> ContextItem:
-    head = item.text.split(": ", 1)[0]
-    return ContextItem(item.section, item.ref, head, item.start_ms)
+    """A day line without its abstract: its date and whole title (a title can hold ": " itself:
+    "[CONTEXT PULSE: 2026-03-17_2155]" was cut to "[CONTEXT PULSE", "docs(graders): add …" to
+    "Docs(graders)")."""
+    head = item.head or item.text.split(": ", 1)[0]
+    return ContextItem(item.section, item.ref, head, item.start_ms, head)
 
 
 def fit(

@@ -49,6 +49,8 @@ class ContextItem:
     """A node id, event id or bookmark id the agent can pass to memtoc's tools."""
     text: str
     start_ms: int
+    head: str = ""
+    """What the line shrinks to when it does not fit whole (a day's date and title), if it can."""
 
     def to_dict(self) -> dict[str, JsonValue]:
         return {
