@@ -138,6 +138,19 @@ def test_a_concession_keeps_the_right_version_not_fillers_or_self_talk() -> None
     assert b.content == "ExpandTilde is only called by resolvePath() in the same package."
 
 
+def test_a_concession_keeps_the_corrected_plan_when_it_names_what() -> None:
+    marks = detect(
+        [
+            ("user", "We need a cleaner way to reinstall without hunting for cached files. Does this doc page help?"),
+            ("assistant", "You're absolutely right! The docs show a much cleaner approach. Let me use `uv tool upgrade --reinstall` which forces a rebuild from source:"),
+        ]
+    )  # fmt: skip
+    (b,) = of_type(marks, "resolution")
+    assert "Use uv tool upgrade --reinstall which forces a rebuild from source" in b.content
+    # "Let me add tests for X" is a next step, not the right version
+    assert detect([("user", "suspect some tests would be good, no?"), ("assistant", "You're right. Let me add tests for the new AskUser parsing functions.")]) == []  # fmt: skip
+
+
 def test_the_fix_line_is_the_one_about_the_cause() -> None:
     marks = detect(
         [

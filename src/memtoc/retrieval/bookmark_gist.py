@@ -150,6 +150,11 @@ def _names(text: str) -> bool:
     )
 
 
+def names_code(text: str) -> bool:
+    """Whether ``text`` names a code-like thing (``a_b``, ``a.b``, ``f()``, ``--flag``)."""
+    return any(_CODE.search(t) and re.search(r"[A-Za-z]", t) for t in text.split())
+
+
 def is_lead_in(sentence: str) -> bool:
     """A heading or a lead-in to what follows ("Here's what I'd suggest:", "Current state:")."""
     return bool(_HEADING.search(sentence.strip()))

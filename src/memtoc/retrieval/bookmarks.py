@@ -797,9 +797,17 @@ _CONTENT_FREE_CLAIM = re.compile(
 """A bug report without a version of its own ("No, that did nothing:", "still broken")."""
 
 
+_CORRECTED_PLAN = re.compile(
+    r"^(?:(?:ok(?:ay)?|so|now)[,.]?\s+)?(?:let me|i'll|i will|let's)\s+"
+    r"(?=(?:use|switch|move|rename|replace|add|remove|drop|keep|change|store|call|put|pass)\b)",
+    re.I,
+)
+
+
 def _understanding(text: str) -> list[str]:
     """The substance of a concession: its substantive sentences, without apologies, fillers
-    ("And it's the right call."), announcements, actions and self-talk ("I should have asked")."""
+    ("And it's the right call."), announcements, actions and self-talk ("I should have asked") —
+    but the corrected plan when it names what ("Let me use `uv tool upgrade --reinstall`…")."""
     out = []
     for s in sentences(text):
         stripped = cues.CONCESSION.sub("", s).lstrip(" ,.!:;-\u2014\u2013").rstrip(" ,;-")
@@ -807,6 +815,9 @@ def _understanding(text: str) -> list[str]:
         stripped = re.sub(r"^(?:and|but|so|on both counts)[,.]?\s+", "", stripped, flags=re.I)
         stripped = gist.stated(_cap(stripped))
         call = re.search(r"\w+\(\)", stripped) and not gist.is_action(stripped)
-        if call or (len(stripped.split()) >= 3 and gist.substantive(stripped)):
+        plan = _CORRECTED_PLAN.match(stripped)
+        if plan and gist.names_code(stripped) and not cues.MECHANICAL.search(stripped):
+            out.append(_cap(stripped[plan.end() :]).rstrip(" .!:"))
+        elif call or (len(stripped.split()) >= 3 and gist.substantive(stripped)):
             out.append(stripped.rstrip(" .!:"))
     return out
