@@ -45,3 +45,33 @@ def test_a_commands_output_is_its_output_and_the_wrapper_its_metadata(tmp_path: 
             words = {w.lower() for k in n.keywords for w in k.split()}
             assert not words & {"seconds", "exited", "chunk"}, (n.node_id, n.keywords)
             assert "Chunk ID" not in n.title and "Chunk ID" not in n.abstract, n.node_id
+
+
+def test_search_and_recall_labels_are_cut_at_a_word(tmp_path: Path) -> None:
+    """Search and recall items' titles were their text's first 80 characters ("One validation
+    command I tried (`bun --check scripts/publish.ts`) actually execu"): through the HTTP API
+    (the real app) on the real rollout, every label is whole words, marked "…" when cut."""
+    from fastapi.testclient import TestClient
+
+    from memtoc.surfaces.http.app import create_app
+
+    settings = load_settings({"home": str(tmp_path / "home"), "embedder": "none"})
+    with Memory.open(settings) as mem:
+        assert mem.ingest([ROLLOUT]).rejected == 0
+        mem.process()
+        words = {w.strip(",;:.") for e in mem.events() for w in e.text.split()}
+    app = create_app(lambda: Memory.open(settings), token=None)
+    titles: list[str] = []
+    with TestClient(app, base_url="http://127.0.0.1") as client:
+        for query in ("stale branches main", "delete branch worktree", "git push origin"):
+            got = client.get("/v1/search", params={"q": query, "project": "agentv", "limit": 20})
+            assert got.status_code == 200, got.text
+            titles += [i["title"] for i in got.json()["items"] if i["kind"] == "grip"]
+            body = {"query": query, "project": "agentv", "budget": 1500}
+            got = client.post("/v1/recall", json=body)
+            assert got.status_code == 200, got.text
+            titles += [i["title"] for i in got.json()["items"] if i["kind"] in ("grip", "event")]
+    assert len(titles) > 10
+    for title in (t for t in titles if t.strip()):
+        assert len(title) <= 80, title
+        assert title.removesuffix("…").split()[-1].strip(",;:.") in words, title  # a whole word

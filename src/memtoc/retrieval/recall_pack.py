@@ -36,7 +36,7 @@ from memtoc.retrieval.recall_passages import (
     split_passages,
 )
 from memtoc.retrieval.recall_rank import Deadline
-from memtoc.retrieval.tiers import EVENT_HEAD_TOKENS, SearchItem, TierRenderer
+from memtoc.retrieval.tiers import EVENT_HEAD_TOKENS, SearchItem, TierRenderer, line_label
 from memtoc.text.tokens import TokenCounter
 
 SEPARATOR = "\n"
@@ -96,8 +96,9 @@ def _dedupe_key(text: str) -> str:
 
 
 def _title(text: str) -> str:
-    """An event's first non-blank line, cut to 80 characters ("" for a text without one)."""
-    return next((line.strip()[:80] for line in text.splitlines() if line.strip()), "")
+    """An event's first non-blank line, cut at a word to 80 characters ("" for a text without
+    one)."""
+    return line_label(text)
 
 
 class Packer:

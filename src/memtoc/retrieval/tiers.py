@@ -239,7 +239,7 @@ class TierRenderer:
         rng = grip_events(self.store, grip)
         span = (rng[0].ts_ms, rng[-1].ts_ms) if rng else (grip.ts_ms, grip.ts_ms)
         cites = [e.event_id for e in rng] or [grip.event_id_start, grip.event_id_end]
-        title = grip.excerpt.splitlines()[0][:80] if grip.excerpt else grip_id
+        title = line_label(grip.excerpt) or grip_id
         if tier == "L2":
             return self._item(
                 "grip",
@@ -330,3 +330,13 @@ def event_label(ev: Event) -> str:
     tool = ev.metadata.get("tool_name")
     label = f"{what} · {tool}" if isinstance(tool, str) and tool else what
     return f"{label} · failed" if ev.metadata.get("is_error") is True else label
+
+
+def line_label(text: str, limit: int = 80) -> str:
+    """A text's first non-blank line as a label of at most ``limit`` characters, cut at a word
+    with "…" ("… actually execu" was cut mid-word)."""
+    line = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+    if len(line) <= limit:
+        return line
+    cut = line[: limit - 1]
+    return (cut.rsplit(" ", 1)[0] if " " in cut else cut).rstrip(" ,;:") + "…"

@@ -228,7 +228,9 @@ def headline(text: str, limit: int = MAX_TITLE) -> str:
     please …") and trailing punctuation dropped; a text longer than ``limit`` is cut at its
     first sentence end, else its first clause boundary, never inside a code span, else at a
     word boundary (``shorten``)."""
-    text = clean_sentence(text, 30).rstrip(" .…:;,!")
+    text = clean_sentence(text, 30)
+    cut = text.endswith("…")  # a title cut before (a child's, read by its period) stays marked
+    text = text.rstrip(" .…:;,!") + ("…" if cut else "")
     addressed = _ADDRESS.sub("", text, count=1)
     if addressed != text:
         text = request_phrase(addressed)
