@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 from typer.testing import CliRunner
@@ -76,6 +77,7 @@ def test_bench_query_cli_json_and_chart(tmp_path: Path, monkeypatch: pytest.Monk
     assert r["modes"]["recall"]["hit_rate_at_10"] > 0.5  # the fact's event inside the context
     assert 0 <= r["modes"]["scan-baseline"]["hit_rate_at_10"] <= 1
     assert r["modes"]["nav-context"]["hit_rate_at_10"] is None
+    assert r["modes"]["recall"]["server_cpu_p50_ms"] is None  # SQLite: no server
     chart = Path(data["chart"])
     assert chart == out / "query_latency.png"
     assert chart.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -134,6 +136,8 @@ def test_bench_query_on_postgres_keeps_and_reuses_its_database(
         assert fresh["modes"]["teleport-bm25"]["hit_rate_at_10"] > 0.5
         assert fresh["modes"]["recall"]["hit_rate_at_10"] > 0.5
         assert fresh["db_bytes"] > 0 and len(fresh["load_avg_1m"]) == 2
+        if urlsplit(server).hostname in ("127.0.0.1", "localhost"):  # the server's own CPU time
+            assert fresh["modes"]["teleport-bm25"]["server_cpu_p50_ms"] > 0
         with psycopg.connect(server, autocommit=True) as admin:
             left = admin.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,))
             assert left.fetchall() == []

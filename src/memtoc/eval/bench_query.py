@@ -29,7 +29,9 @@ and the end of the timed queries is reported (``load_avg_1m``): on a shared mach
 the wall-clock figures are worth.
 
 Per mode: p50 and p95 latency (wall clock, and the CPU time of the process per query — on a
-shared machine the wall clock also counts waiting for a core), throughput (queries per second of
+shared machine the wall clock also counts waiting for a core — and on PostgreSQL, when the server
+runs on this machine, the CPU time of the store's server processes per query:
+``bench_query_store.ServerCpu``), throughput (queries per second of
 summed latency) and, for the
 modes that retrieve events, the planted-fact hit rate@10: a hit when the fact's event is among the
 returned items' ``events`` or ``cites`` (for the scan, among the 10 returned events). Teleport is
@@ -259,27 +261,39 @@ def measure_query(
                 run(workload[0])  # warm-up (caches, first-use loads), not timed
                 latencies: list[float] = []
                 cpu: list[float] = []
+                server: list[float] = []
                 hits = 0
                 # the scan reads the whole project whatever it asks (no cache to warm), so each
                 # fact is asked once: at a million events 200 scans would take most of an hour
                 asked = workload[: len(facts)] if name == "scan-baseline" else workload
                 for fact in asked:
+                    s0 = bench.server_cpu()
                     c = time.process_time()
                     t = time.perf_counter()
                     found = run(fact)
                     latencies.append(time.perf_counter() - t)
                     cpu.append(time.process_time() - c)
+                    s1 = bench.server_cpu()
+                    if s0 is not None and s1 is not None:
+                        server.append(s1 - s0)
                     hits += found is not None and fact.event_id in found
                     if progress:
                         progress("query", 1)
                 latencies.sort()
                 cpu.sort()
+                server.sort()
                 retrieves = name.startswith(("teleport", "scan", "recall"))
                 figures[name] = {
                     "p50_ms": round(_percentile(latencies, 50) * 1e3, 3),
                     "p95_ms": round(_percentile(latencies, 95) * 1e3, 3),
                     "cpu_p50_ms": round(_percentile(cpu, 50) * 1e3, 3),
                     "cpu_p95_ms": round(_percentile(cpu, 95) * 1e3, 3),
+                    "server_cpu_p50_ms": round(_percentile(server, 50) * 1e3, 3)
+                    if server
+                    else None,
+                    "server_cpu_p95_ms": round(_percentile(server, 95) * 1e3, 3)
+                    if server
+                    else None,
                     "qps": round(len(latencies) / sum(latencies), 1) if sum(latencies) else 0.0,
                     "hit_rate_at_10": round(hits / len(asked), 3) if retrieves else None,
                     "queries": len(asked),

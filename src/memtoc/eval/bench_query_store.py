@@ -47,6 +47,9 @@ class BenchStore:
     size: Callable[[], int]
     """The store's size in bytes."""
     analyze: Callable[[], object]
+    server_cpu: Callable[[], float | None] = lambda: None
+    """The CPU seconds the store's server processes have used so far (``server_cpu_s``), or None
+    (SQLite: the work is this process's own)."""
 
 
 def read_through(db: Path, chunk: int = 8 << 20) -> float:
@@ -161,11 +164,43 @@ def _pg_store(pg_url: str, name: str, keep: bool) -> Iterator[BenchStore]:
             lambda: _prewarm(store),
             lambda: int(store._query("SELECT pg_database_size(current_database())")[0][0]),
             lambda: store._exec("ANALYZE"),
+            ServerCpu(store),
         )
     finally:
         store.close()
         if not keep:
             _admin(pg_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+class ServerCpu:
+    """The CPU seconds used by the store's server backends (its pool's connections), read from
+    ``/proc/<pid>/schedstat`` — so only when the server runs on this machine and its processes
+    are readable; else None. On a shared machine a query's wall clock counts the waits for a
+    core of both the client and the server; their CPU time is what the query cost. The backends
+    are looked up on the first call and again when one is gone."""
+
+    def __init__(self, store: PostgresStore) -> None:
+        self.store = store
+        self.pids: list[int] | None = None
+
+    def __call__(self) -> float | None:
+        for _ in range(2):
+            if self.pids is None:
+                self.pids = [int(r[0]) for r in self.store._query(
+                    "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+                    "AND backend_type = 'client backend'")]  # fmt: skip
+            try:
+                return sum(_schedstat_ns(pid) for pid in self.pids) / 1e9
+            except FileNotFoundError:
+                self.pids = None  # a backend went away: look again
+            except (OSError, ValueError, IndexError):
+                return None  # not this machine's processes, or not readable
+        return None
+
+
+def _schedstat_ns(pid: int) -> int:
+    with open(f"/proc/{pid}/schedstat", encoding="ascii") as f:
+        return int(f.read().split()[0])
 
 
 def _prewarm(store: PostgresStore) -> float:

@@ -25,9 +25,10 @@ FTS5's tokens as lexemes, with each row's length in tokens (``dl``): ``postgres/
   by instant, nodes by span overlap, bookmarks by creation), session (events, grips, segment
   nodes), role (events only).
 
-Two round trips per search, whatever the number of lexemes and indexes:
+At most two round trips per search, whatever the number of lexemes and indexes:
 ``postgres/text_stats.terms`` returns the query's lexemes with their document frequency in each
-index wanted (statistics: that module); one statement then runs both passes of both indexes
+index wanted (statistics: that module; no statement when the server's statistics estimate every
+lexeme); one statement then runs both passes of both indexes
 (``_pass``; the OR pass of an index only runs when its AND pass found fewer than the cap). Per
 pass, the newest ``scan_cap`` matches are scored (the caller's, as on SQLite: ``DEFAULT_SCAN_CAP``
 unless given; recall's expansion asks for fewer); when the OR pass can match more, every row of its

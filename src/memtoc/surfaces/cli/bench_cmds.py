@@ -229,7 +229,7 @@ def bench_query(
     table = Table(title=f"bench query ({queries} planted-fact queries per mode; setup untimed)")
     table.add_column("events", justify="right")
     table.add_column("mode", no_wrap=True)
-    for col in ("p50 ms", "p95 ms", "cpu p95 ms", "q/s", "hit@10"):
+    for col in ("p50 ms", "p95 ms", "cpu p95 ms", "server cpu p50 ms", "q/s", "hit@10"):
         table.add_column(col, justify="right")
     sizes = Table(title="per size (one spawned child each)")
     for col in ("events", "store", "setup s", "peak RSS MB", "db MB", "embedder", "load 1m"):
@@ -239,10 +239,12 @@ def bench_query(
             hit = m["hit_rate_at_10"]
             table.add_row(
                 "" if i else f"{r['events']:,}", name, f"{m['p50_ms']:.2f}", f"{m['p95_ms']:.2f}",
-                f"{m['cpu_p95_ms']:.2f}", f"{m['qps']:,.0f}", "—" if hit is None else f"{hit:.2f}",
+                f"{m['cpu_p95_ms']:.2f}",
+                "—" if m.get("server_cpu_p50_ms") is None else f"{m['server_cpu_p50_ms']:.2f}",
+                f"{m['qps']:,.0f}", "—" if hit is None else f"{hit:.2f}",
             )  # fmt: skip
         for name, why in r["skipped"].items():
-            table.add_row("", name, "", "", "", "", f"skipped ({why})")
+            table.add_row("", name, "", "", "", "", "", f"skipped ({why})")
         sizes.add_row(
             f"{r['events']:,}", str(r["backend"]),
             "reused" if r.get("store_reused") else str(r["setup_s"]), str(r["peak_rss_mb"]),
