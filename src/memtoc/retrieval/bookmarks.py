@@ -155,8 +155,8 @@ def make_bookmark(
 _TAG_QUESTION = re.compile(r",\s*(?:no|yeah|yes|right|yep|ok|okay)\s*\?", re.I)
 _FENCE = re.compile(r"```.*?(?:```|$)", re.DOTALL)
 _SENT_SPLIT = re.compile(
-    r"(?<!\bvs\.)(?<!\betc\.)(?<!\be\.g\.)(?<!\bi\.e\.)"  # not after an abbreviation
-    r"(?:(?<=[.!?])\s+(?=[\"'(\[`*A-Z0-9])|(?<=\w\w[.!?])\s+(?=[a-z]))|\n+"
+    r"(?<=[.!?])(?<!\bvs\.)(?<!\betc\.)(?<!\be\.g\.)(?<!\bi\.e\.)"  # not after "vs."
+    r"(?:\s+(?=[\"'(\[`*A-Z0-9])|(?<=\w\w[.!?])\s+(?=[a-z]))|\n+"
 )
 """Sentence ends: before a capital, a quote or a number, and before a lowercase word after a
 word's end (users who write in lowercase); lines."""
@@ -198,7 +198,9 @@ def sentences(text: str) -> tuple[str, ...]:
     text = _HEADING_LINE.sub("\n", _TAG_QUESTION.sub(".", text))
     out = []
     for part in _SENT_SPLIT.split(text):
-        s = _ENUMERATOR.sub("", clean(part))
+        s = clean(part)
+        if s[-2:-1].isdigit():
+            s = _ENUMERATOR.sub("", s)
         if s and re.search(r"[^\W\d_]", s):  # not a bare "1." or "---"
             out.append(s)
     return tuple(out)
