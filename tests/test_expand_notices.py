@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -62,6 +63,12 @@ def test_expand_leaves_hook_progress_out_and_says_so(tmp_path: Path) -> None:
     found, *results = anyio.run(expand_all, home, grips)
     degraded = next(line for line in found.content[0].text.splitlines() if "degraded" in line)
     assert degraded in ("degraded: vectors missing, BM25 only", "degraded: no embedder, BM25 only")
+    nodes = [i for i in found.structured_content["items"] if i["kind"] == "node"]
+    assert nodes
+    for item in nodes:  # a node's L0 said its title twice ("Title\nTitle. Abstract…")
+        title, _, rest = item["text"].partition("\n")
+        assert title == item["title"], item["text"]
+        assert not re.match(re.escape(title) + r"(?:[.!?]|\s|$)", rest), item["text"]
     left_out = 0
     for result in results:
         text = result.content[0].text

@@ -278,8 +278,11 @@ class TierRenderer:
                 "node", node_id, project, tier, text, span, events, (), score, node.title
             )
         lines = [node.title]
-        if tier == "L0":
-            lines.append(node.abstract)
+        if tier == "L0":  # an extractive L0 often opens with the title: said once
+            abstract = node.abstract
+            if node.title and abstract.startswith(node.title):
+                abstract = abstract[len(node.title) :].lstrip(" .:;—-")
+            lines.append(abstract)
         else:
             lines.append(node.overview or node.abstract)
             lines += [f"* {b.text} ({', '.join(b.grip_ids)})" for b in node.bullets]
