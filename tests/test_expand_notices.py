@@ -73,6 +73,8 @@ def test_expand_leaves_hook_progress_out_and_says_so(tmp_path: Path) -> None:
     for result in results:
         text = result.content[0].text
         assert "PostToolUse" not in text, text
+        # no tool takes a session's uuid; an instant costs 15 tokens, its time of day 5
+        assert SESSION.stem not in text and not re.search(r"T\d\d:\d\d:\d\d\.\d{3}Z", text), text
         data = result.structured_content
         assert all("PostToolUse" not in e["text"] for e in data["events"])
         left_out += data["left_out"]

@@ -118,15 +118,28 @@ def roots_text(name: str, views: Iterable[NodeView]) -> str:
 
 
 def expand_text(view: ExpandView) -> str:
+    """An expand as an agent reads it: the grip (or event) and its segment with the day, then
+    one line per event — its id (memory_expand takes it), its time of day, who, the text. The
+    session's uuid (no tool takes it: ~25 tokens), each event's full ISO instant (15 tokens, 5 as
+    a time of day) and an excerpt the grip's own events say word for word are left to the JSON."""
     g = view.grip
+    date = iso_ms(view.events[0].ts_ms)[:10] if view.events else ""
     if g is not None:
-        lines = [f"{g.grip_id} ({g.toc_node_id}) · session {g.session_id}", f"excerpt: {g.excerpt}"]
+        lines = [f"{g.grip_id} ({g.toc_node_id}) · {date}"]
+        inside = " ".join(
+            " ".join(view.shown(i).split()) for i in range(view.range_start, view.range_end + 1)
+        )
+        excerpt = " ".join(g.excerpt.split()).rstrip("…")
+        if excerpt and excerpt not in inside:
+            lines.append(f"excerpt: {g.excerpt}")
     else:
         where = f" ({view.toc_node_id})" if view.toc_node_id else ""
-        lines = [f"event {view.event_id}{where} · session {view.events[0].session_id}"]
+        lines = [f"event {view.event_id}{where} · {date}"]
     for i, e in enumerate(view.events):
         mark = "*" if view.range_start <= i <= view.range_end else " "
-        lines.append(f"{mark} ({e.event_id}) {iso_ms(e.ts_ms)} {e.role}: {view.shown(i)}")
+        when = iso_ms(e.ts_ms)
+        shown_when = when[11:19] if when[:10] == date else f"{when[:10]} {when[11:19]}"
+        lines.append(f"{mark} ({e.event_id}) {shown_when} {e.role}: {view.shown(i)}")
     what = "in the grip" if g is not None else "the event"
     quiet = f"; {view.left_out} agent notices (hook progress…) left out" if view.left_out else ""
     lines.append(f"(* = {what}; the others are its neighbours in the session{quiet})")
