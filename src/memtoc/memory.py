@@ -58,6 +58,7 @@ if TYPE_CHECKING:
     from memtoc.retrieval.embedding_index import SemanticIndex
     from memtoc.retrieval.hybrid import Fusion, SearchResult
     from memtoc.retrieval.navigate import ExpandView, NodeView, TimelineView
+    from memtoc.retrieval.node_focus import FocusHit
     from memtoc.retrieval.recall import RecallResult
     from memtoc.store.capabilities import AuditEntry
     from memtoc.store.derived import VerifyReport
@@ -95,7 +96,7 @@ class Memory:
         self.store = store
         self.settings = settings
         self._touched: dict[str, int] = {}
-        self._focus_cache: dict[tuple[str, str], tuple[int, list[tuple[int, int, float]]]] = {}
+        self._focus_cache: dict[tuple[str, str], tuple[int, list[FocusHit]]] = {}
         self._touch_pending: set[str] = set()
         self.clock = clock or SystemClock()
         self.ids = ids or UlidFactory(self.clock)
@@ -576,13 +577,12 @@ class Memory:
             limit=limit,
         )
 
-    def _focus_hits(
-        self, focus: str, node: TocNode
-    ) -> tuple[list[tuple[int, int, float]], str | None]:
+    def _focus_hits(self, focus: str, node: TocNode) -> tuple[list[FocusHit], str | None]:
         """The events recall's ranking finds for ``focus`` (``recall.rank_only``: the memory's
         best event ranking, without packing) inside ``node``'s period, with their scores, and
         why it ran degraded (no embedder: BM25 only) or None. The project's ranking is kept for
         ``FOCUS_CACHE_MS`` so walking down a tree with one question ranks once."""
+        from memtoc.retrieval.node_focus import FocusHit
         from memtoc.retrieval.recall import rank_only
 
         now = self.clock.now_ms()
@@ -598,14 +598,14 @@ class Memory:
                 semantic=self.semantic,
             )
             ranked = sorted(
-                (e.ts_ms, e.ts_ms, ranking.scores[i])
+                FocusHit(e.ts_ms, ranking.scores[i], e.session_id)
                 for i, e in ranking.events.items()
                 if i in ranking.scores
             )
             if len(self._focus_cache) >= FOCUS_CACHE_SIZE:
                 self._focus_cache.clear()
             cached = self._focus_cache[key] = (now, ranked)
-        hits = [h for h in cached[1] if node.start_ms <= h[0] < node.end_ms]
+        hits = [h for h in cached[1] if node.start_ms <= h.ts_ms < node.end_ms]
         return hits, self.semantic.degraded or self.semantic.partial
 
     def expand(

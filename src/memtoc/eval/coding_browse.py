@@ -202,10 +202,13 @@ class BrowseMethod:
             (under a day or a segment) and the children it lists, in the listed order."""
             node = v.node
             if node.level in EXPAND_LEVELS:  # higher up, descending says more per token
-                for bullet in v.bullets:
+                for rank, bullet in enumerate(v.bullets):
+                    order = p
+                    if v.bullet_matches is not None:  # listed most about the question first
+                        order = p / (1 + rank) if rank < v.bullet_matches else 0.0
                     for gid in bullet.grip_ids[:1]:  # the one grip an L0 view shows in full
                         if gid not in seen_grips:
-                            push("expand", gid, blend(self.sim(bullet.text), p))
+                            push("expand", gid, blend(self.sim(bullet.text), order))
             for rank, child in enumerate(v.children, start=v.offset):
                 if child.node_id in seen_nodes:
                     continue
@@ -217,6 +220,10 @@ class BrowseMethod:
                 if span is not None and child.start_ms < span[1] and child.end_ms > span[0]:
                     score += TIME_BONUS
                 push("open", child.node_id, score)
+                match = child.match  # the child's bullet the view shows under it, with its grip
+                if match is not None and match.grip_ids and match.grip_ids[0] not in seen_grips:
+                    # evidence one expand away, shown where the child stands: before opening it
+                    push("expand", match.grip_ids[0], score + blend(self.sim(match.text), 0.0))
             if v.more:  # the next page: after what this one listed
                 push("page", node.node_id, blend(0.0, p / (2 + v.offset + len(v.children))),
                      v.offset + len(v.children))  # fmt: skip

@@ -12,12 +12,14 @@ A view costs what it is worth, so an agent with a 500-2,000-token budget can wal
   with a focus) are listed from ``offset`` on; a last line says how many
   more there are and the offset that lists them ("… 62 more: offset=12").
 - **Focus** (the question being answered): children are listed most-about-the-focus first — by
-  the best hit inside each child's span (``FocusHits``: the memory's own ranking of events for
-  the question, recall's), children without a hit after, in time order (the header says how many
-  hold one); a period shows its
-  ``FOCUS_BULLETS`` bullet(s) most about the focus (a count says how many are left out) and no
-  abstract (a period's abstract runs through its bullets). A segment keeps all its bullets: they
-  are the way to its events. The same idea as ``expand``'s focus.
+  the best hit inside each child's span (``FocusHit``: the memory's own ranking of events for
+  the question, recall's; ``node_focus.py``), children without a hit after, in time order (the
+  header says how many hold one). A day shows under each of its first ``MATCH_CHILDREN``
+  segments holding a hit the segment's bullet over its best hit, with that grip: one expand from
+  the evidence. A period whose children hold hits shows none of its own bullets (its children
+  are the way on); one without shows its ``FOCUS_BULLETS`` bullet most about the focus, whole.
+  A segment keeps all its bullets (they are the way to its events), those over the best hits
+  first, each citing its grip over the hit first. The same idea as ``expand``'s focus.
 
 ``tokens`` is the count of ``render()``: what the agent pays.
 """
@@ -25,11 +27,12 @@ A view costs what it is worth, so an agent with a 500-2,000-token budget can wal
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from memtoc.errors import QueryError
 from memtoc.model import Bullet, JsonValue, TocNode, iso_ms
+from memtoc.retrieval.node_focus import FocusHit, FocusHits, node_hits, ranked_bullets
 from memtoc.store.base import Store
 from memtoc.text.keyphrases import key_terms
 from memtoc.text.tokens import TokenCounter
@@ -51,10 +54,9 @@ BULLET_CHARS = 120
 a focused view shows; a segment's bullets are always whole: they can hold the very words an
 agent looks for)."""
 
-FocusHits = Callable[[str, TocNode], tuple[Sequence[tuple[int, int, float]], str | None]]
-"""``(focus, node) -> ([(start_ms, end_ms, score), ...], degraded)``: the hits for ``focus``
-inside the node's period and project (higher scores better) and why the ranking ran degraded
-(no embedder) or None (``Memory.node`` passes recall's ranking of events)."""
+MATCH_CHILDREN = 3
+"""A focused view shows, under this many of its first children holding a match, the child's
+bullet most about the focus (with its grip): the way to the evidence without opening the child."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,12 +73,19 @@ class ChildView:
     """Not yet covered by the parent's summary (the parent is rebuilt at most once per age)."""
     score: float | None = None
     """With a focus: the score of the best hit inside the child (None: no hit)."""
+    match: Bullet | None = None
+    """With a focus, for the first ``MATCH_CHILDREN`` children holding a hit: the child's bullet
+    over its best hit, its grip over that hit first."""
 
     def render(self, tier: str = "L1") -> str:
         note = " (new: not yet in the summary above)" if self.new else ""
         if tier == "L0":
-            return f"- [{self.node_id}] {short_title(self.title)}{note}"
-        return f"- [{self.node_id}] {self.title}: {self.abstract}{note}"
+            line = f"- [{self.node_id}] {short_title(self.title)}{note}"
+        else:
+            line = f"- [{self.node_id}] {self.title}: {self.abstract}{note}"
+        if self.match is not None:
+            line += f"\n  * {self.match.text}{_grips(self.match.grip_ids, tier)}"
+        return line
 
     def to_dict(self) -> dict[str, JsonValue]:
         data: dict[str, JsonValue] = {
@@ -90,6 +99,8 @@ class ChildView:
         }
         if self.score is not None:
             data["score"] = round(self.score, 6)
+        if self.match is not None:
+            data["match"] = self.match.to_dict()
         return data
 
 
@@ -113,11 +124,16 @@ class NodeView:
     """With a focus: how many of all the children hold a hit (they are listed first)."""
     degraded: str | None = None
     """Why the focus order is degraded (e.g. the search had no embedder: BM25 only), or None."""
+    shown: tuple[Bullet, ...] | None = None
+    """The bullets shown, in the order shown (default: ``focus_bullets``)."""
+    bullet_matches: int | None = None
+    """With a focus ranking: how many of the bullets shown hold a hit (they come first)."""
 
     @property
     def bullets(self) -> tuple[Bullet, ...]:
-        """The bullets shown (a focused view of a period leaves out those not about it)."""
-        return focus_bullets(self.node, self.focus)
+        """The bullets shown (a focused view orders them by the focus and a period's leaves out
+        those not about it)."""
+        return focus_bullets(self.node, self.focus) if self.shown is None else self.shown
 
     @property
     def more(self) -> int:
@@ -136,6 +152,8 @@ class NodeView:
             focus=self.focus,
             degraded=self.degraded,
             matched=self.matched,
+            bullets=self.bullets,
+            bullet_matches=self.bullet_matches,
         )
 
     def to_dict(self) -> dict[str, JsonValue]:
@@ -158,6 +176,8 @@ class NodeView:
             data["focus"] = self.focus
             data["focus_degraded"] = self.degraded
             data["focus_matched"] = self.matched
+            data["bullets_shown"] = [b.to_dict() for b in self.bullets]
+            data["bullets_matched"] = self.bullet_matches
         return data
 
 
@@ -217,8 +237,11 @@ def render_node(
     focus: str | None = None,
     degraded: str | None = None,
     matched: int | None = None,
+    bullets: Sequence[Bullet] | None = None,
+    bullet_matches: int | None = None,
 ) -> str:
-    """The text an agent reads for a node view (what ``tokens`` counts)."""
+    """The text an agent reads for a node view (what ``tokens`` counts): ``bullets`` are those
+    shown, in order (default ``focus_bullets``), the first ``bullet_matches`` holding a hit."""
     head = f"{node.node_id} — {node.title}"
     if provisional:
         head += " (provisional summary)"
@@ -227,13 +250,18 @@ def render_node(
         lines.append(node.abstract)
     elif focus is None or node.level == "segment":
         lines.append(novel_abstract(node))
-    bullets = focus_bullets(node, focus)
+    if bullets is None:
+        bullets = focus_bullets(node, focus)
+    if bullet_matches and node.level == "segment" and len(node.bullets) > 1:
+        lines.append(f"bullets most about the focus first ({bullet_matches} hold matches):")
     cut = tier == "L0" and node.level != "segment" and focus is None  # a focused one: whole
     lines += [
         f"* {short_title(b.text, BULLET_CHARS) if cut else b.text}{_grips(b.grip_ids, tier)}"
         for b in bullets
     ]
-    if len(bullets) < len(node.bullets):
+    if not bullets and node.bullets and children and focus is not None:
+        lines.append(f"({len(node.bullets)} bullets left out: the children are the way on)")
+    elif len(bullets) < len(node.bullets):
         lines.append(f"({len(node.bullets) - len(bullets)} more bullets, less about the focus)")
     if tier == "L1":
         if node.keywords:
@@ -282,18 +310,33 @@ def children_of(store: Store, node: TocNode) -> list[TocNode]:
     return store.list_nodes(node.project, parent_id=node.node_id)
 
 
-def _focus_order(kids: list[ChildView], hits: Sequence[tuple[int, int, float]]) -> list[ChildView]:
-    """``kids`` scored by their best hit (a hit counts for every child its span overlaps), best
-    first; children without a hit keep time order after them."""
+def _focus_order(
+    kids: list[ChildView], nodes: Sequence[TocNode], hits: Sequence[FocusHit]
+) -> list[ChildView]:
+    """``kids`` (of ``nodes``) scored by their best hit inside (``node_hits``), best first;
+    children without a hit keep time order after them."""
     scored = []
-    for kid in kids:
-        best = max(
-            (score for s, e, score in hits if s < kid.end_ms and e >= kid.start_ms),
-            default=None,
-        )
+    for kid, child in zip(kids, nodes, strict=True):
+        best = max((h.score for h in node_hits(hits, child)), default=None)
         scored.append(replace(kid, score=best))
     hit = sorted((k for k in scored if k.score is not None), key=lambda k: -(k.score or 0.0))
     return hit + [k for k in scored if k.score is None]
+
+
+def _focused_bullets(
+    store: Store, node: TocNode, hits: Sequence[FocusHit], focus: str
+) -> tuple[tuple[Bullet, ...], int]:
+    """The bullets a focused view shows and how many of them hold a hit: a segment's all, those
+    over the best hits first; a period's ``FOCUS_BULLETS`` over its best hits (by key terms when
+    none of its bullets leads to a hit; ``node_view`` leaves them out when its children hold
+    hits)."""
+    ranked = ranked_bullets(store, node.bullets, node_hits(hits, node), key_terms(focus))
+    matched = sum(score is not None for _, score in ranked)
+    if node.level == "segment":
+        return tuple(b for b, _ in ranked), matched
+    if matched:
+        return tuple(b for b, _ in ranked[:FOCUS_BULLETS]), min(matched, FOCUS_BULLETS)
+    return focus_bullets(node, focus), 0
 
 
 def node_view(
@@ -325,6 +368,7 @@ def node_view(
         focus = " ".join(focus.split()) or None
     node = store.find_node(node_id, project)
     covered = set(node.child_node_ids)
+    nodes = children_of(store, node)
     kids = [
         ChildView(
             c.node_id,
@@ -335,14 +379,21 @@ def node_view(
             c.end_ms,
             new=c.node_id not in covered,
         )
-        for c in children_of(store, node)
+        for c in nodes
     ]
     degraded = None
     matched = None
-    if focus is not None and focus_hits is not None and kids:
+    shown = None
+    bullet_matches = None
+    if focus is not None and focus_hits is not None:
         hits, degraded = focus_hits(focus, node)
-        kids = _focus_order(kids, hits)
-        matched = sum(k.score is not None for k in kids)
+        shown, bullet_matches = _focused_bullets(store, node, hits, focus)
+        if kids:
+            kids = _focus_order(kids, nodes, hits)
+            matched = sum(k.score is not None for k in kids)
+            kids = _with_matches(store, kids, {c.node_id: c for c in nodes}, hits, offset, focus)
+            if matched:  # the children, most about the focus first, are the way on
+                shown, bullet_matches = (), 0
     running = node.level != "segment" and now_ms is not None and now_ms < node.end_ms
     provisional = running or any(k.new for k in kids)
     page = tuple(kids[offset : offset + limit])
@@ -357,6 +408,8 @@ def node_view(
         focus=focus,
         degraded=degraded,
         matched=matched,
+        bullets=shown,
+        bullet_matches=bullet_matches,
     )
     return NodeView(
         node,
@@ -370,4 +423,30 @@ def node_view(
         focus,
         matched,
         degraded,
+        shown,
+        bullet_matches,
     )
+
+
+def _with_matches(
+    store: Store,
+    kids: list[ChildView],
+    nodes: dict[str, TocNode],
+    hits: Sequence[FocusHit],
+    offset: int,
+    focus: str,
+) -> list[ChildView]:
+    """``kids`` with the first ``MATCH_CHILDREN`` holding a hit (on the first page only) showing
+    their bullet over their best hit."""
+    out = list(kids)
+    terms = key_terms(focus)
+    for i, kid in enumerate(kids[: MATCH_CHILDREN if offset == 0 else 0]):
+        if kid.score is None:
+            break
+        child = nodes[kid.node_id]
+        if child.level != "segment":  # a period's bullet digests many sessions: no way in
+            continue
+        ranked = ranked_bullets(store, child.bullets, node_hits(hits, child), terms)
+        if ranked and ranked[0][1] is not None:
+            out[i] = replace(kid, match=ranked[0][0])
+    return out

@@ -115,7 +115,10 @@ def _node_tree(view: NodeView) -> Tree:
         kids = tree.add(f"[bold]children[/] ({first}-{last} of {last + view.more}{order}{more})")
         for c in view.children:
             new = "  [yellow](new)[/]" if c.new else ""
-            kids.add(f"[cyan]{c.node_id}[/]  {escape(c.title)}{new}")
+            kid = kids.add(f"[cyan]{c.node_id}[/]  {escape(c.title)}{new}")
+            if c.match is not None:  # the segment's bullet over its best hit for the focus
+                grip = f"  [dim]{c.match.grip_ids[0]}[/]" if c.match.grip_ids else ""
+                kid.add(f"{escape(c.match.text)}{grip}")
     degraded = f"  [yellow]degraded: {escape(node.degraded)}[/]" if node.degraded else ""
     tree.add(f"[dim]{view.tokens} tokens · summariser {node.summarizer}[/]{degraded}")
     return tree
