@@ -12,6 +12,7 @@ import anyio
 import pytest
 from fastapi.testclient import TestClient
 from mcp import Client
+from typer.testing import CliRunner
 
 from conftest import open_backend
 from memtoc.clock import ManualClock
@@ -23,6 +24,8 @@ from memtoc.pipeline.summarize.extractive import ExtractiveSummarizer
 from memtoc.pipeline.worker import PipelineConfig, Processor
 from memtoc.retrieval.navigate import expand
 from memtoc.retrieval.node_view import DEFAULT_CHILD_LIMIT, novel_abstract
+from memtoc.store.sqlite import SqliteStore
+from memtoc.surfaces.cli import app
 from memtoc.surfaces.http.app import create_app
 from memtoc.surfaces.mcp_server import build_server
 from memtoc.text.tokens import default_counter
@@ -113,13 +116,69 @@ def test_a_focused_view_lists_the_children_holding_the_answer_first(memory: Memo
     for node_id in ("toc:year:2024", "toc:month:2024-03", "toc:week:2024-W10"):
         up = memory.node(node_id, project="p", focus=question)
         assert up.children[0].start_ms <= T0 + 17 * 20 * MIN < up.children[0].end_ms
-    # A period shows only its bullet most about the focus, with a count of the others.
+    # A period whose children hold the answer leaves its own bullets out: they are the way on.
     day = memory.store.find_node("toc:day:2024-03-05", "p")
-    assert len(view.bullets) <= 1 and all("zeppelin" in b.text.lower() for b in view.bullets)
-    if len(view.bullets) < len(day.bullets):
-        assert (
-            f"({len(day.bullets) - len(view.bullets)} more bullets, less about the focus)" in text
-        )
+    assert view.bullets == () and view.to_dict()["bullets_shown"] == []
+    assert f"({len(day.bullets)} bullets left out: the children are the way on)" in text
+
+
+def test_a_focused_day_shows_the_bullet_leading_to_the_answer(
+    memory: Memory, tmp_path: Path
+) -> None:
+    """Under its best segment a focused day shows that segment's bullet over the answer, with
+    the grip that expands to it; the segment itself lists that bullet first — on every surface."""
+    question = "When does the zeppelin quota reset?"
+    answer = "The zeppelin quota resets at midnight UTC"
+    view = memory.node("toc:day:2024-03-05", project="p", focus=question)
+    best = view.children[0]
+    assert best.match is not None and best.match.text.startswith(answer)
+    assert all(c.match is None for c in view.children[1:])  # no other segment holds a match
+    grip = best.match.grip_ids[0]
+    assert answer in memory.expand(grip, before=0, after=0).events[0].text
+    lines = view.render().splitlines()
+    first = lines.index(next(ln for ln in lines if ln.startswith(f"- [{best.node_id}]")))
+    assert lines[first + 1] == f"  * {best.match.text} ({grip})"
+    # The segment: in summary order the answer's bullet is not first; focused it is, its grip
+    # (the narrowest over the hit) cited first, and the view says how many bullets hold a hit.
+    plain = memory.node(best.node_id, project="p")
+    assert not plain.bullets[0].text.startswith(answer)
+    seg = memory.node(best.node_id, project="p", focus=question)
+    assert seg.bullets[0].text.startswith(answer) and seg.bullets[0].grip_ids[0] == grip
+    assert {b.text for b in seg.bullets} == {b.text for b in plain.bullets}  # all kept
+    assert f"bullets most about the focus first ({seg.bullet_matches} hold matches):" in (
+        seg.render()
+    )
+    assert seg.to_dict()["bullets_shown"][0]["text"].startswith(answer)
+
+    async def calls() -> tuple[Any, Any]:
+        async with Client(build_server(memory)) as client:
+            toc = await client.call_tool(
+                "memory_toc",
+                {"node_id": "toc:day:2024-03-05", "project": "p", "focus": question},
+            )
+            ev = await client.call_tool("memory_expand", {"grip_id": grip, "before": 0, "after": 0})
+            return toc, ev
+
+    toc, ev = anyio.run(calls)
+    assert not toc.is_error and f"  * {best.match.text} ({grip})" in toc.content[0].text
+    assert not ev.is_error and answer in ev.content[0].text
+    client = TestClient(
+        create_app(lambda: memory, token=None, web=False), base_url="http://127.0.0.1"
+    )
+    got = client.get(
+        "/v1/nodes/toc:day:2024-03-05", params={"project": "p", "focus": question}
+    ).json()
+    assert got["children"][0]["match"]["text"].startswith(answer)
+    assert got["children"][0]["match"]["grip_ids"][0] == grip and got["bullets_shown"] == []
+    if isinstance(memory.store, SqliteStore):  # the CLI opens the same file
+        out = CliRunner().invoke(
+            app,
+            ["--db", str(tmp_path / "v.db"), "toc", "toc:day:2024-03-05", "-p", "p",
+             "--focus", question],
+            env={"COLUMNS": "200"},
+        )  # fmt: skip
+        assert out.exit_code == 0, out.output
+        assert answer in out.output and grip in out.output
 
 
 def test_an_l0_view_does_not_repeat_its_bullets_in_the_abstract() -> None:
