@@ -28,7 +28,7 @@ def test_a_commands_output_is_its_output_and_the_wrapper_its_metadata(tmp_path: 
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMTOC_")}
     env.update(PYTHONPATH=str(ROOT / "src"), HF_HUB_OFFLINE="1", MEMTOC_EMBEDDER="none")
     proc = subprocess.run([sys.executable, "-m", "memtoc", "--home", str(home), "hook", "ingest",
-                           "--process"], input=json.dumps(payload), capture_output=True,
+                           "--process", "--wait"], input=json.dumps(payload), capture_output=True,
                           text=True, env=env, timeout=90)  # fmt: skip
     assert proc.returncode == 0 and proc.stdout == "", proc.stderr
     with Memory.open(load_settings({"home": str(home)}), read_only=True) as mem:

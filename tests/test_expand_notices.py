@@ -54,7 +54,7 @@ async def expand_all(home: Path, grips: list[str]) -> list[Any]:
 def test_expand_leaves_hook_progress_out_and_says_so(tmp_path: Path) -> None:
     home = tmp_path / "home"
     hook(home, "ingest", event="Stop")
-    hook(home, "ingest", "--process", event="SessionEnd")
+    hook(home, "ingest", "--process", "--wait", event="SessionEnd")
     with Memory.open(load_settings({"home": str(home)}), read_only=True) as mem:
         notices = [e for e in mem.events() if e.bookkeeping == "hook"]
         segments = mem.store.list_nodes("claude-code-log", level="segment")

@@ -245,7 +245,7 @@ def test_gemini_hooks_ingest_a_real_session(tmp_path: Path) -> None:
         }
     )
     proc = subprocess.run(
-        [sys.executable, "-m", "memtoc", "--home", str(home), "hook", "ingest", "--process"],
+        [sys.executable, "-m", "memtoc", "--home", str(home), "hook", "ingest", "--process", "--wait"],
         input=payload, capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
     assert proc.returncode == 0 and proc.stdout == "", proc.stderr

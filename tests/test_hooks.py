@@ -188,7 +188,8 @@ def test_ingest_hook_on_a_growing_transcript(tmp_path: Path) -> None:
         proc, _ = _hook(home, "ingest", stdin=_payload("Stop", live))
         assert proc.returncode == 0 and proc.stdout == "", proc.stderr
     proc, _ = _hook(home, "ingest", "--process", stdin=_payload("SessionEnd", live))
-    assert proc.returncode == 0
+    assert proc.returncode == 0  # returns once imported: the filing goes on detached
+    _wait_filed(home)
 
     reference = tmp_path / "reference"
     with Memory.open(load_settings({"home": str(reference)})) as ref:
@@ -201,6 +202,20 @@ def test_ingest_hook_on_a_growing_transcript(tmp_path: Path) -> None:
     assert got == expected and len(expected) > 20  # every event exactly once, whole
     log = home / "hooks.log"
     assert not log.exists(), log.read_text()  # a half-written line is not a problem to report
+
+
+def _wait_filed(home: Path, timeout_s: float = 90.0) -> None:
+    """Wait for the detached ``hook process`` that ``hook ingest --process`` starts (agents
+    cancel a session-end hook still running when they exit, so the filing outlives the hook)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        with Memory.open(load_settings({"home": str(home)}), read_only=True) as mem:
+            pending = mem.store.outbox_counts().get("pending", 0)
+            years = [n for p in mem.store.projects() for n in mem.store.list_nodes(p, level="year")]
+        if pending == 0 and years:  # filed, then rolled up
+            return
+        assert time.monotonic() < deadline, f"not filed after {timeout_s}s ({pending} pending)"
+        time.sleep(0.5)
 
 
 @pytest.fixture
@@ -336,7 +351,7 @@ def test_the_ide_notice_is_not_what_the_session_asked(tmp_path: Path) -> None:
     transcript = next(IDE_SESSION.glob("*.jsonl"))
     payload = {"session_id": transcript.stem, "transcript_path": str(transcript),
                "cwd": "/Users/dain/workspace/danieldemmel.me-next"}  # fmt: skip
-    for event, args in (("Stop", ()), ("SessionEnd", ("--process",))):
+    for event, args in (("Stop", ()), ("SessionEnd", ("--process", "--wait"))):
         stdin = json.dumps({**payload, "hook_event_name": event})
         proc, _ = _hook(home, "ingest", *args, stdin=stdin)
         assert proc.returncode == 0 and proc.stdout == "", proc.stderr
@@ -389,6 +404,7 @@ def test_codex_hooks_as_installed_file_the_session_into_the_toc(
             fh.write(b"".join(lines[written:cut]))
         written = cut
         assert run("Stop", stop_hook_active=False) == ""
+    _wait_filed(tmp_path / "home")  # Codex's Stop files the turn detached: it waits for Stop
     out = run("SessionStart", source="startup")
     text = json.loads(out)["hookSpecificOutput"]["additionalContext"]
     assert "project agentv" in text, text

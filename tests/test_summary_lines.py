@@ -56,7 +56,7 @@ def test_summary_lines_read_before_any_message_wait_for_its_time(tmp_path: Path)
     with live.open("a") as fh:  # the session goes on
         fh.write(SESSION.read_text())
     hook(home, live, "ingest", event="Stop")
-    hook(home, live, "ingest", "--process", event="SessionEnd")
+    hook(home, live, "ingest", "--process", "--wait", event="SessionEnd")
     with Memory.open(load_settings({"home": str(home)}), read_only=True) as mem:
         events = mem.events()
         summaries = [e for e in events if e.metadata.get("kind") == "summary"]

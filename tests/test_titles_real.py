@@ -41,7 +41,7 @@ def hook(home: Path, *args: str, event: str) -> str:
 def test_a_request_addressed_to_the_agent_is_titled_by_what_it_asked(tmp_path: Path) -> None:
     home = tmp_path / "home"
     hook(home, "ingest", event="Stop")
-    hook(home, "ingest", "--process", event="SessionEnd")
+    hook(home, "ingest", "--process", "--wait", event="SessionEnd")
     with Memory.open(load_settings({"home": str(home)}), read_only=True) as mem:
         titles = {n.level: n.title for n in mem.store.list_nodes("claude-code-log")}
     assert titles["segment"] == "Added a Github Action to run tests and linting", titles

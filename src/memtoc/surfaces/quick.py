@@ -93,8 +93,8 @@ def run_fast(argv: Sequence[str]) -> int | None:
             {"--json"},
         )
         return None if opts is None else _context(overrides, opts)
-    if args[:2] in (["hook", "session-start"], ["hook", "ingest"]):
-        flags = {"--process"} if args[1] == "ingest" else set()
+    if args[:2] in (["hook", "session-start"], ["hook", "ingest"], ["hook", "process"]):
+        flags = {"--process", "--wait"} if args[1] == "ingest" else set()
         known = {"--deadline": "deadline"}
         if args[1] == "session-start":
             known["--budget"] = "budget"
@@ -152,13 +152,18 @@ def _hook(kind: str, overrides: dict[str, str | None], opts: dict[str, str]) -> 
                 budget=budget,
                 deadline_s=deadline or runner.SESSION_START_DEADLINE_S,
             )
+        elif kind == "process":  # detached by ``ingest --process``: nothing waits for it
+            runner.process_pending(settings)
         else:
-            runner.ingest(
+            process, wait = bool(opts.get("process")), bool(opts.get("wait"))
+            outcome = runner.ingest(
                 settings,
                 hook,
-                process=bool(opts.get("process")),
+                process=process and wait,
                 deadline_s=deadline or runner.INGEST_DEADLINE_S,
             )
+            if process and not wait and outcome is not None:
+                runner.spawn_processing(settings)
     finish_hook(output)
     return 0
 

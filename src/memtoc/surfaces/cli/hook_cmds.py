@@ -127,7 +127,15 @@ def hook_session_start(
 def hook_ingest(
     ctx: typer.Context,
     process: Annotated[
-        bool, typer.Option("--process", help="Also file new events into the TOC.")
+        bool,
+        typer.Option(
+            "--process",
+            help="Also file new events into the TOC, in a detached process that outlives the "
+            "hook (agents cancel session-end hooks when they exit).",
+        ),
+    ] = False,
+    wait: Annotated[
+        bool, typer.Option("--wait", help="With --process: file in this process, and wait.")
     ] = False,
     deadline: Annotated[float, typer.Option("--deadline", help="Seconds.")] = (
         runner.INGEST_DEADLINE_S
@@ -137,7 +145,19 @@ def hook_ingest(
     hook = fast.read_hook_input()
     settings = _hook_settings(ctx)
     if settings is not None:
-        runner.ingest(settings, hook, process=process, deadline_s=deadline)
+        outcome = runner.ingest(settings, hook, process=process and wait, deadline_s=deadline)
+        if process and not wait and outcome is not None:
+            runner.spawn_processing(settings)
+    fast.finish_hook("")
+
+
+@hook_app.command("process")
+def hook_process(ctx: typer.Context) -> None:
+    """File what waits in the queue into the TOC (what `hook ingest --process` starts, detached;
+    problems go to hooks.log; exit 0)."""
+    settings = _hook_settings(ctx)
+    if settings is not None:
+        runner.process_pending(settings)
     fast.finish_hook("")
 
 

@@ -18,6 +18,14 @@ transcript importers use), within the budget; nothing for a folder with no memor
 ``ingest`` imports the transcript named by ``transcript_path`` incrementally: the importer resumes
 from the file's watermark (the byte offset already stored), so repeated hooks read only new bytes
 and never store an event twice; with ``process`` it also files new events into the TOC.
+
+Filing takes seconds, and agents do not wait for it at a session's end: Claude Code cancels
+SessionEnd hooks still running when it exits (anthropics/claude-code#41577, #32712) and Gemini
+CLI's SessionEnd is best effort; Codex waits for its Stop hooks, each turn. So ``memtoc hook
+ingest --process`` imports in the hook and hands the filing to a detached ``memtoc hook
+process`` (``spawn_processing``: its own session, so the agent's exit does not take it along)
+and returns; ``--wait`` files in the hook itself. The pipeline is safe to run beside another
+worker and to kill at any point (``pipeline.worker``).
 """
 
 from __future__ import annotations
@@ -40,6 +48,8 @@ INGEST_DEADLINE_S = 20.0
 SESSION_START_BUSY_MS = 1_200
 """How long the session-start hook waits for another process's lock before giving up."""
 INGEST_BUSY_MS = 10_000
+PROCESS_DEADLINE_S = 600.0
+"""How long a detached ``hook process`` may file before it gives up (the next one goes on)."""
 LOG_NAME = "hooks.log"
 LOG_MAX_BYTES = 1_000_000
 
@@ -212,4 +222,36 @@ def ingest(
         return run_with_deadline(work, deadline_s)
     except Exception as exc:  # fail-open: never break the agent's turn
         log_problem(settings.home, f"ingest {hook.event}", f"{type(exc).__name__}: {exc}")
+        return None
+
+
+def spawn_processing(settings: Settings) -> bool:
+    """Start ``memtoc hook process`` detached (its own session, no stdio): it outlives the
+    hook and the agent. False (logged) when it could not be started."""
+    import subprocess
+    import sys
+
+    command = [sys.executable, "-m", "memtoc", "--db", settings.db, "--home", str(settings.home),
+               "hook", "process"]  # fmt: skip
+    try:
+        subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True)  # fmt: skip
+    except OSError as exc:
+        log_problem(settings.home, "process", f"could not start the filing process: {exc}")
+        return False
+    return True
+
+
+def process_pending(settings: Settings, *, deadline_s: float = PROCESS_DEADLINE_S) -> int | None:
+    """File what the outbox holds into the TOC (``Memory.process``): the events filed, or None
+    on a problem (logged to ``hooks.log``)."""
+
+    def work() -> int:
+        with Memory.open(settings, busy_timeout_ms=INGEST_BUSY_MS) as mem:
+            return mem.process().events
+
+    try:
+        return run_with_deadline(work, deadline_s)
+    except Exception as exc:  # nobody waits for it: the log says what went wrong
+        log_problem(settings.home, "process", f"{type(exc).__name__}: {exc}")
         return None
