@@ -80,9 +80,12 @@ def _render_events(events: Iterable[Event]) -> str:
 
 
 def grip_events(store: PipelineStore, grip: Grip) -> list[Event]:
-    """The events of a grip's range (its session, from its first to its last event)."""
-    start = store.get_event(grip.event_id_start)
-    end = store.get_event(grip.event_id_end)
+    """The events of a grip's range (its session, from its first to its last event). Its ends
+    are read in one call (a round trip each on PostgreSQL, and recall expands a dozen grips)."""
+    ends = {e.event_id: e for e in store.get_events((grip.event_id_start, grip.event_id_end))}
+    # an end that is gone: get_event raises the NotFoundError naming it
+    start = ends.get(grip.event_id_start) or store.get_event(grip.event_id_start)
+    end = ends.get(grip.event_id_end) or store.get_event(grip.event_id_end)
     lo, hi = (start.ts_ms, start.event_id), (end.ts_ms, end.event_id)
     return [
         ev
