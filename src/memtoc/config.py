@@ -227,7 +227,8 @@ def load_settings(
         if key not in _BY_NAME:
             raise ConfigError(f"unknown setting {key!r}")
     home_raw = args.get("home") or env.get("MEMTOC_HOME")
-    home = Path(home_raw).expanduser() if home_raw else default_home()
+    # absolute: a path memtoc prints (the MCP command, hooks, the store) must work from any folder
+    home = Path(home_raw).expanduser().absolute() if home_raw else default_home()
     file_values = _read_config_file(home)
     values: dict[str, Any] = {}
     sources: dict[str, str] = {}
@@ -249,5 +250,7 @@ def load_settings(
     values["home"] = home
     if not values.get("db"):
         values["db"] = str(home / "memtoc.db")
+    elif "://" not in values["db"] and not values["db"].startswith("file:"):
+        values["db"] = str(Path(values["db"]).expanduser().absolute())  # a SQLite file's path
     known = {f.name for f in fields(Settings)}
     return Settings(**{k: v for k, v in values.items() if k in known}, sources=sources)

@@ -40,6 +40,7 @@ from memtoc.memory import Memory
 from memtoc.model import JsonValue
 from memtoc.surfaces.http.app import create_app
 from memtoc.surfaces.http.auth import check_bind, ensure_token
+from memtoc.surfaces.invocation import memtoc_argv, shell_command
 from memtoc.surfaces.processing import Processing
 from memtoc.surfaces.serve_lock import lock_owner, lock_path
 
@@ -92,7 +93,10 @@ def base_url(host: str, port: int) -> str:
 def banner(settings: Settings, url: str, token: str | None) -> list[str]:
     """The lines printed at start: web URL (with the token), API, MCP config snippet."""
     fragment = f"#token={token}" if token else ""
-    mcp = {"mcpServers": {"memtoc": {"command": "memtoc", "args": ["--db", settings.db, "mcp"]}}}
+    command, *args = memtoc_argv()
+    mcp = {
+        "mcpServers": {"memtoc": {"command": command, "args": [*args, "--db", settings.db, "mcp"]}}
+    }
     return [
         f"memtoc serve: web UI  {url}/{fragment}",
         f"memtoc serve: API     {url}/v1  (OpenAPI: {url}/docs; "
@@ -102,8 +106,8 @@ def banner(settings: Settings, url: str, token: str | None) -> list[str]:
             else "no auth)"
         ),
         f"memtoc serve: store   {settings.db}",
-        "memtoc serve: MCP     claude mcp add memtoc -- memtoc --db "
-        f"{settings.db} mcp   or in an MCP config: {json.dumps(mcp)}",
+        f"memtoc serve: MCP     claude mcp add memtoc -- {shell_command('--db', settings.db, 'mcp')}"
+        f"   or in an MCP config: {json.dumps(mcp)}",
     ]
 
 

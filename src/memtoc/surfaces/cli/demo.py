@@ -10,12 +10,14 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
+from memtoc.config import Settings
 from memtoc.eval.synth import SynthConfig, generate_with_facts, write_claude_code
 from memtoc.surfaces.cli.app import app, console, open_memory, state
 from memtoc.surfaces.cli.search_cmds import _render as render_search
 from memtoc.surfaces.cli.store_cmds import print_ingest_report
 from memtoc.surfaces.cli.toc_cmds import _node_tree, print_expand
 from memtoc.surfaces.http.auth import ensure_token
+from memtoc.surfaces.invocation import memtoc_argv, shell_command
 from memtoc.surfaces.serve import DEFAULT_HOST, DEFAULT_PORT, base_url
 
 
@@ -38,8 +40,13 @@ def demo(
             Path(f"{settings.db}{suffix}").unlink(missing_ok=True)
         shutil.rmtree(home / "sample-transcripts", ignore_errors=True)
     transcripts = home / "sample-transcripts"
+    remember_backends(settings)
     console.rule("[bold]1. sample history")
-    stream, facts = generate_with_facts(SynthConfig(seed=seed, events=events))
+    # 50 planted questions in the default 5,000 events; fewer in a smaller history (they need room)
+    planted = min(50, max(2, events // 100))
+    stream, facts = generate_with_facts(
+        SynthConfig(seed=seed, events=events, planted_facts=planted)
+    )
     files = write_claude_code(stream, transcripts)
     console.print(f"wrote {len(files)} Claude Code transcripts under {transcripts}")
     console.rule("[bold]2. ingest")
@@ -92,9 +99,33 @@ def demo(
         context = memory.context(project=project, budget=400)
         console.print(escape(context.text), highlight=False)
         console.print(f"[dim]{context.tokens} tokens (budget 400)[/]")
-    console.print(f"\nStore: {settings.db}  (try: memtoc --home {home} toc --project {project})")
+    try_it = shell_command("--home", str(home), "toc", "--project", project)
+    console.print(f"\nStore: {settings.db}  (try: {try_it})", highlight=False, soft_wrap=True)
     print_web_url(home)
     print_mcp_config(home)
+
+
+def remember_backends(settings: Settings) -> None:
+    """Keep the embedder the demo was given (``make demo`` passes ``MEMTOC_EMBED_MODEL`` to a
+    local model) in the demo home's ``config.toml``: the commands the demo then suggests run from
+    a shell without that variable, and would find the store's vectors unusable (BM25 only, a
+    degraded note on every search). A config file the user wrote is left alone."""
+    config = settings.home / "config.toml"
+    given = {"embedder": settings.embedder, "embed_model": settings.embed_model}
+    chosen = {
+        name: value
+        for name, value in given.items()
+        if value and settings.sources.get(name) in ("env", "argument")
+    }
+    if not chosen or config.exists():
+        return
+    settings.home.mkdir(parents=True, exist_ok=True)
+    # a JSON string is a TOML basic string (same quotes and escapes)
+    lines = [f"{name} = {json.dumps(str(value))}" for name, value in chosen.items()]
+    config.write_text(
+        "# written by `memtoc demo`: the backends it ran with\n" + "\n".join(lines) + "\n",
+        encoding="utf-8",
+    )
 
 
 def print_web_url(home: Path) -> None:
@@ -106,7 +137,7 @@ def print_web_url(home: Path) -> None:
     console.rule("[bold]10. browse it: the web TOC browser")
     token = ensure_token(home)
     url = base_url(DEFAULT_HOST, DEFAULT_PORT)
-    console.print(f"Run:   memtoc --home {home} serve", highlight=False)
+    console.print(f"Run:   {shell_command('--home', str(home), 'serve')}", highlight=False)
     console.print(f"Open:  {url}/#token={token}", highlight=False, soft_wrap=True)
     console.print(
         "[dim]timeline years → segments, bullets expand into their events, search, recall, "
@@ -118,13 +149,15 @@ def print_mcp_config(home: Path) -> None:
     """How to give an agent this memory: the MCP server command and the hooks."""
     console.rule("[bold]11. connect an agent (MCP)")
     console.print("Claude Code:", highlight=False)
-    console.print(f"  claude mcp add memtoc -- memtoc --home {home} mcp", highlight=False)
+    mcp = shell_command("--home", str(home), "mcp")
+    console.print(f"  claude mcp add memtoc -- {mcp}", highlight=False, soft_wrap=True)
     console.print("or in .mcp.json (project) / ~/.claude.json:", highlight=False)
+    command, *args = memtoc_argv()
     snippet = {
-        "mcpServers": {"memtoc": {"command": "memtoc", "args": ["--home", str(home), "mcp"]}}
+        "mcpServers": {"memtoc": {"command": command, "args": [*args, "--home", str(home), "mcp"]}}
     }
-    console.print(json.dumps(snippet, indent=2), highlight=False, markup=False)
+    console.print(json.dumps(snippet, indent=2), highlight=False, markup=False, soft_wrap=True)
+    hooks = shell_command("--home", str(home), "hooks", "install", "claude-code")
     console.print(
-        f"Session-start context and automatic ingest: memtoc --home {home} hooks install claude-code",
-        highlight=False,
+        f"Session-start context and automatic ingest: {hooks}", highlight=False, soft_wrap=True
     )

@@ -3,9 +3,7 @@
 
 from __future__ import annotations
 
-import shutil
 import signal
-import sys
 import threading
 from pathlib import Path
 from typing import Annotated, Any
@@ -20,6 +18,7 @@ from memtoc.surfaces.cli.app import app, console, open_memory, state
 from memtoc.surfaces.hooks import install as installer
 from memtoc.surfaces.hooks import runner
 from memtoc.surfaces.hooks.watch import DEFAULT_INTERVAL_S, Watcher, default_paths
+from memtoc.surfaces.invocation import memtoc_argv
 
 hooks_app = typer.Typer(
     help="Install memtoc into an agent's hooks (claude-code, codex, gemini).",
@@ -44,9 +43,10 @@ ProjectDirOpt = Annotated[
 
 
 def memtoc_command(settings: Settings) -> str:
-    """How an agent should run this memtoc: the script on PATH, else this Python with ``-m``."""
-    script = shutil.which("memtoc")
-    parts = [script] if script else [sys.executable, "-m", "memtoc"]
+    """How an agent should run this memtoc: this program's absolute path (the agent's PATH may
+    not hold it), else this Python with ``-m``; the store's paths are absolute (the agent runs
+    the hook from its own folder)."""
+    parts = memtoc_argv(absolute=True)
     if settings.sources.get("db") not in (None, "default"):
         parts += ["--db", settings.db]
     home = str(settings.home) if settings.sources.get("home") not in (None, "default") else None
