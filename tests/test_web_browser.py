@@ -379,6 +379,44 @@ def test_recall_shows_context_and_tokens(served: Served, page: Any) -> None:
         assert item["text"][:60].strip() in shown.locator(".recall-text").inner_text()
 
 
+def test_search_and_recall_say_a_title_once_and_who_spoke(served: Served, page: Any) -> None:
+    """A node's L0 and a grip's text open with the title shown above them: the search list said
+    "The type checking errors have been fixed" twice per node hit, and recall each item's first
+    line twice. A recalled event names who spoke: a user's request read like the agent's."""
+    page.goto(f"{served.url}/#token={TOKEN}")
+    page.locator("[data-testid=node-detail][data-node-id^='toc:year:']").wait_for()
+    page.fill("[data-testid=search-input]", served.query)
+    page.press("[data-testid=search-input]", "Enter")
+    page.locator("[data-testid=search-result]").first.wait_for()
+    with Memory.open(served.settings) as memory:
+        hits = memory.search(served.query, project=PROJECT, limit=12).items
+    opening = [i for i in hits if i.title and i.text.startswith(i.title.rstrip("…"))]
+    assert any(i.kind == "node" for i in opening), [(i.kind, i.title) for i in hits]
+    for item in opening:
+        row = page.locator(f'[data-testid=search-result][data-id="{item.id}"]')
+        head = item.title.rstrip("…")
+        assert row.inner_text().count(head) == 1, (item.kind, row.inner_text())
+    shot(page, "04b-search-titles-once")
+    page.locator("[data-testid=search-panel] button.close").click()
+
+    page.fill("[data-testid=recall-input]", served.query)
+    with page.expect_response(lambda r: r.url.endswith("/v1/recall")) as answer:
+        page.click("[data-testid=recall-form] button[type=submit]")
+    data = answer.value.json()
+    page.locator("[data-testid=recall-items]").wait_for()
+    items = page.locator("[data-testid=recall-items] > li")
+    roles = 0
+    for shown, item in zip(items.all(), data["items"], strict=True):
+        head = item["title"].rstrip("…")
+        if head:
+            assert shown.inner_text().count(head) == 1, shown.inner_text()
+        if item["kind"] == "event":
+            role = shown.locator("[data-testid=recall-role]").inner_text()
+            assert role.lower() == item["events"][0]["role"]
+            roles += 1
+    assert roles, "no event recalled"
+
+
 def test_without_a_token_the_page_asks_for_one(served: Served, page: Any) -> None:
     page.goto(served.url + "/")
     banner = page.locator("[data-testid=auth-error]")
@@ -407,3 +445,21 @@ def test_status_panel_shows_degraded_modes_in_warning_colour(served: Served, pag
         assert background == "rgb(255, 244, 229)"
         assert page.locator("[data-testid=status-ok]").count() == 0
         shot(page, "08-status-degraded")
+
+        # Search and recall name the mode in a few words; the full reason is on hover and in
+        # the panel (it filled the results' header: a library's error text, three times a page)
+        page.fill("[data-testid=search-input]", served.query)
+        page.press("[data-testid=search-input]", "Enter")
+        note = page.locator("[data-testid=search-panel] [data-testid=degraded]")
+        note.wait_for()
+        assert note.inner_text().strip() == "· no embedder, BM25 only (see Status)"
+        with Memory.open(settings) as memory:
+            reason = memory.search(served.query, project=PROJECT).degraded
+        assert reason and note.get_attribute("title") == reason
+        page.locator("[data-testid=search-panel] button.close").click()
+        page.fill("[data-testid=recall-input]", served.query)
+        page.click("[data-testid=recall-form] button[type=submit]")
+        recalled = page.locator("[data-testid=recall-out] [data-testid=degraded]")
+        recalled.wait_for()
+        assert "no embedder, BM25 only" in recalled.inner_text()
+        shot(page, "08b-search-recall-degraded")

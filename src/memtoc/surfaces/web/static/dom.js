@@ -98,3 +98,44 @@ export function chips(keywords, max = 8) {
 export function notice(kind, text) {
   return h("p", { class: "notice notice-" + kind, role: kind === "error" ? "alert" : "status" }, text);
 }
+
+/**
+ * What a result's text says after its title: a node's L0 and a grip's or recall item's text open
+ * with the title (the grip's cut at a word, "…"), so showing both said it twice. Returns the text
+ * unchanged when it does not open with the title.
+ */
+export function afterTitle(title, text) {
+  const head = (title || "").replace(/…$/, "").trimEnd();
+  const body = text || "";
+  if (!head || !body.startsWith(head)) return body;
+  return body.slice(head.length).replace(/^[\s.:;,]+/, "");
+}
+
+/**
+ * Whether a text opens with its title, after any leading "[2024-01-18]" / "[system]" tags (a
+ * recalled item's text is whole, so a title it opens with only repeats it).
+ */
+export function opensWith(title, text) {
+  const head = (title || "").replace(/…$/, "").trimEnd();
+  return Boolean(head) && (text || "").replace(/^(\s*\[[^\]\n]{1,40}\])*\s*/, "").startsWith(head);
+}
+
+/**
+ * A degraded mode in a few words (the full reason, often a library's error text, is in the
+ * status panel and in the element's tooltip): "no embedder, BM25 only".
+ */
+export function shortReason(degraded) {
+  return String(degraded || "").split("; ").map((part) => {
+    if (part.startsWith("no embedder")) return "no embedder, BM25 only";
+    if (part.startsWith("vectors stale") || part.startsWith("vectors missing")) return part.split(":")[0] + ", BM25 only";
+    if (part.startsWith("vectors behind")) return part.split(" filed")[0];
+    return part.length <= 80 ? part : part.slice(0, 79).replace(/\s+\S*$/, "") + "…";
+  }).join("; ");
+}
+
+/** A warning span for a degraded mode: short text, the full reason on hover. */
+export function degradedNote(degraded) {
+  if (!degraded) return null;
+  return h("span", { class: "warn-text", title: degraded, dataset: { testid: "degraded" } },
+    " · " + shortReason(degraded) + " (see Status)");
+}

@@ -2,7 +2,7 @@
 // the events each item cites.
 
 import { ApiError, api } from "./api.js";
-import { fill, h, notice, plural, stamp } from "./dom.js";
+import { degradedNote, fill, h, notice, opensWith, plural, stamp } from "./dom.js";
 
 export class Recall {
   /** @param {HTMLFormElement} form  @param {HTMLElement} out  @param {() => string|null} project */
@@ -37,15 +37,19 @@ export class Recall {
         h("strong", { class: over ? "warn-text" : "" }, plural(tokens, "token")),
         " of " + (result.budget ?? budget) + " · " + plural(items.length, "item") +
           (result.elapsed_ms !== undefined ? " · " + Math.round(result.elapsed_ms) + " ms" : ""),
-        result.degraded ? h("span", { class: "warn-text" }, " · " + result.degraded) : null),
+        degradedNote(result.degraded)),
       h("ol", { class: "recall-items", dataset: { testid: "recall-items" } }, items.map((item) => {
         const cited = (item.events || []).length + (item.cites || []).length;
+        const repeated = opensWith(item.title, item.text);
+        // an event says who spoke (the text does not: a user's request read like the agent's)
+        const who = item.kind === "event" && item.events?.length ? item.events[0].role : null;
         return h("li", { class: "recall-item" },
           h("p", { class: "row-head" },
             h("span", { class: "kind kind-" + item.kind }, item.kind),
+            who ? h("span", { class: "role", dataset: { testid: "recall-role" } }, who) : null,
             h("span", { class: "period" }, item.tier + " · " + stamp(item.start_time)),
             h("span", { class: "count" }, plural(item.tokens, "token"))),
-          item.title ? h("p", { class: "row-title" }, item.title) : null,
+          item.title && !repeated ? h("p", { class: "row-title" }, item.title) : null,
           h("div", { class: "recall-text" }, item.text),
           cited ? h("details", { class: "cites" },
             h("summary", {}, plural(cited, "citation")),

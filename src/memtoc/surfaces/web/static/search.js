@@ -2,7 +2,7 @@
 // choosing one opens the TOC node it belongs to.
 
 import { api } from "./api.js";
-import { fill, h, notice, stamp } from "./dom.js";
+import { afterTitle, degradedNote, fill, h, notice, stamp } from "./dom.js";
 
 const KIND_LABEL = { node: "Node", grip: "Grip", bookmark: "Bookmark", event: "Event" };
 
@@ -57,7 +57,7 @@ export class Search {
     const head = h("div", { class: "results-head" },
       h("strong", {}, items.length + " result" + (items.length === 1 ? "" : "s")),
       " for “" + query + "”",
-      result.degraded ? h("span", { class: "warn-text" }, " · " + result.degraded) : null,
+      degradedNote(result.degraded),
       result.time_range?.applied ? h("span", {}, " · time: " + result.time_range.expression) : null,
       h("button", { type: "button", class: "link close", onclick: () => this.close(true) }, "close"));
     const list = h("ol", { class: "results", dataset: { testid: "search-results" } },
@@ -74,8 +74,14 @@ export class Search {
           h("span", { class: "period" }, stamp(item.start_time)),
           h("span", { class: "count" }, "score " + Number(item.score).toFixed(2))),
         h("span", { class: "row-title" }, shortIds(item.title || item.id)),
-        h("span", { class: "row-abstract" }, item.text)))));
+        this.body(item)))));
     fill(this.panel, head, items.length ? list : notice("info", "Nothing found."));
+  }
+
+  /** The text under the title, without the title it opens with (a node's L0, a grip). */
+  body(item) {
+    const rest = afterTitle(item.title, item.text);
+    return rest ? h("span", { class: "row-abstract" }, rest) : null;
   }
 
   arrow(ev) {
