@@ -16,6 +16,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from typer.core import TyperGroup
 
 from memtoc.config import Settings, load_settings, setting
@@ -202,7 +203,11 @@ def open_memory(ctx: typer.Context, *, read_only: bool = False) -> Iterator[Memo
 
 
 def project_scope(
-    memory: Memory, project: str | list[str] | None = None, all_projects: bool = False
+    memory: Memory,
+    project: str | list[str] | None = None,
+    all_projects: bool = False,
+    *,
+    all_option: bool = True,
 ) -> Scope:
     """The projects a read command is about, by memtoc's one rule (``memtoc.projects``):
     ``--project`` (repeatable), ``--all-projects``, else the current directory's project. A
@@ -216,7 +221,10 @@ def project_scope(
         names[0] if names else None, all_projects=all_projects, working_dir=os.getcwd()
     )
     if scope.note:
-        err_console.print(f"[yellow]note:[/] {scope.note}", highlight=False, soft_wrap=True)
+        # the options this command has, not "ask for all projects" (toc has no --all-projects)
+        ask = " — name one with --project NAME" + (" or use --all-projects" if all_option else "")
+        note = scope.note.replace(" — name one, or ask for all projects", ask)
+        err_console.print(f"[yellow]note:[/] {escape(note)}", highlight=False, soft_wrap=True)
     return scope
 
 

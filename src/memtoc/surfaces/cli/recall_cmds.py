@@ -10,7 +10,9 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
+from memtoc.model import iso_ms
 from memtoc.retrieval.recall import DEFAULT_BUDGET, RecallResult
+from memtoc.retrieval.tiers import SearchItem
 from memtoc.surfaces.cli.app import (
     AllProjectsOpt,
     JsonOpt,
@@ -22,10 +24,11 @@ from memtoc.surfaces.cli.app import (
     open_memory,
     project_scope,
 )
+from memtoc.surfaces.cli.search_cmds import degraded_line
 from memtoc.surfaces.cli.time_option import AtOpt, time_option
 
 
-def _render(result: RecallResult) -> None:
+def _render(result: RecallResult, roles: dict[str, str]) -> None:
     head = (
         f"[bold]{escape(result.query)}[/] — recall ({result.method}), {len(result.items)} items, "
         f"{result.tokens} of {result.budget} tokens"
@@ -36,7 +39,7 @@ def _render(result: RecallResult) -> None:
     if result.truncated:
         console.print(f"[bold yellow]cut short:[/] {escape(str(result.degraded))}", highlight=False)
     elif result.degraded:
-        console.print(f"[yellow]degraded:[/] {escape(result.degraded)}", highlight=False)
+        console.print(degraded_line(result.degraded), highlight=False)
     if result.time_range is not None:
         tr = result.time_range
         console.print(
@@ -47,12 +50,24 @@ def _render(result: RecallResult) -> None:
     if not result.items:
         console.print("nothing recalled")
         return
+    projects = {item.project for item in result.items}
     for item in result.items:
-        console.print(
-            f"[dim]{item.kind} {escape(item.id)} {item.tier} · {item.tokens} tok[/]",
-            highlight=False,
-        )
+        console.print(_item_head(item, roles.get(item.id), len(projects) > 1), highlight=False)
         console.print(escape(item.text), highlight=False)
+
+
+def _item_head(item: SearchItem, role: str | None, with_project: bool) -> str:
+    """Who spoke and when, above a recalled item's text: an event's text does not say whether
+    the user or the agent said it ('Please fix these lint errors' read like the agent's)."""
+    when = iso_ms(item.start_ms)
+    parts = [item.kind]
+    if role:
+        parts.append(f"[bold]{escape(role)}[/]")
+    parts.append(f"{when[:10]} {when[11:16]} UTC")
+    if with_project:
+        parts.append(escape(item.project))
+    parts.append(f"{item.tier} · {item.tokens} tok · {escape(item.id)}")
+    return "[dim]" + " · ".join(parts) + "[/]"
 
 
 @app.command()
@@ -105,7 +120,10 @@ def recall(
             return
         assert query is not None
         result = run(query)
+        # an event item at L1 carries no event (its text is a passage): read who spoke
+        events = [i.id for i in result.items if i.kind == "event"] if not json_out else []
+        roles = {e.event_id: e.role for e in memory.store.get_events(events)} if events else {}
     if json_out:
         emit_json(result.to_dict())
     else:
-        _render(result)
+        _render(result, roles)

@@ -29,6 +29,8 @@ from memtoc.surfaces.cli.app import (
     project_scope,
 )
 from memtoc.surfaces.cli.time_option import AtOpt, SinceOpt, UntilOpt, time_option
+from memtoc.surfaces.labels import after_title
+from memtoc.surfaces.mcp_text import short_reason
 
 
 def _render_time(time_range: dict[str, object] | None) -> None:
@@ -68,7 +70,7 @@ def _render(result: SearchResult | DrillResult) -> None:
     head += f", {len(result.items)} items, {result.tokens} tokens at {result.depth}"
     console.print(head, highlight=False)
     if result.degraded:
-        console.print(f"[yellow]degraded:[/] {escape(result.degraded)}", highlight=False)
+        console.print(degraded_line(result.degraded), highlight=False)
     _render_time(result.time_range)
     if isinstance(result, DrillResult):
         _render_path(result)
@@ -84,10 +86,25 @@ def _render(result: SearchResult | DrillResult) -> None:
             f"{item.score:.3f}",
             item.kind,
             f"{escape(item.id)}\n[dim]{when} {escape(item.project)}[/]",
-            (f"[bold]{escape(item.title)}[/]\n" if item.title else "") + escape(item.text),
+            _cell(item.title, item.text),
             str(item.tokens),
         )
     console.print(table)
+
+
+def _cell(title: str, text: str) -> str:
+    """A result's title in bold, then what its text says after it (a node's L0 and a grip's
+    text open with the title: it was printed twice)."""
+    rest = escape(after_title(title, text)) if title else escape(text)
+    if not title:
+        return rest
+    return f"[bold]{escape(title)}[/]" + (f"\n{rest}" if rest else "")
+
+
+def degraded_line(degraded: str) -> str:
+    """A degraded mode in a few words (the whole reason, often a library's error text of
+    several lines, is what `memtoc status` shows)."""
+    return f"[yellow]degraded: {escape(short_reason(degraded))}[/] [dim](memtoc status says why)[/]"
 
 
 @app.command()

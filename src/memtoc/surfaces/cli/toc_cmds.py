@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, tzinfo
 from typing import Annotated
 
 import typer
@@ -10,7 +11,7 @@ from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.tree import Tree
 
-from memtoc.model import iso_ms
+from memtoc.model import TocNode, iso_ms
 from memtoc.pipeline.worker import ProcessReport
 from memtoc.retrieval.navigate import ExpandView, NodeView
 from memtoc.surfaces.cli.app import (
@@ -90,11 +91,27 @@ def rollup(
         console.print(f"rollup: {report.to_dict()}", highlight=False)
 
 
-def _node_tree(view: NodeView) -> Tree:
+def _where(node: TocNode, tz: tzinfo) -> str:
+    """Whose and when, under a node's title: its project, a segment's local time span and
+    session, the events it files (the title and id alone said neither project nor session)."""
+    parts = [node.project]
+    if node.level == "segment":
+        start = datetime.fromtimestamp(node.start_ms / 1000, tz)
+        end = datetime.fromtimestamp(max(node.start_ms, node.end_ms - 1) / 1000, tz)
+        last = end.strftime("%H:%M") if end.date() == start.date() else f"{end:%Y-%m-%d %H:%M}"
+        parts.append(f"{start:%Y-%m-%d %H:%M} to {last} {start.tzname() or ''}".rstrip())
+    if node.session_id:
+        parts.append(f"session {node.session_id}")
+    parts.append(f"{node.event_count:,} event{'s' if node.event_count != 1 else ''}")
+    return "[dim]" + escape(" · ".join(parts)) + "[/]"
+
+
+def _node_tree(view: NodeView, tz: tzinfo = UTC) -> Tree:
     node = view.node
     head = f"[bold]{escape(node.title)}[/]  [dim]{node.node_id} · v{node.version}[/]"
     if view.provisional:
         head += "  [yellow](provisional: the period is running or has newer children)[/]"
+    head += "\n" + _where(node, tz)
     tree = Tree(head)
     if node.abstract:
         tree.add(f"[italic]{escape(node.abstract)}[/]")
@@ -145,7 +162,7 @@ def toc(
 ) -> None:
     """Browse the table of contents: the years, or one node with a page of its children."""
     with open_memory(ctx, read_only=True) as memory:
-        scope = project_scope(memory, project)
+        scope = project_scope(memory, project, all_option=False)
         if node_id is None:
             roots = memory.toc(scope.project) if scope.project is not None else []
             views = [
@@ -166,7 +183,7 @@ def toc(
             if hint and scope.project is not None:
                 console.print(f"The TOC has no years yet: {escape(hint)}.")
             for view in views:
-                console.print(_node_tree(view))
+                console.print(_node_tree(view, memory.tz))
             return
         view = memory.node(
             node_id,
@@ -176,10 +193,11 @@ def toc(
             offset=offset,
             limit=limit,
         )
+        tz = memory.tz
     if json_out:
         emit_json(view.to_dict())
     else:
-        console.print(_node_tree(view))
+        console.print(_node_tree(view, tz))
 
 
 @app.command()
@@ -247,7 +265,7 @@ def timeline(
     with open_memory(ctx, read_only=True) as memory:
         since_ms = time_option(memory, since, option="--since", edge="start")
         until_ms = time_option(memory, until, option="--until", edge="end")
-        scope = project_scope(memory, project)
+        scope = project_scope(memory, project, all_option=False)
         if scope.project is None:
             if json_out:
                 emit_json({"project": None, "level": level, "nodes": []})

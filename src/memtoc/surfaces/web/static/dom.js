@@ -106,9 +106,12 @@ export function notice(kind, text) {
  */
 export function afterTitle(title, text) {
   const head = (title || "").replace(/…$/, "").trimEnd();
-  const body = text || "";
-  if (!head || !body.startsWith(head)) return body;
-  return body.slice(head.length).replace(/^[\s.:;,]+/, "");
+  let body = text || "";
+  // said once or twice: a period's L0 is its title, then an abstract that may open with it again
+  for (let i = 0; i < 2 && head && body.startsWith(head); i++) {
+    body = body.slice(head.length).replace(/^[\s.:;,]+/, "");
+  }
+  return body;
 }
 
 /**

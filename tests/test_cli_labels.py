@@ -1,0 +1,133 @@
+"""What the CLI prints about the real history a user imported says whose, when and who spoke, once.
+
+Seen importing the shared Claude Code transcripts (user trial 3): ``memtoc search`` printed a
+node's title, then its L0 opening with the same title (a period's twice more); ``memtoc recall``
+headed items ``event <uuid> L2 · 13 tok`` — a user's "Please fix these lint errors" read like
+the agent's; ``memtoc toc`` of a segment named neither its project, its session nor its time;
+without an embedder every search and recall printed the embedder's whole error (a Hugging Face
+exception of several lines); and ``memtoc toc`` in a folder with no memory said "ask for all
+projects", an option toc does not have. A store filled from the real transcripts (fixture cut
+from them, MIT) through the real pipeline; the CLI through typer's runner.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from memtoc.config import load_settings
+from memtoc.memory import Memory
+from memtoc.surfaces.cli import app
+
+FIXTURE = Path(__file__).parent / "fixtures" / "claude-code-real"
+STATIC_MODEL = Path(__file__).resolve().parents[2] / "shared" / "models" / "minilm-static-256"
+PROJECT = "claude-code-log"
+QUERY = "GitHub Action workflow tests linting"
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    home = tmp_path_factory.mktemp("labels")
+    with Memory.open(_settings(home)) as memory:
+        assert memory.ingest([FIXTURE]).ingested > 20
+        memory.process()
+        memory.rollup(force=True)
+    return home
+
+
+def _settings(home: Path, **extra: str) -> object:
+    embedder = {"embed_model": str(STATIC_MODEL)} if STATIC_MODEL.is_dir() else {}
+    return load_settings({"home": str(home), **embedder, **extra}, environ={})
+
+
+def run(home: Path, *args: str, embedder: str | None = None) -> tuple[str, str]:
+    env = {"COLUMNS": "400", "HF_HUB_OFFLINE": "1"}
+    env["MEMTOC_EMBEDDER" if embedder else "MEMTOC_EMBED_MODEL"] = embedder or str(STATIC_MODEL)
+    result = CliRunner().invoke(app, ["--home", str(home), *args], env=env)
+    assert result.exit_code == 0, result.output
+    return result.stdout, result.stderr
+
+
+def _rows(table: str) -> dict[str, list[str]]:
+    """The text column of each row of the search table, by the row's id."""
+    rows: dict[str, list[str]] = {}
+    current: list[str] = []
+    for line in table.splitlines():
+        cells = [c.strip() for c in line.split("│")]
+        if len(cells) != 7:
+            continue
+        if cells[1]:  # a score: a new row, its id first in the id column
+            current = rows.setdefault(cells[3], [])
+        current.append(cells[4])
+    return rows
+
+
+def test_search_says_a_title_once(home: Path) -> None:
+    args = ("search", QUERY, "--project", PROJECT, "--limit", "12")
+    out, _ = run(home, *args)
+    data = json.loads(run(home, *args, "--json")[0])
+    rows = _rows(out)
+    opening = [i for i in data["items"] if i["title"] and i["text"].startswith(i["title"])]
+    assert sum(i["kind"] == "node" for i in opening) >= 2, data["items"]
+    for item in opening:
+        cell = rows[item["id"]]
+        assert cell[0] == item["title"], cell
+        rest = " ".join(cell[1:])
+        assert not rest.startswith(item["title"]), cell  # a period's abstract said it again
+        said = item["text"].replace(item["title"], " ").split()
+        assert rest.split()[:5] == [w for w in said if w.strip(".:;,")][:5], cell
+
+
+def test_recall_heads_each_item_by_who_spoke_and_when(home: Path) -> None:
+    out, _ = run(home, "recall", QUERY, "--project", PROJECT, "--budget", "600")
+    data = json.loads(
+        run(home, "recall", QUERY, "--project", PROJECT, "--budget", "600", "--json")[0]
+    )
+    events = [i for i in data["items"] if i["kind"] == "event"]
+    assert events
+    with Memory.open(_settings(home)) as memory:
+        roles = {e.event_id: e.role for e in memory.store.get_events([i["id"] for i in events])}
+    for item in events:
+        when = item["start_time"][:10] + " " + item["start_time"][11:16] + " UTC"
+        head = f"event · {roles[item['id']]} · {when} · {item['tier']} · {item['tokens']} tok"
+        assert f"{head} · {item['id']}" in out, (head, out)
+    assert {roles[i["id"]] for i in events} >= {"user", "assistant"}
+
+
+def test_a_segment_says_its_project_session_and_time(home: Path) -> None:
+    with Memory.open(_settings(home)) as memory:
+        segment = memory.store.list_nodes(PROJECT, level="segment")[0]
+        tz = memory.tz
+    out, _ = run(home, "toc", segment.node_id, "--project", PROJECT)
+    start = datetime.fromtimestamp(segment.start_ms / 1000, tz)
+    end = datetime.fromtimestamp((segment.end_ms - 1) / 1000, tz)
+    line = out.splitlines()[1]
+    assert line.startswith(f"{PROJECT} · {start:%Y-%m-%d %H:%M} to {end:%H:%M}"), line
+    assert f"session {segment.session_id} · {segment.event_count} events" in line
+
+
+def test_without_an_embedder_the_degraded_mode_is_short(home: Path) -> None:
+    for command in ("search", "recall"):
+        out, _ = run(home, command, QUERY, "--project", PROJECT, embedder="none")
+        assert "degraded: no embedder, BM25 only (memtoc status says why)" in out
+    with Memory.open(_settings(home, embedder="none")) as memory:
+        reason = memory.search(QUERY, project=PROJECT).degraded
+    assert reason and reason not in out
+    status, _ = run(home, "status", embedder="none")
+    assert re.search(r"embedder\s+│ none \(degraded: no embedder", status), status
+
+
+def test_a_folder_without_memory_names_the_options_the_command_has(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    _, toc_note = run(home, "toc")
+    assert "known projects: claude-code-log" in toc_note
+    assert "name one with --project NAME" in toc_note and "all-projects" not in toc_note
+    _, search_note = run(home, "search", QUERY)
+    assert "name one with --project NAME or use --all-projects" in search_note
