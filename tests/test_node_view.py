@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,8 @@ from memtoc.model import Bullet, Event, TocNode
 from memtoc.pipeline.summarize.extractive import ExtractiveSummarizer
 from memtoc.pipeline.worker import PipelineConfig, Processor
 from memtoc.retrieval.navigate import expand
-from memtoc.retrieval.node_view import DEFAULT_CHILD_LIMIT, novel_abstract
+from memtoc.retrieval.node_focus import SNIPPET_TOKENS
+from memtoc.retrieval.node_view import DEFAULT_CHILD_LIMIT, ChildView, novel_abstract
 from memtoc.store.sqlite import SqliteStore
 from memtoc.surfaces.cli import app
 from memtoc.surfaces.http.app import create_app
@@ -137,7 +139,10 @@ def test_a_focused_day_shows_the_bullet_leading_to_the_answer(
     assert answer in memory.expand(grip, before=0, after=0).events[0].text
     lines = view.render().splitlines()
     first = lines.index(next(ln for ln in lines if ln.startswith(f"- [{best.node_id}]")))
-    assert lines[first + 1] == f"  * {best.match.text} ({grip})"
+    # the quote of the hit holds the bullet (a short turn is its own bullet): said once, as the
+    # quote citing the bullet's grip
+    assert best.snippet is not None and best.match.text in best.snippet
+    assert lines[first + 1] == f"  > {best.snippet} ({grip})"
     # The segment: in summary order the answer's bullet is not first; focused it is, its grip
     # (the narrowest over the hit) cited first, and the view says how many bullets hold a hit.
     plain = memory.node(best.node_id, project="p")
@@ -160,7 +165,7 @@ def test_a_focused_day_shows_the_bullet_leading_to_the_answer(
             return toc, ev
 
     toc, ev = anyio.run(calls)
-    assert not toc.is_error and f"  * {best.match.text} ({grip})" in toc.content[0].text
+    assert not toc.is_error and f"  > {best.snippet} ({grip})" in toc.content[0].text
     assert not ev.is_error and answer in ev.content[0].text
     client = TestClient(
         create_app(lambda: memory, token=None, web=False), base_url="http://127.0.0.1"
@@ -245,3 +250,85 @@ def test_expand_takes_an_event_id_and_says_where_it_is_filed(memory: Memory) -> 
     ).json()
     assert len(got["children"]) == 1 and got["more"] == 0 and got["total_children"] == SESSIONS
     assert client.get(f"/v1/grips/{hit.id}").json()["toc_node_id"] == segment.node_id
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def plan_memory(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Memory]:
+    """One day of six sessions; session 3 is a long pasted plan whose answer (the zeppelin
+    quota's reset) sits deep inside, far from its first lines. On both stores."""
+    counter = default_counter()
+    clock = ManualClock(int(datetime(2030, 1, 1, tzinfo=UTC).timestamp() * 1000))
+    store, close = open_backend(request.param, tmp_path / "p.db", clock)
+    plan = ["# Plan: retry budget for the uploader", ""]
+    plan += [f"- Step {i}: adjust the {TOPICS[i % len(TOPICS)]} settings in module{i}." for i in range(40)]  # fmt: skip
+    plan[30] = "- Step 28: the zeppelin quota resets at 04:00 UTC, so retries wait for it."
+    events = []
+    for s in range(6):
+        topic = TOPICS[s]
+        talk = [
+            ("user", "\n".join(plan) if s == 3 else f"Please fix the {topic} bug in module{s}."),
+            ("assistant", f"I changed the {topic} code in module{s} and the tests pass."),
+        ]
+        for i, (role, text) in enumerate(talk):
+            t = T0 + s * 20 * MIN + i * MIN
+            ev = Event(derived_ulid(t, f"{s}.{i}"), f"s{s}", "p", "a", t, f"{role}_message", role, text)  # fmt: skip
+            events.append(ev)
+    store.append_events(events)
+    proc = Processor(
+        store, ExtractiveSummarizer(counter), counter, PipelineConfig(), clock, ZoneInfo("UTC")
+    )
+    proc.run()
+    proc.rollup(force=True)
+    yield Memory(store, clock=clock, tz=ZoneInfo("UTC"), counter=counter)
+    close()
+
+
+def test_a_focused_day_quotes_the_passage_holding_the_answer(plan_memory: Memory) -> None:
+    """Under its best segment a focused day quotes the best hit's passage about the question —
+    from deep inside a long plan, not its opening — within SNIPPET_TOKENS; on every surface."""
+    question = "When does the zeppelin quota reset?"
+    answer = "the zeppelin quota resets at 04:00 UTC"
+    memory = plan_memory
+    view = memory.node("toc:day:2024-03-05", project="p", focus=question)
+    best = view.children[0]
+    assert best.snippet is not None and answer in best.snippet
+    assert "# Plan: retry budget" not in best.snippet and best.snippet.startswith("…")
+    assert memory.counter.count(best.snippet) <= SNIPPET_TOKENS + 4  # the "…" marks
+    assert all(c.snippet is None for c in view.children if c.score is None)
+    text = view.render()
+    assert f"  > {best.snippet}" in text and view.tokens == memory.counter.count(text)
+    assert view.to_dict()["children"][0]["snippet"] == best.snippet  # type: ignore[index]
+    # Unfocused, nothing is quoted.
+    plain = memory.node("toc:day:2024-03-05", project="p")
+    assert all(c.snippet is None for c in plain.children) and "  > " not in plain.render()
+    got = (
+        TestClient(create_app(lambda: memory, token=None, web=False), base_url="http://127.0.0.1")
+        .get("/v1/nodes/toc:day:2024-03-05", params={"project": "p", "focus": question})
+        .json()
+    )
+    assert answer in got["children"][0]["snippet"]
+
+    async def call() -> Any:
+        async with Client(build_server(memory)) as client:
+            return await client.call_tool(
+                "memory_toc", {"node_id": "toc:day:2024-03-05", "project": "p", "focus": question}
+            )
+
+    toc = anyio.run(call)
+    assert not toc.is_error and answer in toc.content[0].text
+
+
+def test_a_match_and_its_quote_are_not_said_twice() -> None:
+    """A bullet the quote already holds is shown once, as the quote citing the bullet's grip;
+    a quote the bullet already says is left out."""
+    kid = ChildView("toc:segment:x", "segment", "Fixed it", "", T0, T0 + MIN)
+    bullet = Bullet("Auto-open the panel when no issues are selected", ("grip:1:a",))
+    inside = replace(kid, match=bullet, snippet="… 3. **Auto-open the panel** when no issues are selected. Tests: 9 pass")  # fmt: skip
+    assert inside.render("L0").splitlines()[1:] == [f"  > {inside.snippet} (grip:1:a)"]
+    short = replace(kid, match=bullet, snippet="Auto-open the panel")
+    assert short.render("L0").splitlines()[1:] == [f"  * {bullet.text} (grip:1:a)"]
+    both = replace(kid, match=bullet, snippet="The header text is larger now")
+    assert both.render("L0").splitlines()[1:] == [
+        f"  * {bullet.text} (grip:1:a)",
+        "  > The header text is larger now",
+    ]

@@ -598,7 +598,7 @@ class Memory:
                 semantic=self.semantic,
             )
             ranked = sorted(
-                FocusHit(e.ts_ms, ranking.scores[i], e.session_id)
+                FocusHit(e.ts_ms, ranking.scores[i], e.session_id, e.event_id)
                 for i, e in ranking.events.items()
                 if i in ranking.scores
             )

@@ -21,16 +21,23 @@ from typing import NamedTuple
 
 from memtoc.errors import NotFoundError
 from memtoc.model import Bullet, TocNode
+from memtoc.retrieval.recall_passages import passages_text, rank_passages, split_passages
 from memtoc.store.base import Store
 from memtoc.text.keyphrases import key_terms
+from memtoc.text.tokens import TokenCounter
+
+SNIPPET_TOKENS = 100
+"""The most of an event a focused view quotes under a child: one passage of about this size."""
 
 
 class FocusHit(NamedTuple):
-    """One event the ranking found for the focus: when, how well (higher better), which session."""
+    """One event the ranking found for the focus: when, how well (higher better), which session,
+    which event ("" when the ranking did not say)."""
 
     ts_ms: int
     score: float
     session_id: str
+    event_id: str = ""
 
 
 FocusHits = Callable[[str, TocNode], tuple[Sequence[FocusHit], str | None]]
@@ -127,3 +134,30 @@ def node_hits(hits: Iterable[FocusHit], node: TocNode) -> list[FocusHit]:
         for h in hits
         if node.start_ms <= h.ts_ms < node.end_ms and (session is None or h.session_id == session)
     ]
+
+
+def snippet(
+    store: Store,
+    counter: TokenCounter,
+    hits: Sequence[FocusHit],
+    terms: Set[str],
+    limit: int = SNIPPET_TOKENS,
+) -> str | None:
+    """The evidence behind the best of ``hits``, quoted: its event's passage (of at most
+    ``limit`` tokens) holding most of the focus's key ``terms``, on one line, "…" marking what
+    is left out (None without hits or when the event is gone or empty) — what a search result's
+    snippet is, so an agent reads the answer where the listing points to it."""
+    best = max((h for h in hits if h.event_id), key=lambda h: h.score, default=None)
+    if best is None:
+        return None
+    try:
+        text = store.get_event(best.event_id).text.strip()
+    except NotFoundError:
+        return None
+    if not text:
+        return None
+    ranked = rank_passages(set(terms), split_passages(text, counter, limit))
+    if not ranked:
+        return None
+    shown, _ = passages_text(text, [ranked[0][0]])
+    return " ".join(shown.split())

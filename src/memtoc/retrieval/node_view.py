@@ -32,7 +32,13 @@ from dataclasses import dataclass, replace
 
 from memtoc.errors import QueryError
 from memtoc.model import Bullet, JsonValue, TocNode, iso_ms
-from memtoc.retrieval.node_focus import FocusHit, FocusHits, node_hits, ranked_bullets
+from memtoc.retrieval.node_focus import (
+    FocusHit,
+    FocusHits,
+    node_hits,
+    ranked_bullets,
+    snippet,
+)
 from memtoc.store.base import Store
 from memtoc.text.keyphrases import key_terms
 from memtoc.text.tokens import TokenCounter
@@ -76,6 +82,9 @@ class ChildView:
     match: Bullet | None = None
     """With a focus, for the first ``MATCH_CHILDREN`` children holding a hit: the child's bullet
     over its best hit, its grip over that hit first."""
+    snippet: str | None = None
+    """With a focus, for the same children: the passage of the best hit's event most about the
+    focus (``node_focus.snippet``), quoted."""
 
     def render(self, tier: str = "L1") -> str:
         note = " (new: not yet in the summary above)" if self.new else ""
@@ -83,8 +92,17 @@ class ChildView:
             line = f"- [{self.node_id}] {short_title(self.title)}{note}"
         else:
             line = f"- [{self.node_id}] {self.title}: {self.abstract}{note}"
-        if self.match is not None:
-            line += f"\n  * {self.match.text}{_grips(self.match.grip_ids, tier)}"
+        match, quote = self.match, self.snippet
+        if match is not None and quote is not None:  # one line when one says the other
+            said, quoted = _gist(match.text), _gist(quote)
+            if said in quoted:
+                return f"{line}\n  > {quote}{_grips(match.grip_ids, tier)}"
+            if quoted in said:
+                quote = None
+        if match is not None:
+            line += f"\n  * {match.text}{_grips(match.grip_ids, tier)}"
+        if quote is not None:
+            line += f"\n  > {quote}"
         return line
 
     def to_dict(self) -> dict[str, JsonValue]:
@@ -101,6 +119,8 @@ class ChildView:
             data["score"] = round(self.score, 6)
         if self.match is not None:
             data["match"] = self.match.to_dict()
+        if self.snippet is not None:
+            data["snippet"] = self.snippet
         return data
 
 
@@ -191,6 +211,13 @@ def short_title(title: str, limit: int = TITLE_CHARS) -> str:
 
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
+_NOT_WORD = re.compile(r"\W+")
+
+
+def _gist(text: str) -> str:
+    """``text``'s words, lower-cased, one space apart (markup and punctuation gone): to tell
+    whether one line says another."""
+    return " ".join(_NOT_WORD.sub(" ", text.lower()).split())
 
 
 def _norm(text: str) -> str:
@@ -391,7 +418,9 @@ def node_view(
         if kids:
             kids = _focus_order(kids, nodes, hits)
             matched = sum(k.score is not None for k in kids)
-            kids = _with_matches(store, kids, {c.node_id: c for c in nodes}, hits, offset, focus)
+            kids = _with_matches(
+                store, counter, kids, {c.node_id: c for c in nodes}, hits, offset, focus
+            )
             if matched:  # the children, most about the focus first, are the way on
                 shown, bullet_matches = (), 0
     running = node.level != "segment" and now_ms is not None and now_ms < node.end_ms
@@ -430,6 +459,7 @@ def node_view(
 
 def _with_matches(
     store: Store,
+    counter: TokenCounter,
     kids: list[ChildView],
     nodes: dict[str, TocNode],
     hits: Sequence[FocusHit],
@@ -444,9 +474,10 @@ def _with_matches(
         if kid.score is None:
             break
         child = nodes[kid.node_id]
+        inside = node_hits(hits, child)
         if child.level != "segment":  # a period's bullet digests many sessions: no way in
             continue
-        ranked = ranked_bullets(store, child.bullets, node_hits(hits, child), terms)
-        if ranked and ranked[0][1] is not None:
-            out[i] = replace(kid, match=ranked[0][0])
+        ranked = ranked_bullets(store, child.bullets, inside, terms)
+        match = ranked[0][0] if ranked and ranked[0][1] is not None else None
+        out[i] = replace(kid, match=match, snippet=snippet(store, counter, inside, terms))
     return out
