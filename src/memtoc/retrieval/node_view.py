@@ -15,8 +15,9 @@ A view costs what it is worth, so an agent with a 500-2,000-token budget can wal
   the best hit inside each child's span (``FocusHit``: the memory's own ranking of events for
   the question, recall's; ``node_focus.py``), children without a hit after, in time order (the
   header says how many hold one). A day shows under each of its first ``MATCH_CHILDREN``
-  segments holding a hit the segment's bullet over its best hit, with that grip: one expand from
-  the evidence. A period whose children hold hits shows none of its own bullets (its children
+  segments holding a hit the segment's bullet over its best hit, with that grip (one expand from
+  the evidence), and quotes the best hit's passage about the focus (``> …``, as a search
+  result's snippet: ``node_focus.snippet``), said once when bullet and quote say the same. A period whose children hold hits shows none of its own bullets (its children
   are the way on); one without shows its ``FOCUS_BULLETS`` bullet most about the focus, whole.
   A segment keeps all its bullets (they are the way to its events), those over the best hits
   first, each citing its grip over the hit first. The same idea as ``expand``'s focus.
