@@ -11,6 +11,7 @@ from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.tree import Tree
 
+from memtoc.memory import Memory
 from memtoc.model import TocNode, iso_ms
 from memtoc.pipeline.worker import ProcessReport
 from memtoc.retrieval.navigate import ExpandView, NodeView
@@ -24,6 +25,7 @@ from memtoc.surfaces.cli.app import (
     project_scope,
 )
 from memtoc.surfaces.cli.time_option import SinceOpt, UntilOpt, time_option
+from memtoc.surfaces.mcp_text import short_reason
 
 
 @app.command()
@@ -39,6 +41,7 @@ def process(
 ) -> None:
     """Drain the outbox: segments, summaries, grips, search indexes, then due rollups."""
     with open_memory(ctx) as memory:
+        fell_back = _fallbacks(memory)
         if json_out:
             report = memory.process(until_idle=until_idle, retry_failed=retry_failed)
         else:
@@ -57,20 +60,54 @@ def process(
                     until_idle=until_idle, retry_failed=retry_failed, progress=show
                 )
         counts = memory.store.outbox_counts()
+        notes = _degraded_notes(memory, report, fell_back)
     if json_out:
-        emit_json({**report.to_dict(), "outbox": counts})
+        emit_json({**report.to_dict(), "outbox": counts, "degraded": notes})
         return
     console.print(
         f"filed [bold]{report.events:,}[/] events from {report.entries:,} outbox entries; "
         f"built {report.segments_built:,} segments; wrote {report.nodes_written:,} node versions "
         f"in {report.seconds:.1f}s"
     )
+    for note in notes:
+        console.print(f"[yellow]degraded:[/] {escape(note)}", highlight=False)
     if report.failures:
         console.print(f"[red]{report.failures} failures quarantined[/] (see `memtoc stats`)")
         for item in [*report.failed_entries, *report.failed_segments][:10]:
             console.print(f"  [red]✗[/] {escape(item)}", highlight=False)
     if counts.get("pending"):
         console.print(f"{counts['pending']} outbox entries still pending")
+
+
+def _fallbacks(memory: Memory) -> int:
+    """Nodes the extractive fallback built for a failing LLM summariser (0 when none is set)."""
+    if memory.summarizer.name.startswith("extractive"):
+        return 0
+    summaries = memory.status().get("summaries")
+    count = summaries.get("degraded") if isinstance(summaries, dict) else 0
+    return count if isinstance(count, int) else 0
+
+
+def _degraded_notes(memory: Memory, report: ProcessReport, before: int) -> list[str]:
+    """What this run could not do as configured: summaries the extractive fallback wrote for a
+    failing LLM (a run against an unreachable API took 38 s and printed only its counts) and
+    events left without vectors (no embedder: search is BM25 only)."""
+    notes = []
+    if report.nodes_written and not memory.summarizer.name.startswith("extractive"):
+        fell_back = _fallbacks(memory) - before
+        if fell_back > 0:
+            summaries = memory.status().get("summaries")
+            why = summaries.get("degraded_reason") if isinstance(summaries, dict) else None
+            notes.append(
+                f"{fell_back:,} summaries built by the extractive fallback: {why}; "
+                "`memtoc rebuild --summaries` re-summarises them"
+            )
+    if report.events and memory.semantic.embedder is None:
+        why = short_reason(memory.semantic.degraded)
+        notes.append(
+            f"{report.events:,} events filed without vectors ({why}; memtoc status says why)"
+        )
+    return notes
 
 
 @app.command()
