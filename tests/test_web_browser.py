@@ -463,3 +463,52 @@ def test_status_panel_shows_degraded_modes_in_warning_colour(served: Served, pag
         recalled.wait_for()
         assert "no embedder, BM25 only" in recalled.inner_text()
         shot(page, "08b-search-recall-degraded")
+
+
+def test_the_bookmarks_card_lists_the_moments_and_opens_one(served: Served, page: Any) -> None:
+    """The page had no bookmarks at all (only as search hits): the card lists the project's most
+    important ones; choosing one opens the segment its first event is filed under."""
+    with Memory.open(served.settings) as memory:
+        marks = memory.bookmarks(PROJECT, 8)
+        assert marks, "the served store has no bookmarks"
+        segment = memory.expand(marks[0].event_ids[0], before=0, after=0).toc_node_id
+    page.goto(f"{served.url}/#token={TOKEN}")
+    shown = page.locator("[data-testid=bookmark]")
+    shown.first.wait_for()
+    assert shown.count() == len(marks)
+    for row, mark in zip(shown.all(), marks, strict=True):
+        assert row.get_attribute("data-id") == mark.bookmark_id
+        assert mark.type in row.inner_text().lower()
+        assert mark.content[:40] in row.inner_text()
+    shot(page, "09-bookmarks")
+    shown.first.click()
+    page.locator(f'[data-testid=node-detail][data-node-id="{segment}"]').wait_for()
+    page.wait_for_function("id => location.hash.endsWith(encodeURIComponent(id))", arg=segment)
+
+
+def test_a_long_unbroken_title_or_keyword_stays_in_its_pane(served: Served, page: Any) -> None:
+    """Real segment titles and keywords are file paths ("Edited `claude_code_log/templates/
+    components/timeline.html`"): the title ran out of the detail pane, a keyword chip out of
+    the timeline. A title wraps anywhere; a chip is cut with "…" and shows it whole on hover."""
+    path = "`claude_code_log/templates/components/timeline_with_sidechain_group_headers.html`"
+    page.goto(f"{served.url}/#token={TOKEN}")
+    page.locator("[data-testid=node-detail][data-node-id^='toc:year:']").wait_for()
+    page.locator(".sidebar .chip").first.wait_for()
+    inside = page.evaluate(
+        """path => {
+          const h2 = document.querySelector('[data-testid=node-detail] h2');
+          h2.textContent = 'Edited ' + path;
+          const chip = document.querySelector('.sidebar .chip');
+          chip.textContent = path;
+          const pane = (el, sel) => el.closest(sel).getBoundingClientRect();
+          return {
+            title: h2.getBoundingClientRect().right <= pane(h2, '.detail').right
+              && h2.scrollWidth <= h2.clientWidth,
+            chip: chip.getBoundingClientRect().right <= pane(chip, '.sidebar').right,
+            hover: chip.title.length > 0,
+          };
+        }""",
+        path,
+    )
+    shot(page, "10-long-title")
+    assert inside == {"title": True, "chip": True, "hover": True}

@@ -91,5 +91,6 @@ export const api = {
   // no project: every project (the API's default is the store's only project)
   search: (q, project, limit = 12) =>
     request("GET", "search", { q, project, all: project ? null : "true", limit }),
+  bookmarks: (project, limit = 8) => request("GET", "bookmarks", { project, limit }),
   recall: (query, budget, project) => request("POST", "recall", null, { query, budget, project }),
 };

@@ -2,6 +2,7 @@
 // panel together, keeps `#project=…&node=…` in the address bar for links, and handles 401s.
 
 import { ApiError, adoptTokenFromHash, api, hasToken, setToken } from "./api.js";
+import { Bookmarks } from "./bookmarks.js";
 import { Detail } from "./detail.js";
 import { fill, h, notice } from "./dom.js";
 import { Recall } from "./recall.js";
@@ -21,6 +22,7 @@ const detail = new Detail($("#detail"), (id) => openNode(id));
 const status = new Status($("#status"), handleError);
 new Search($("#search"), $("#search-panel"), () => state.project, openItem);
 new Recall($("#recall"), $("#recall-out"), () => state.project);
+const bookmarks = new Bookmarks($("#bookmarks"), openEvent);
 
 /** Show why the page cannot load data; on 401, offer to paste a token. */
 function handleError(err) {
@@ -110,9 +112,17 @@ async function openItem(item) {
   await openNode(await nodeOfItem(item, project), project);
 }
 
+/** Open the segment an event (a bookmark's first) is filed under. */
+async function openEvent(eventId) {
+  const view = await api.grip(eventId, 0, 0);
+  if (!view.toc_node_id) throw new Error("its event is not filed into the TOC yet");
+  await openNode(view.toc_node_id);
+}
+
 async function selectProject(project) {
   state.project = project;
   picker.value = project;
+  bookmarks.load(project);
   await run(() => tree.load(project), $("#tree"));
 }
 

@@ -91,7 +91,7 @@ export function plural(n, word) {
 export function chips(keywords, max = 8) {
   const list = (keywords || []).slice(0, max);
   if (!list.length) return null;
-  return h("ul", { class: "chips", "aria-label": "keywords" }, list.map((k) => h("li", { class: "chip" }, k)));
+  return h("ul", { class: "chips", "aria-label": "keywords" }, list.map((k) => h("li", { class: "chip", title: k }, k)));
 }
 
 /** A status line inside a container: kind is "info", "error" or "warn". */
