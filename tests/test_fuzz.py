@@ -631,7 +631,7 @@ def test_time_inputs_parse_or_fail_clearly(value: str, now: int, zone: str) -> N
 TOOLS = {
     "memory_search": ("query", "project", "level", "since", "until", "depth", "limit", "kinds"),
     "memory_toc": ("node_id", "project", "depth"),
-    "memory_expand": ("grip_id", "before", "after", "focus"),
+    "memory_expand": ("grip_id", "before", "after", "focus", "budget"),
     "memory_timeline": ("since", "until", "level", "project"),
     "memory_context": ("project", "budget"),
     "memory_bookmarks": ("project", "limit", "query"),

@@ -79,6 +79,9 @@ are one project) unless you pass project=<name>; search and recall take all_proj
 MIN_BUDGET = 20
 """The smallest budget memory_context and memory_recall take: their token line alone costs up to
 nine tokens, and the whole result must fit the budget."""
+DEFAULT_EXPAND_BUDGET = 2_000
+"""memory_expand's default budget: one bullet of a real history expanded to 6,059 tokens (a
+224-line file read among its events), more than an agent's whole 1,500-token allowance."""
 
 READ = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True)
 WRITE = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False)
@@ -322,14 +325,20 @@ def build_server(
                 description="Your question: a long event is then shown by its passages about it.",
             ),
         ] = None,
+        budget: Annotated[
+            int,
+            Field(ge=MIN_BUDGET, le=50_000, description="Most tokens the whole result may cost."),
+        ] = DEFAULT_EXPAND_BUDGET,
     ) -> CallToolResult:
         """The exact events behind a summary bullet: the grip's range (marked *) plus
         neighbours of the same session; or, given an event id (a search hit), that event with its
         neighbours and the segment it is filed under. Use it to check a detail or quote the
-        source. Costs the events' text (often 200-2,000 tokens; lower before/after, or give a
-        focus, to save)."""
+        source. Costs at most `budget` tokens (default 2,000): a long event (a file read, a
+        diff) is cut to its head, saying how much was left out; lower before/after, or give a
+        focus, to save."""
         view = memory.expand(grip_id, before=before, after=after, focus=focus)
-        return out(mt.expand_text(view), view.to_dict())
+        body, _ = mt.fit(counter, budget, lambda inner: mt.expand_within(view, counter, inner))
+        return out(body, view.to_dict(), budget)
 
     @app.tool(name="memory_timeline", annotations=READ)
     @tool_errors

@@ -22,7 +22,7 @@ from memtoc.model import Bookmark, JsonValue, iso_ms
 from memtoc.retrieval.hybrid import SearchResult
 from memtoc.retrieval.navigate import ExpandView, NodeView
 from memtoc.retrieval.recall import RecallResult
-from memtoc.text.tokens import TokenCounter
+from memtoc.text.tokens import TokenCounter, truncate_to_tokens
 
 _FIXPOINT_ROUNDS = 4
 SMALL_RECALL = 150
@@ -117,11 +117,13 @@ def roots_text(name: str, views: Iterable[NodeView]) -> str:
     return f"project {name}: years, oldest first\n\n" + "\n\n".join(parts)
 
 
-def expand_text(view: ExpandView) -> str:
+def expand_text(view: ExpandView, shown: Sequence[str] | None = None) -> str:
     """An expand as an agent reads it: the grip (or event) and its segment with the day, then
     one line per event — its id (memory_expand takes it), its time of day, who, the text. The
     session's uuid (no tool takes it: ~25 tokens), each event's full ISO instant (15 tokens, 5 as
-    a time of day) and an excerpt the grip's own events say word for word are left to the JSON."""
+    a time of day) and an excerpt the grip's own events say word for word are left to the JSON.
+    ``shown``: each event's text as cut to a budget (``expand_within``; "" leaves it out)."""
+    texts = list(shown) if shown is not None else [view.shown(i) for i in range(len(view.events))]
     g = view.grip
     date = iso_ms(view.events[0].ts_ms)[:10] if view.events else ""
     if g is not None:
@@ -135,17 +137,95 @@ def expand_text(view: ExpandView) -> str:
     else:
         where = f" ({view.toc_node_id})" if view.toc_node_id else ""
         lines = [f"event {view.event_id}{where} · {date}"]
+    dropped = 0
     for i, e in enumerate(view.events):
+        if not texts[i]:
+            dropped += 1
+            continue
         mark = "*" if view.range_start <= i <= view.range_end else " "
         when = iso_ms(e.ts_ms)
         shown_when = when[11:19] if when[:10] == date else f"{when[:10]} {when[11:19]}"
-        lines.append(f"{mark} ({e.event_id}) {shown_when} {e.role}: {view.shown(i)}")
+        lines.append(f"{mark} ({e.event_id}) {shown_when} {e.role}: {texts[i]}")
     what = "in the grip" if g is not None else "the event"
     quiet = f"; {view.left_out} agent notices (hook progress…) left out" if view.left_out else ""
     lines.append(f"(* = {what}; the others are its neighbours in the session{quiet})")
     if any(view.cut(i) for i in range(len(view.events))):
         lines.append("(… = parts of a long event left out: not about the focus)")
+    if shown is not None and (dropped or any(t.endswith(_CUT_TAIL) for t in texts)):
+        left = f"{dropped} events and " if dropped else ""
+        lines.append(
+            f"({left}[+N tok] = what the budget left out: memory_expand(event id, before=0, "
+            "after=0, budget=…) shows an event whole)"
+        )
     return "\n".join(lines)
+
+
+_CUT_TAIL = " tok]"
+
+
+_HEAD = 40
+"""Tokens a grip's event keeps at least before neighbours are given up for it."""
+
+
+def expand_within(view: ExpandView, counter: TokenCounter, budget: int) -> str:
+    """``expand_text`` within ``budget`` tokens: a grip's range of whole events, a file read or
+    a long diff among them, cost thousands of tokens (6,059 for one bullet of the real
+    claude-code-log history). Every event is cut to a head of at most C tokens (neighbours to
+    C/2), C the largest that fits, each cut saying what it left out (``… [+N tok]``); neighbours
+    are given up, from the outside in, while the grip's events would keep under ``_HEAD``
+    tokens; then the grip's last events. Too small a budget for any event says so."""
+    whole = expand_text(view)
+    if counter.count(whole) <= budget:
+        return whole
+    full = [view.shown(i) for i in range(len(view.events))]
+    sizes = [counter.count(t) for t in full]
+    inside = [view.range_start <= i <= view.range_end for i in range(len(full))]
+
+    def cut(cap: int, keep: Sequence[bool]) -> list[str]:
+        texts = []
+        for text, size, core, kept in zip(full, sizes, inside, keep, strict=True):
+            limit = cap if core else max(8, cap // 2)
+            if not kept:
+                texts.append("")
+            elif size <= limit:
+                texts.append(text)
+            else:
+                head = truncate_to_tokens(counter, text, limit)
+                texts.append(f"{head} … [+{size - counter.count(head)}{_CUT_TAIL}")
+        return texts
+
+    def best(keep: Sequence[bool]) -> tuple[int, list[str]] | None:
+        """The largest cap whose text fits, and the texts; None when not even 8 tokens do."""
+        low, high = 8, max(sizes)
+        if counter.count(expand_text(view, cut(low, keep))) > budget:
+            return None
+        while low < high:
+            mid = (low + high + 1) // 2
+            if counter.count(expand_text(view, cut(mid, keep))) <= budget:
+                low = mid
+            else:
+                high = mid - 1
+        return low, cut(low, keep)
+
+    middle = (view.range_start + view.range_end) / 2
+    neighbours = sorted(
+        (i for i in range(len(full)) if not inside[i]), key=lambda i: -abs(i - middle)
+    )
+    keep = [True] * len(full)
+    found = best(keep)
+    for i in neighbours:
+        if found is not None and found[0] >= _HEAD:
+            break
+        keep[i] = False
+        found = best(keep)
+    for i in reversed([i for i in range(len(full)) if inside[i]][1:]):
+        if found is not None:
+            break
+        keep[i] = False
+        found = best(keep)
+    if found is not None:
+        return expand_text(view, found[1])
+    return f"{len(full)} events ({sum(sizes):,} tokens): none fits the budget; raise it"
 
 
 def time_line(tr: Mapping[str, object]) -> str:
