@@ -436,6 +436,8 @@ class IngestReport:
     waiting: int = 0
     """Records held back until their file says when they happened (a Claude Code summary line
     read before any timed line, whose conversation is not found either): read again next time."""
+    waiting_at: list[str] = field(default_factory=list)
+    """Where each waiting record is (``file:line``): a report saying "1 waiting" named none."""
     unusable: list[str] = field(default_factory=list)
     """Files that yielded nothing usable: unreadable, of no known format, or every record they
     gave this time rejected (``memtoc ingest`` then exits non-zero, after printing the report)."""
@@ -455,6 +457,7 @@ class IngestReport:
         self.bytes_read += other.bytes_read
         self.restarted += other.restarted
         self.waiting += other.waiting
+        self.waiting_at.extend(other.waiting_at)
         self.rejections.extend(other.rejections)
         self.unusable.extend(other.unusable)
         for k, v in other.redactions_by_kind.items():
@@ -474,6 +477,7 @@ class IngestReport:
             "bytes_read": self.bytes_read,
             "restarted": self.restarted,
             "waiting": self.waiting,
+            "waiting_at": list(self.waiting_at),
             "rejections": [r.to_dict() for r in self.rejections],
             "unusable_files": list(self.unusable),
         }

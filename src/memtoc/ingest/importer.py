@@ -745,6 +745,7 @@ class Importer:
                     failed += 1
                 elif not record.complete:  # not placeable yet: read again next time
                     report.waiting += 1
+                    report.waiting_at.append(f"{where}:{record.line}")
                     break
                 else:
                     report.skipped += record.skipped

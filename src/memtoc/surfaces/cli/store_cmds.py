@@ -17,7 +17,8 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from memtoc.ingest.importer import discover
+from memtoc.ingest.importer import IngestOptions, discover
+from memtoc.memory import Memory
 from memtoc.model import IngestReport, iso_ms
 from memtoc.store.sqlite import maintenance
 from memtoc.surfaces.cli.app import (
@@ -76,6 +77,7 @@ def ingest(
     for file, _root in discover(paths, follow_symlinks=settings.follow_symlinks):
         total += file.stat().st_size
     with open_memory(ctx) as memory:
+        before = _event_counts(memory)
         if json_out:
             report = memory.ingest(paths, fmt=fmt, project=project, rescan=rescan)
         else:
@@ -95,10 +97,13 @@ def ingest(
                     rescan=rescan,
                     progress=lambda n: bar.advance(task, n),
                 )
+        after = _event_counts(memory)
+    into = {name: n - before.get(name, 0) for name, n in after.items() if n > before.get(name, 0)}
     if json_out:
-        emit_json(report.to_dict())
+        emit_json({**report.to_dict(), "projects": into})
     else:
         print_ingest_report(report)
+        print_projects(into, IngestOptions().default_project if project is None else None)
     if report.unusable:
         raise fail(unusable_message(report.unusable))
 
@@ -108,6 +113,31 @@ def unusable_message(files: list[str]) -> str:
     named = ", ".join(files[:5]) + (f" and {len(files) - 5} more" if len(files) > 5 else "")
     noun = "file" if len(files) == 1 else "files"
     return f"{len(files)} {noun} yielded nothing usable: {named}"
+
+
+def _event_counts(memory: Memory) -> dict[str, int]:
+    counts = {}
+    for p in memory.projects():
+        name, events = p.get("name") or p.get("project"), p.get("events")
+        if isinstance(name, str) and isinstance(events, int):
+            counts[name] = events
+    return counts
+
+
+def print_projects(into: dict[str, int], default: str | None) -> None:
+    """Which projects the new events went to: the real Gemini CLI sessions (no working directory
+    in their files) landed in 'default' and the report did not say so."""
+    if not into:
+        return
+    shown = ", ".join(f"{escape(name)} +{n:,}" for name, n in sorted(into.items()))
+    console.print(f"into projects: {shown}", highlight=False)
+    if default is not None and default in into:
+        console.print(
+            f"[yellow]note:[/] {into[default]:,} events named no working directory and went to "
+            f"project {escape(default)!r}: `memtoc ingest --project NAME` files them under a "
+            "name (`memtoc projects rename` renames it)",
+            highlight=False,
+        )
 
 
 def print_ingest_report(report: IngestReport) -> None:
@@ -127,6 +157,13 @@ def print_ingest_report(report: IngestReport) -> None:
     if report.waiting:
         table.add_row("waiting (no time known yet: read again next time)", str(report.waiting))
     console.print(table)
+    for where in report.waiting_at[:10]:
+        console.print(
+            f"[yellow]waiting[/] {escape(where)}: a summary line with no time, whose conversation "
+            "is in no transcript beside it yet",
+            highlight=False,
+            soft_wrap=True,
+        )
     if report.redactions_by_kind:
         kinds = ", ".join(f"{k}: {v}" for k, v in sorted(report.redactions_by_kind.items()))
         console.print(f"redacted kinds: {kinds}", highlight=False)
