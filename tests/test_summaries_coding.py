@@ -15,6 +15,7 @@ import pytest
 from memtoc.config import load_settings
 from memtoc.memory import Memory
 from memtoc.model import Event, Summary
+from memtoc.pipeline.grips import segment_grips
 from memtoc.pipeline.summarize.extractive import (
     BOOKKEEPING_TITLES,
     EMPTY_TITLE,
@@ -24,6 +25,7 @@ from memtoc.pipeline.summarize.extractive import (
 from memtoc.pipeline.summarize.extractive_titles import past_tense
 from memtoc.pipeline.summarize.tool_calls import commit_body, commit_message, render_tool_call
 from memtoc.pipeline.summarize.tool_results import describe_result, output_fact
+from memtoc.pipeline.summarize.tool_work import edit_names
 from memtoc.text.tokens import TiktokenCounter
 
 COUNTER = TiktokenCounter()
@@ -136,7 +138,7 @@ def test_reads_and_succeeded_commands_show_no_error() -> None:
                 is_error=False)  # fmt: skip
     assert kinds(logged, bash) == [("tests", "Tests: 3 passed, 0 failed")]
     failed = ev(3, "tool_result", "tool", "error: Database connection failed\n", is_error=True)
-    assert kinds(failed, bash) == [("error", "Error: error: Database connection failed")]
+    assert kinds(failed, bash) == [("error", "Error: Database connection failed")]  # said once
     edit = ev(4, "tool_call", "assistant", '{"file_path":"a.ts","old_string":"x","new_string":"y"}',
               tool_name="Edit")  # fmt: skip
     refused = ev(5, "tool_result", "tool", "<tool_use_error>String to replace not found in file."
@@ -150,7 +152,7 @@ def test_specstory_tool_calls_in_words() -> None:
     shell = render_tool_call("Bash\nBuild specstory binary\n\n`go build -o specstory`",
                              {"tool_name": "Bash", "tool_type": "shell"})  # fmt: skip
     assert shell is not None and (shell.text, shell.note) == (
-        "Ran `go build -o specstory`",
+        "Ran `go build -o specstory` (build specstory binary)",  # what it was for, beside it
         "Build specstory binary",
     )
     grep = render_tool_call("Grep\npath `./` pattern `providers/gemini`", {"tool_name": "Grep"})
@@ -200,7 +202,9 @@ def test_a_coding_segment_says_what_was_done() -> None:
     s = ExtractiveSummarizer(COUNTER).summarize_events(session())
     assert s.title == "Fixed impact evaluation re-cloning the repository"
     joined = " ".join(s.bullets)
-    assert "Root cause" in joined and "Tests: 1219 passed, 0 failed" in joined
+    assert "Root cause" in joined and "Swapped the priority" in joined  # the cause and the fix
+    # what the tool work did and showed, in one line
+    assert s.bullets[-1] == "Edited `src/engine.ts`; tests: 1219 passed, 0 failed"
     assert not any(b.startswith("Let me") for b in s.bullets)  # intentions are not bullets
     assert "src/engine.ts" in s.keywords
     assert not {"--tail", "bun", "tail"} & {k.lower() for k in s.keywords}
@@ -224,7 +228,7 @@ def test_tool_steps_alone_say_what_they_read_and_wrote() -> None:
     write = ev(0, "tool_call", "assistant", json.dumps({"file_path": "/w/src/plan.ts",
                "content": content}), tool_name="Write", cwd="/w")  # fmt: skip
     s = ExtractiveSummarizer(COUNTER).summarize_events([write])
-    assert "Wrote `src/plan.ts` (6 lines): defines Plan, buildPlanPrompt" in s.abstract
+    assert s.title == "Wrote `src/plan.ts` (buildPlanPrompt, Plan)"  # named by what it defines
     read_call, read_result = session()[2:4]
     both = ExtractiveSummarizer(COUNTER).summarize_events([read_call, read_result])
     assert "defines runImpact" in both.abstract  # the call alone would only name the file
@@ -319,5 +323,110 @@ def test_real_sessions_have_no_empty_node_and_sized_abstracts(
         for n in nodes:
             assert not [k for k in n.keywords if k.startswith(("-", "/", "http")) or
                         "REDACTED" in k], (n.node_id, n.keywords)  # fmt: skip
+    finally:
+        mem.close()
+
+
+def _fix_session() -> list[Event]:
+    old = "def run_impact(repo):\n    return clone(repo)\n"
+    new = ("def run_impact(repo, local=None):\n    if local:\n        return _use_local(local)\n"
+           "    return self._clone_repo(repo)\n")  # fmt: skip
+    rows = [
+        ("user_message", "user", "The impact evaluation re-clones the repository every time. "
+         "Make it use the local checkout when there is one.", {}),
+        ("assistant_message", "assistant", "Root cause: run_impact always clones, even when a "
+         "local checkout exists.", {}),
+        ("tool_call", "assistant", json.dumps({"file_path": "/w/src/x/evaluator.py",
+         "old_string": old, "new_string": new}), {"tool_name": "Edit", "tool_use_id": "t1"}),
+        ("tool_result", "tool", "The file /w/src/x/evaluator.py has been updated successfully.",
+         {"tool_use_id": "t1", "is_error": False}),
+        ("tool_call", "assistant", json.dumps({"command": "cd /w && pytest tests/test_evaluator.py"
+         " -q 2>&1 | tail -20", "description": "Run the evaluator tests"}),
+         {"tool_name": "Bash", "tool_use_id": "t2"}),
+        ("tool_result", "tool", "FAILED tests/test_evaluator.py::test_reclone - AssertionError: "
+         "cloned twice\n1 failed, 14 passed in 0.5s", {"tool_use_id": "t2", "is_error": True}),
+        ("tool_call", "assistant", json.dumps({"command": "git -C /w status", "description":
+         "Show working tree status"}), {"tool_name": "Bash", "tool_use_id": "t3"}),
+        ("tool_call", "assistant", json.dumps({"subject": "Use the local checkout in run_impact",
+         "description": "Prefer localPath", "activeForm": "Using"}),
+         {"tool_name": "TaskCreate", "tool_use_id": "t4"}),
+        ("tool_call", "assistant", json.dumps({"taskId": "1", "status": "completed"}),
+         {"tool_name": "TaskUpdate", "tool_use_id": "t5"}),
+    ]  # fmt: skip
+    return [ev(i, t, r, x, cwd="/w", **m) for i, (t, r, x, m) in enumerate(rows)]
+
+
+def test_tool_work_says_what_it_touched_and_what_it_showed() -> None:
+    events = _fix_session()
+    calls = [render_tool_call(e.text, e.metadata) for e in events if e.event_type == "tool_call"]
+    # an edit by the names it defines, then the functions it brings in (not `clone`, which the
+    # replaced text called already); a command by its purpose, without the session's directory
+    # or its redirections; a task by its subject; a task's status update is nothing
+    assert [c.text if c else None for c in calls] == [
+        "Edited `src/x/evaluator.py` (run_impact, _use_local, _clone_repo)",
+        "Ran `pytest tests/test_evaluator.py -q` (run the evaluator tests)",
+        "Ran `git status` (show working tree status)",
+        "Planned: Use the local checkout in run_impact",
+        None,
+    ]
+    s = ExtractiveSummarizer(COUNTER).summarize_events(events)
+    # what the tool work did and showed is one line, in the order it happened
+    assert s.bullets[-1] == (
+        "Edited `src/x/evaluator.py` (run_impact, _use_local, _clone_repo); tests: 1 failed, 14 "
+        "passed (test_reclone); error: AssertionError: cloned twice in `test_reclone`"
+    )
+    assert not [b for b in s.bullets[:-1] if b.startswith(("Edited", "Ran", "Tests", "Error"))]
+    assert "Root cause: run_impact always clones, even when a local checkout exists." in s.bullets
+    text = " ".join((s.title, s.abstract, *s.bullets, *s.keywords, s.overview))
+    assert "TaskUpdate" not in text and "Called" not in text and "/w" not in text
+    # the line's grip holds the edit it starts with
+    grip = segment_grips("p", "n", "s1", events, s.bullets)[-1]
+    assert grip.event_id_start <= events[2].event_id <= grip.event_id_end
+
+
+def test_a_commands_opening_beside_its_purpose_still_finds_the_call() -> None:
+    long = ("grep -rn 'formatShellTool\\|command' /Users/sean/src/specstory-cli/pkg/providers/"
+            "cursorcli/markdown_tools.go /Users/sean/src/specstory-cli/pkg/providers/x.go")  # fmt: skip
+    call = ev(0, "tool_call", "assistant", json.dumps({"command": long, "description":
+              "Search for shell command formatting in Cursor markdown"}), tool_name="Bash")  # fmt: skip
+    action = render_tool_call(call.text, call.metadata)
+    assert action is not None
+    assert action.text == (
+        "Ran `grep -rn 'formatShellTool\\|command'…` (search for shell command formatting in Cursor "
+        "markdown)"
+    )
+    assert action.subject in long  # a grip finds the call by it
+    terse = ev(1, "tool_call", "assistant", json.dumps({"command": "make lint", "description":
+               "Lint"}), tool_name="Bash")  # fmt: skip
+    assert render_tool_call(terse.text, terse.metadata).text == "Ran `make lint`"  # type: ignore[union-attr]
+
+
+def test_names_an_edit_touched() -> None:
+    multi = {"file_path": "web/App.tsx", "edits": [
+        {"old_string": "<Header />", "new_string": "<Header />\n<StepCard step={5} />"},
+        {"old_string": "x", "new_string": "expect(result).toBe(3);\nconst total = sumIssues(list)"},
+    ]}  # fmt: skip
+    # a component rendered and a function called are names; a method of another object
+    # (`toBe`), a plain word (`expect`), an attribute and a local constant are not
+    assert edit_names(multi) == ["StepCard", "sumIssues"]
+    write = {"content": "const LIMIT = 3\nexport interface Plan {}\nexport function buildPlan() {}"}
+    assert edit_names(write) == ["buildPlan", "LIMIT", "Plan"]  # functions first
+
+
+def test_tool_work_on_a_real_session(tmp_path: Path, hermetic_env: Path) -> None:
+    """A real context-evaluator session cut to 16 lines (Apache-2.0): a test run, a lint fix
+    and its verdict read as one line; the file written named by the functions it defines."""
+    mem = _built(tmp_path, FIXTURES / "claude-code-context-evaluator")
+    try:
+        nodes = [n for p in mem.store.projects() for n in mem.store.list_nodes(p)]
+        segments = [n for n in nodes if n.level == "segment"]
+        bullets = [b.text for n in segments for b in n.bullets]
+        line = ("Tests: 1216 passed, 0 failed; ran `bun run lint:fix` (auto-fix lint/format "
+                "issues); lint (biome): 269 files checked, 4 files fixed")  # fmt: skip
+        assert line in bullets
+        overview = "\n".join(n.overview for n in segments)
+        written = "`src/shared/file-system/file-reference-detector.ts` (isFileReference, "
+        assert written + "detectCrossReference" in overview
+        assert "/Users/cedricteyton" not in overview and "TaskUpdate" not in overview
     finally:
         mem.close()

@@ -3,7 +3,8 @@
 For a segment: events become facts (``extractive_facts``: the user's requests and corrections,
 the agent's conclusions, what tools did and what their results showed), scored for salience;
 3-5 diverse bullets are picked MMR-style (score minus redundancy with bullets already chosen)
-and shown in order; keywords (up to 15) are the segment's keyphrases from what was said and the
+and shown in order, those telling tool work as one line ("Edited `evaluator.py` (run_impact);
+tests: 14 passed, 1 failed (test_reclone)") and the slots that frees given to what was said; keywords (up to 15) are the segment's keyphrases from what was said and the
 files touched that the node's text does not already hold (never tool names, flags, URLs or
 hashes); the title says what was done
 (``extractive_titles``: "Fixed the diff viewer column layout"). A segment holding nothing but a
@@ -54,6 +55,8 @@ JOIN_SLACK = 4
 TITLE_OVERLAP = 0.75
 """A fact whose key terms overlap the title's this much (Jaccard) repeats it: no bullet."""
 OUTCOME_KINDS = frozenset({"commit", "tests", "changed"})
+WORK_KINDS = frozenset({"edit", "command", "tests", "checks", "changed", "error", "task"})
+"""Facts of tool work that a segment's bullets tell in one line (``_one_work_line``)."""
 """Facts that tell what came of a segment's work: one of them is always a bullet when any is."""
 
 
@@ -113,7 +116,8 @@ class ExtractiveSummarizer:
         named = frozenset(key_terms(title))
         untitled = [f for f in facts if _plain(f.text) != _plain(title)
                     and _jaccard(f.terms, named) < TITLE_OVERLAP]  # fmt: skip
-        chosen = self._select(untitled if len(untitled) >= self.min_bullets else facts, target)
+        pool = untitled if len(untitled) >= self.min_bullets else facts
+        chosen = self._select(pool, target)
         if not any(f.kind in OUTCOME_KINDS for f in chosen):  # what came of it, when known
             outcome = max((f for f in facts if f.kind in OUTCOME_KINDS),
                           key=lambda f: (f.score, -f.position), default=None)  # fmt: skip
@@ -122,7 +126,9 @@ class ExtractiveSummarizer:
             elif outcome is not None:  # in place of the weakest
                 weakest = min(chosen, key=lambda f: (f.score, -f.position))
                 chosen = [f for f in chosen if f is not weakest] + [outcome]
-        bullets = [f.text for f in sorted(chosen, key=lambda f: f.position)]
+        lines, merged = self._one_work_line(chosen, pool)
+        bullets = [f.text for f in sorted(lines, key=lambda f: f.position)]
+        chosen = [f for f in lines if f.kind != "work"] + merged  # the facts the bullets tell
         chosen_ids = {id(f) for f in chosen}
         extra = self._select(
             [f for f in facts if id(f) not in chosen_ids],
@@ -143,11 +149,38 @@ class ExtractiveSummarizer:
         return self._finish(title, bullets, keywords, abstract, [f.text for f in extra],
                             facts_block)  # fmt: skip
 
+    def _one_work_line(
+        self, chosen: list[Fact], facts: Sequence[Fact]
+    ) -> tuple[list[Fact], list[Fact]]:
+        """The chosen bullets with those telling tool work (files edited, commands run, tests,
+        checks, errors, tasks) as one line of kind ``work``, in the order it happened ("Edited
+        `a.py` (f, g); ran `pytest`; tests: 14 passed, 1 failed (test_x)"), and the facts that
+        line tells. The slots it frees go to what was said (among ``facts``, the bullets' pool),
+        else to more of the work, in the line."""
+        work = sorted((f for f in chosen if f.kind in WORK_KINDS), key=lambda f: f.position)
+        if len(work) < 2:
+            return chosen, []
+        kept = [f for f in chosen if f.kind not in WORK_KINDS]
+        taken = {id(f) for f in chosen}
+        said = [f for f in facts if id(f) not in taken and f.kind not in TOOL_KINDS]
+        more = self._select(said, len(work) - 1, penalty_terms=[f.terms for f in chosen])
+        short = len(work) - 1 - len(more)  # nothing more was said: more of the work, in the line
+        if short > 0:
+            rest = [f for f in facts if id(f) not in taken and f.kind in WORK_KINDS]
+            work += sorted(rest, key=lambda f: (-f.score, f.position))[:short]
+            work.sort(key=lambda f: f.position)
+        text = "; ".join(_lower_first(f.text) if k else f.text for k, f in enumerate(work))
+        first = work[0]
+        terms = frozenset().union(*(f.terms for f in work))
+        line = Fact(text, first.position, first.event_index, terms, "work", code=True,
+                    score=max(f.score for f in work))  # fmt: skip
+        return [*kept, line, *more], work
+
     def _output_facts(
         self, events: Sequence[Event], context: Sequence[Event], start: int = 0
     ) -> list[Fact]:
         """What the tools showed or wrote, for a segment where nobody says anything: each output
-        described by what it was, each write by what it put in the file."""
+        described by what it was, each file written whole by what it put there."""
         out: list[Fact] = []
         for i, _call, action in results_of(events, context):
             if events[i].text.strip():
@@ -158,7 +191,10 @@ class ExtractiveSummarizer:
         for i, event in enumerate(events):
             action = render_tool_call(event.text, event.metadata) if event.event_type == (
                 "tool_call") else None  # fmt: skip
-            written = written_fact(event, action) if action and action.kind == "edit" else None
+            # a file written whole: its size and what it defines (an edit's fact names the
+            # names it touched already)
+            wrote = action is not None and action.kind == "edit" and action.text.startswith("Wrote")
+            written = written_fact(event, action) if action is not None and wrote else None
             if written is not None:
                 terms = frozenset(t for t in written.text.lower().split() if len(t) > 2)
                 out.append(Fact(written.text, start + len(out), i, terms, "read", code=True))
@@ -458,11 +494,11 @@ def empty_summary(backend: str) -> Summary:
 
 _FACT_PREFIX = re.compile(
     r"^(?:Ran|Edited|Wrote|Read(?: and searched)?|Fetched|Searched(?: the web)? for|Called|Error:|"
-    r"Tests:|Committed(?: [0-9a-f]+)?:|Proposed plan:|Asked:) "
+    r"Tests:|Committed(?: [0-9a-f]+)?:|Proposed plan:|Planned:|Asked:) "
 )
 _TICKED = re.compile(r"`([^`]+)`")
 _TOOL_WORDS = re.compile(
-    r"\band \d+ more (?:files|commands)\b|\(\d+ lines\)|\bdefines\b|\(\d+ files? changed[^)]*\)"
+    r"\band \d+ more (?:files|commands|tasks?)\b|\(\d+ lines\)|\bdefines\b|\(\d+ files? changed[^)]*\)"
     r"|\b\d+ (?:insertions?|deletions?)\(?[+-]?\)?"
 )
 
@@ -478,6 +514,15 @@ def _topic_text(fact: Fact) -> str:
         text = _TOOL_WORDS.sub(" ", text)
         return text.replace("`", " ")
     return fact.text
+
+
+_LOWER_START = re.compile(r"^(?:Ran|Edited|Wrote|Read|Fetched|Searched|Tests|Lint|Type check|Error|"
+                          r"Planned|Go tests|Output of)\b")  # fmt: skip
+
+
+def _lower_first(text: str) -> str:
+    """A fact continuing a line: its opening verb or label in lower case ("ran `x`")."""
+    return text[:1].lower() + text[1:] if _LOWER_START.match(text) else text
 
 
 def _plain(text: str) -> str:

@@ -12,7 +12,8 @@ concluded, matter more than the tool traffic around them:
   outcome) are ``conclusion``s; announcements of what it is about to do ("Let me check…") are
   ``intent``; the rest ``prose``. Fenced code is dropped, except shell commands;
 - a **tool call** is rendered in words (``tool_calls.render_tool_call``): edits and reads are
-  gathered into one fact each ("Edited `a.ts`, `b.ts` and 3 more files"), commands too, while a
+  gathered into one fact each ("Edited `a.ts` (runImpact), `b.ts` and 3 more files", each file
+  with the names its edits touched), commands (with their purpose) and to-do items too, while a
   commit, a proposed plan or a question put to the user stand alone;
 - a **tool result** gives what it showed (``tool_results``): a test tally (the last one of the
   segment: its outcome), a commit, files changed, a real error — never the raw output, and no
@@ -27,7 +28,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Protocol
@@ -38,6 +39,7 @@ from memtoc.pipeline.summarize.extractive_markdown import TAG as _TAG
 from memtoc.pipeline.summarize.extractive_markdown import sentences as _sentences
 from memtoc.pipeline.summarize.tool_calls import render_tool_call
 from memtoc.pipeline.summarize.tool_results import describe_result, results_of
+from memtoc.pipeline.summarize.tool_work import EDIT_NAMES, shown_with
 from memtoc.text.keyphrases import SPEAKER_LABEL, token_terms, words
 
 MAX_WORDS = 40
@@ -53,7 +55,8 @@ LISTED_FILES = 3
 """Files named in a gathered edit or read fact before "and N more"."""
 COMMIT_SENTENCES = 3
 """Sentences of a commit message's body read as facts (what changed and why)."""
-"""Files named in a gathered edit or read fact before "and N more"."""
+GATHERED_WORDS = 60
+"""Words of a gathered fact (files with the names edited, commands with their purpose)."""
 
 _MD_INLINE = re.compile(r"\*\*|__|~~|(?<!\w)\*(?=\S)|(?<=\S)\*(?!\w)")
 _MD_LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
@@ -149,6 +152,7 @@ KIND_WEIGHT: dict[str, float] = {
     "changed": 0.3,
     "edit": 0.25,
     "command": 0.1,
+    "task": 0.0,
     "prose": 0.0,
     "tool_error": -0.8,
     "read": -0.4,
@@ -158,7 +162,7 @@ KIND_WEIGHT: dict[str, float] = {
 }
 """Base salience of each kind of fact (``score_facts`` adds centrality and cues)."""
 TOOL_KINDS = frozenset({"command", "edit", "read", "call", "commit", "plan", "ask", "tests", "checks",
-                        "changed", "error", "tool_error", "output"})  # fmt: skip
+                        "changed", "error", "tool_error", "output", "task"})  # fmt: skip
 """Facts derived from tool calls and results (not anybody's words)."""
 
 
@@ -226,9 +230,11 @@ def _terms_of(text: str) -> tuple[frozenset[str], bool]:
     return frozenset(terms), code
 
 
-def _gathered(verb: str, subjects: Sequence[str], noun: str) -> str:
-    shown = [f"`{s}`" for s in subjects[:LISTED_FILES]]
-    more = len(subjects) - len(shown)
+def _gathered(verb: str, subjects: Mapping[str, Sequence[str]], noun: str) -> str:
+    listed = list(subjects.items())
+    limit = EDIT_NAMES if noun == "files" else 1  # a command: the purpose first stated
+    shown = [shown_with(s, ", ".join(extra[:limit])) for s, extra in listed[:LISTED_FILES]]
+    more = len(listed) - len(shown)
     if more > 0:
         return f"{verb} {', '.join(shown)} and {more} more {noun}"
     if len(shown) > 1:
@@ -294,7 +300,7 @@ def extract_facts(events: Sequence[Event], context: Sequence[Event] = ()) -> lis
         return fact
 
     results = {i: action for i, _call, action in results_of(events, context)}
-    gathered: dict[str, tuple[int, list[str]]] = {}
+    gathered: dict[str, _Gathered] = {}
     seen_errors: set[str] = set()
     for index, event in enumerate(events):
         etype = event.event_type
@@ -302,11 +308,15 @@ def extract_facts(events: Sequence[Event], context: Sequence[Event] = ()) -> lis
             action = render_tool_call(event.text, event.metadata)
             if action is None:
                 continue
-            if action.kind in ("edit", "read", "command"):
-                subject = action.subject
-                at, subjects = gathered.setdefault(action.kind, (len(facts), []))
-                if subject and subject not in subjects:
-                    subjects.append(subject)
+            if action.kind in _GATHERED:
+                at, verbs, subjects = gathered.setdefault(action.kind, (len(facts), [], {}))
+                verbs.append(action.text.split(" `", 1)[0].split(":", 1)[0])
+                if action.kind == "task":  # a to-do list: its items are the subjects
+                    for item in (action.subject, *action.extras):
+                        subjects.setdefault(item, [])
+                elif action.subject:  # the same file edited again: the names of both edits
+                    shown = subjects.setdefault(action.subject, [])
+                    shown += [x for x in action.extras if x not in shown]
                 if at == len(facts):  # a placeholder keeps the first one's place
                     add(action.text, index, action.kind)
                 continue
@@ -341,19 +351,45 @@ def extract_facts(events: Sequence[Event], context: Sequence[Event] = ()) -> lis
     return facts
 
 
-def _gather(facts: list[Fact], gathered: dict[str, tuple[int, list[str]]]) -> None:
-    """Replace the first edit/read/command fact by one naming all of the segment's."""
-    words = {"edit": ("Edited", "files"), "read": ("Read", "files"), "command": ("Ran", "commands")}
-    for kind, (at, subjects) in gathered.items():
-        if at >= len(facts) or facts[at].kind != kind or len(subjects) < 2:
+_GATHERED = frozenset({"edit", "read", "command", "task"})
+_Gathered = tuple[int, list[str], dict[str, list[str]]]
+"""Where the first fact of a kind is, the verbs of its calls, and each subject (a file, a
+command, a task) with what it is shown with (the names edited, the command's purpose)."""
+
+
+def _gather(facts: list[Fact], gathered: dict[str, _Gathered]) -> None:
+    """Replace the first edit/read/command/task fact by one naming all of the segment's, each
+    file with the names its edits touched and each command with its purpose."""
+    nouns = {"edit": "files", "read": "files", "command": "commands", "task": "tasks"}
+    for kind, (at, verbs, subjects) in gathered.items():
+        if at >= len(facts) or facts[at].kind != kind:
             continue
-        verb, noun = words[kind]
-        if kind == "read" and facts[at].text.startswith("Searched"):
-            verb = "Read and searched"
-        text = clean_sentence(_gathered(verb, subjects, noun))
+        if len(subjects) < 2 and kind != "edit":
+            continue  # one call, or the same one again: its own fact says it
+        verb = _verb_of(kind, verbs)
+        if kind == "task":
+            text = _planned(list(subjects))
+        else:
+            text = _gathered(verb, subjects, nouns[kind])
+        text = clean_sentence(text, GATHERED_WORDS)
         terms, _ = _terms_of(text)
         old = facts[at]
         facts[at] = Fact(text, old.position, old.event_index, terms, kind, code=True)
+
+
+def _verb_of(kind: str, verbs: Sequence[str]) -> str:
+    if kind == "edit":
+        return "Wrote" if all(v == "Wrote" for v in verbs) else "Edited"
+    if kind == "read":
+        return "Read and searched" if verbs and verbs[0].startswith("Searched") else "Read"
+    return "Ran"
+
+
+def _planned(items: Sequence[str]) -> str:
+    shown = items[:LISTED_FILES]
+    more = len(items) - len(shown)
+    tail = f"; and {more} more task{'s' if more > 1 else ''}" if more > 0 else ""
+    return "Planned: " + "; ".join(shown) + tail
 
 
 def _message_facts(event: Event, index: int, add: _Add) -> None:

@@ -11,9 +11,12 @@ Agents record tool calls in several shapes, and summaries must not show any of t
   ```go build```; ``Grep`` / ``path `./` pattern `X` ``; ``apply_patch`` / ``**Update: `path`**``).
 
 ``render_tool_call`` reads the arguments from whichever is there and names the action by the
-tool's role (shell, edit, write, read, search, fetch, delegate), not by the tool's own name, so
-tool names never reach titles, bullets or keywords. Absolute paths under the session's ``cwd``
-are shown relative to it.
+tool's role (shell, edit, write, read, search, fetch, delegate, a to-do item), not by the tool's
+own name, so tool names never reach titles, bullets or keywords. Absolute paths under the
+session's ``cwd`` are shown relative to it (``cd <cwd> &&`` and ``git -C <cwd>`` dropped), and
+so are a command's trailing ``2>&1`` and ``| tail -20``. What the call was for is said beside it
+(``tool_work``): an edit by the names it touched, a command by its stated purpose (its opening
+only, then), a task by its subject — "Ran `bun run test` (run all tests)".
 """
 
 from __future__ import annotations
@@ -23,11 +26,20 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from memtoc.pipeline.summarize.tool_work import (
+    EDIT_NAMES,
+    edit_names,
+    purpose,
+    shown_with,
+    task_subject,
+)
+
 TOOL_NAMES: frozenset[str] = frozenset(
     """
     bash shell exec run edit multiedit write read grep glob ls notebookedit notebookread webfetch
     websearch task agent todowrite todoread exitplanmode killshell bashoutput apply_patch
     str_replace_editor str_replace view create local_shell update_plan shell_command tool
+    taskcreate taskupdate tasklist
     """.split()  # noqa: SIM905 - a word list reads better as text
 )
 """Lowercased names of common agent tools: never keywords or title words on their own."""
@@ -44,6 +56,7 @@ _NAME_PREFIX = re.compile(r"^([A-Za-z][\w.-]{0,40})(?::\s*|\s+(?=[{\[]))")
 _TICKED = re.compile(r"`([^`\n]+)`")
 _PLAN_LABEL = re.compile(r"^(?:plan|implementation plan)\s*[:—-]\s*", re.IGNORECASE)
 _LABELLED = re.compile(r"\b(path|pattern|Pattern|in path)\b:? `([^`\n]+)`")
+_TASK_TOOLS = frozenset({"taskcreate", "taskupdate", "todowrite"})
 _PATCH = re.compile(r"\*\*(?:Add|Update|Delete|Move):? `([^`\n]+)`")
 
 
@@ -61,6 +74,9 @@ class ToolAction:
     """What the agent said the call was for (a shell command's ``description``), if it did."""
     detail: str = ""
     """A commit's message body (what changed and why, in the author's words), if it has one."""
+    extras: tuple[str, ...] = ()
+    """What the subject is shown with (``tool_work``): the names an edit touched, a command's
+    stated purpose."""
 
 
 def tool_name(metadata: Mapping[str, object]) -> str:
@@ -82,6 +98,36 @@ def _relative(path: str, cwd: object) -> str:
     if isinstance(cwd, str) and cwd and path.startswith(cwd.rstrip("/") + "/"):
         return path[len(cwd.rstrip("/")) + 1 :]
     return path
+
+
+SHORT_COMMAND_WORDS = 6
+SHORT_COMMAND_CHARS = 64
+_TRAILING = re.compile(
+    r"(?:\s+2>&1|\s+2>\s*/dev/null|\s*\|\s*(?:head|tail)(?:\s+-n)?\s+-?\d+)+\s*$"
+)
+"""What a shown command ends with that says nothing of it: ``2>&1``, ``| tail -20``."""
+
+
+def _short_command(shown: str) -> str:
+    """A command's opening (``SHORT_COMMAND_WORDS`` words, ``SHORT_COMMAND_CHARS`` characters) —
+    the program and its first arguments — when its purpose is shown beside it."""
+    words = shown.rstrip("…").split(" ")
+    short = " ".join(words[:SHORT_COMMAND_WORDS])
+    if len(short) > SHORT_COMMAND_CHARS:
+        short = short[:SHORT_COMMAND_CHARS].rsplit(" ", 1)[0] if " " in short[
+            :SHORT_COMMAND_CHARS] else short[:SHORT_COMMAND_CHARS]  # fmt: skip
+    return short + "…" if short != shown.rstrip("…") or shown.endswith("…") else short
+
+
+def _without_cwd(command: str, cwd: object) -> str:
+    """A command without the session's working directory it restates: ``cd <cwd> && x`` is
+    ``x``, ``git -C <cwd> status`` is ``git status``, ``<cwd>/src/a.py`` is ``src/a.py``."""
+    if not isinstance(cwd, str) or len(cwd.rstrip("/")) < 2 or cwd.rstrip("/") not in command:
+        return command
+    root = cwd.rstrip("/")
+    command = re.sub(rf"^cd {re.escape(root)}/? *&& *", "", command.lstrip())
+    command = re.sub(rf"(\bgit) -C {re.escape(root)}/?(?=\s)", r"\1", command)
+    return command.replace(root + "/", "")
 
 
 def _arguments(text: str, metadata: Mapping[str, object]) -> tuple[str, dict[str, object], str]:
@@ -218,21 +264,28 @@ def render_tool_call(text: str, metadata: Mapping[str, object]) -> ToolAction | 
     cwd = metadata.get("cwd")
     command = _str(args, "command", "cmd")
     if command:
-        shown = _one_line(command)
+        shown = _one_line(_TRAILING.sub("", _without_cwd(command, cwd).strip().split("\n", 1)[0]))
         note = _one_line(_str(args, "description"), 14)
         message = commit_message(command)
         if message:
             return ToolAction("commit", f"Committed: {message}", shown.rstrip("…"), note,
                               commit_body(command))  # fmt: skip
-        return ToolAction("command", f"Ran `{shown}`", shown.rstrip("…"), note)
+        what = purpose(args)
+        if what:  # the purpose says what it was for: the command's opening says how
+            shown = _short_command(shown)
+        return ToolAction("command", f"Ran {shown_with(shown, what)}", shown.rstrip("…"), note,
+                          extras=(what,) if what else ())  # fmt: skip
     path = _str(args, "file_path", "notebook_path", "path", "filename")
     pattern = _str(args, "pattern", "query", "regex")
     if path and not pattern:
         rel = _relative(path, cwd)
-        if any(t in lname for t in _WRITE_TOOLS):
-            return ToolAction("edit", f"Wrote `{rel}`", rel)
-        if any(t in lname for t in _EDIT_TOOLS) or "old_string" in args or "edits" in args:
-            return ToolAction("edit", f"Edited `{rel}`", rel)
+        written = any(t in lname for t in _WRITE_TOOLS)
+        if written or any(t in lname for t in _EDIT_TOOLS) or "old_string" in args or (
+                "edits" in args):  # fmt: skip
+            names = tuple(edit_names(args)[:EDIT_NAMES])
+            verb = "Wrote" if written else "Edited"
+            shown = shown_with(rel, ", ".join(names))
+            return ToolAction("edit", f"{verb} {shown}", rel, extras=names)
         return ToolAction("read", f"Read `{rel}`", rel)
     if pattern:
         verb = "Searched the web for" if "web" in lname else "Searched for"
@@ -241,6 +294,16 @@ def render_tool_call(text: str, metadata: Mapping[str, object]) -> ToolAction | 
     if url:
         return ToolAction("read", f"Fetched `{url}`", url)
     description = _str(args, "description", "prompt")
+    if lname in _TASK_TOOLS:  # a to-do item the agent set itself; an update says nothing
+        todos = args.get("todos")
+        items = [task_subject(t) for t in todos if isinstance(t, Mapping)] if isinstance(
+            todos, list) else [task_subject(args)]  # fmt: skip
+        items = [i for i in items if i]
+        if items:
+            return ToolAction("task", f"Planned: {_one_line(items[0], 14)}", items[0],
+                              extras=tuple(items[1:]))  # fmt: skip
+        if "update" in lname:
+            return None
     if lname in ("task", "agent") and description:
         return ToolAction("call", f"Delegated: {_one_line(description, 12)}", description)
     first = body.splitlines()[0].strip() if body.strip() and not body.startswith("{") else ""

@@ -78,6 +78,7 @@ _DEFINES = re.compile(
 )
 _UPDATED = re.compile(r"has been (?:updated|created|written)|updated successfully|File created")
 _TAG = re.compile(r"</?[\w-]+>")
+_ERROR_LABEL = re.compile(r"^error:\s*", re.IGNORECASE)
 _FAILED_COUNT = re.compile(r"\b[1-9]\d* (?:failed|errors?)\b")
 
 _READ_TYPES = frozenset({"read", "search", "list", "fetch", "glob", "grep"})
@@ -180,7 +181,8 @@ def written_fact(call: Event, action: ToolAction) -> ResultFact | None:
     lines = [ln for ln in content.splitlines() if ln.strip()]
     names = _defined(content)
     shown = f": defines {_listed(names)}" if names else (f": {_gist(lines)}" if lines else "")
-    return ResultFact("read", f"{action.text} ({len(lines)} lines){shown}")
+    verb = action.text.split(" `", 1)[0]  # the call's fact without the names edited
+    return ResultFact("read", f"{verb} `{action.subject}` ({len(lines)} lines){shown}")
 
 
 def _defined(text: str) -> list[str]:
@@ -336,7 +338,8 @@ def _error(tail: str, failed: bool) -> str:
     pytest = _PYTEST_FAILED.match(line.strip())
     if pytest:
         return f"Error: {_words(_clean(pytest.group(2)), 20)} in `{pytest.group(1)}`"
-    return "Error: " + _words(_clean(line), 24)
+    line = _ERROR_LABEL.sub("", _clean(line), count=1)  # "Error: error: x" says it once
+    return "Error: " + _words(line, 24)
 
 
 def _strip_tags(text: str) -> str:
