@@ -369,9 +369,10 @@ def test_tool_calls_are_rendered_not_raw(summarizer: ExtractiveSummarizer) -> No
     assert not lowered & {"bash", "edit", "grep", "command", "description", "full suite", "src"}
     assert "push_image" in s.keywords and "tests/test_image.py" in s.keywords
     # A pytest failure reads as its message, with the test named after it.
-    # ... in the line of tool work, beside the tally that followed it
-    assert any(b.startswith("Error: exec /usr/bin/python: exec format error in "
-                            "`test_push_image_arm64`; tests: 4 passed") for b in s.bullets)  # fmt: skip
+    # ... in the line of tool work, with the file edited and the tally that followed
+    line = ("Error: exec /usr/bin/python: exec format error in `test_push_image_arm64`; edited "
+            "`Dockerfile`; tests: 4 passed")  # fmt: skip
+    assert line in s.bullets
     # The title says what happened to what: fixed (tests pass after the error), the topic the
     # user asked about, the error, where.
     assert s.title == "Fixed arm64 image crashes (exec format error) in push_image", s.title

@@ -372,8 +372,10 @@ def test_tool_work_says_what_it_touched_and_what_it_showed() -> None:
     s = ExtractiveSummarizer(COUNTER).summarize_events(events)
     # what the tool work did and showed is one line, in the order it happened
     assert s.bullets[-1] == (
-        "Edited `src/x/evaluator.py` (run_impact, _use_local, _clone_repo); tests: 1 failed, 14 "
-        "passed (test_reclone); error: AssertionError: cloned twice in `test_reclone`"
+        "Edited `src/x/evaluator.py` (run_impact, _use_local, _clone_repo); ran `pytest "
+        "tests/test_evaluator.py -q` (run the evaluator tests) and `git status` (show working tree "
+        "status); tests: 1 failed, 14 passed (test_reclone); error: AssertionError: cloned twice "
+        "in `test_reclone`"
     )
     assert not [b for b in s.bullets[:-1] if b.startswith(("Edited", "Ran", "Tests", "Error"))]
     assert "Root cause: run_impact always clones, even when a local checkout exists." in s.bullets
@@ -415,7 +417,7 @@ def test_names_an_edit_touched() -> None:
 
 def test_tool_work_on_a_real_session(tmp_path: Path, hermetic_env: Path) -> None:
     """A real context-evaluator session cut to 16 lines (Apache-2.0): a test run, a lint fix
-    and its verdict read as one line; the file written named by the functions it defines."""
+    and its verdict read as one line; the files changed named with the functions they define."""
     mem = _built(tmp_path, FIXTURES / "claude-code-context-evaluator")
     try:
         nodes = [n for p in mem.store.projects() for n in mem.store.list_nodes(p)]
@@ -424,9 +426,10 @@ def test_tool_work_on_a_real_session(tmp_path: Path, hermetic_env: Path) -> None
         line = ("Tests: 1216 passed, 0 failed; ran `bun run lint:fix` (auto-fix lint/format "
                 "issues); lint (biome): 269 files checked, 4 files fixed")  # fmt: skip
         assert line in bullets
-        overview = "\n".join(n.overview for n in segments)
+        # the segment quoting the user's plan also says which files its work changed, and how
         written = "`src/shared/file-system/file-reference-detector.ts` (isFileReference, "
-        assert written + "detectCrossReference" in overview
+        assert any(b.startswith("Edited " + written + "detectCrossReference") for b in bullets)
+        overview = "\n".join(n.overview for n in segments)
         assert "/Users/cedricteyton" not in overview and "TaskUpdate" not in overview
     finally:
         mem.close()

@@ -55,9 +55,10 @@ JOIN_SLACK = 4
 TITLE_OVERLAP = 0.75
 """A fact whose key terms overlap the title's this much (Jaccard) repeats it: no bullet."""
 OUTCOME_KINDS = frozenset({"commit", "tests", "changed"})
-WORK_KINDS = frozenset({"edit", "command", "tests", "checks", "changed", "error", "task"})
+"""Facts that tell what came of a segment's work: one of them is always a bullet when any is
+(else the files it edited, when it did)."""
+WORK_KINDS = frozenset({"edit", "command", "tests", "checks", "changed", "error"})
 """Facts of tool work that a segment's bullets tell in one line (``_one_work_line``)."""
-"""Facts that tell what came of a segment's work: one of them is always a bullet when any is."""
 
 
 def _jaccard(a: frozenset[str], b: frozenset[str]) -> float:
@@ -121,6 +122,8 @@ class ExtractiveSummarizer:
         if not any(f.kind in OUTCOME_KINDS for f in chosen):  # what came of it, when known
             outcome = max((f for f in facts if f.kind in OUTCOME_KINDS),
                           key=lambda f: (f.score, -f.position), default=None)  # fmt: skip
+            if outcome is None and not any(f.kind == "edit" for f in chosen):
+                outcome = next((f for f in facts if f.kind == "edit"), None)  # the files changed
             if outcome is not None and len(chosen) < self.max_bullets:
                 chosen.append(outcome)
             elif outcome is not None:  # in place of the weakest
@@ -153,22 +156,26 @@ class ExtractiveSummarizer:
         self, chosen: list[Fact], facts: Sequence[Fact]
     ) -> tuple[list[Fact], list[Fact]]:
         """The chosen bullets with those telling tool work (files edited, commands run, tests,
-        checks, errors, tasks) as one line of kind ``work``, in the order it happened ("Edited
+        checks, errors) as one line of kind ``work``, in the order it happened ("Edited
         `a.py` (f, g); ran `pytest`; tests: 14 passed, 1 failed (test_x)"), and the facts that
         line tells. The slots it frees go to what was said (among ``facts``, the bullets' pool),
         else to more of the work, in the line."""
         work = sorted((f for f in chosen if f.kind in WORK_KINDS), key=lambda f: f.position)
-        if len(work) < 2:
+        edits = [f for f in facts if f.kind == "edit" and f not in work]
+        if not work or len(work) + min(len(edits), 1) < 2:
             return chosen, []
         kept = [f for f in chosen if f.kind not in WORK_KINDS]
         taken = {id(f) for f in chosen}
         said = [f for f in facts if id(f) not in taken and f.kind not in TOOL_KINDS]
         more = self._select(said, len(work) - 1, penalty_terms=[f.terms for f in chosen])
         short = len(work) - 1 - len(more)  # nothing more was said: more of the work, in the line
+        if not any(f.kind == "edit" for f in work):  # the files it changed, whatever was chosen
+            work += edits[:1]
         if short > 0:
+            taken |= {id(f) for f in work}
             rest = [f for f in facts if id(f) not in taken and f.kind in WORK_KINDS]
             work += sorted(rest, key=lambda f: (-f.score, f.position))[:short]
-            work.sort(key=lambda f: f.position)
+        work.sort(key=lambda f: f.position)
         text = "; ".join(_lower_first(f.text) if k else f.text for k, f in enumerate(work))
         first = work[0]
         terms = frozenset().union(*(f.terms for f in work))

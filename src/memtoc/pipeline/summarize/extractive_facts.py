@@ -152,7 +152,7 @@ KIND_WEIGHT: dict[str, float] = {
     "changed": 0.3,
     "edit": 0.25,
     "command": 0.1,
-    "task": 0.0,
+    "task": -0.3,
     "prose": 0.0,
     "tool_error": -0.8,
     "read": -0.4,
@@ -281,6 +281,8 @@ def extract_facts(events: Sequence[Event], context: Sequence[Event] = ()) -> lis
         if read is None:
             return None
         text, terms, code, decision, fix, life_event, finding, chitchat = read
+        if kind in ("edit", "command") and "` (" in text:
+            terms = _terms_of(_bare(text))[0]
         fact = Fact(
             text=text,
             position=len(facts),
@@ -372,9 +374,19 @@ def _gather(facts: list[Fact], gathered: dict[str, _Gathered]) -> None:
         else:
             text = _gathered(verb, subjects, nouns[kind])
         text = clean_sentence(text, GATHERED_WORDS)
-        terms, _ = _terms_of(text)
+        terms, _ = _terms_of(_bare(text))
         old = facts[at]
         facts[at] = Fact(text, old.position, old.event_index, terms, kind, code=True)
+
+
+_SHOWN_WITH = re.compile(r"(`[^`]*`) \([^()]*\)")
+
+
+def _bare(text: str) -> str:
+    """A tool fact without what its subjects are shown with (an edit's names, a command's
+    purpose): those inform the reader and weigh nothing in choosing bullets — the same step is
+    no more salient for the agent having described it."""
+    return _SHOWN_WITH.sub(r"\1", text)
 
 
 def _verb_of(kind: str, verbs: Sequence[str]) -> str:

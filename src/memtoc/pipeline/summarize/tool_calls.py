@@ -102,6 +102,7 @@ def _relative(path: str, cwd: object) -> str:
 
 SHORT_COMMAND_WORDS = 6
 SHORT_COMMAND_CHARS = 64
+_CHAIN = re.compile(r" (?:&&|\|\||\||;) |; ")
 _TRAILING = re.compile(
     r"(?:\s+2>&1|\s+2>\s*/dev/null|\s*\|\s*(?:head|tail)(?:\s+-n)?\s+-?\d+)+\s*$"
 )
@@ -109,9 +110,11 @@ _TRAILING = re.compile(
 
 
 def _short_command(shown: str) -> str:
-    """A command's opening (``SHORT_COMMAND_WORDS`` words, ``SHORT_COMMAND_CHARS`` characters) —
-    the program and its first arguments — when its purpose is shown beside it."""
-    words = shown.rstrip("…").split(" ")
+    """A command's opening (its first command of a chain, at most ``SHORT_COMMAND_WORDS`` words
+    and ``SHORT_COMMAND_CHARS`` characters) — the program and its first arguments — when its
+    purpose is shown beside it."""
+    first = _CHAIN.split(shown.rstrip("…"), maxsplit=1)[0]  # `cd x && make`: its first command
+    words = first.split(" ")
     short = " ".join(words[:SHORT_COMMAND_WORDS])
     if len(short) > SHORT_COMMAND_CHARS:
         short = short[:SHORT_COMMAND_CHARS].rsplit(" ", 1)[0] if " " in short[
