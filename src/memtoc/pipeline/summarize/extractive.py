@@ -33,6 +33,7 @@ from memtoc.model import BOOKKEEPING_TITLES, Event, Summary
 from memtoc.pipeline.summarize.extractive_facts import (
     TOOL_KINDS,
     Fact,
+    bare_tool_fact,
     extract_facts,
     score_facts,
 )
@@ -515,9 +516,12 @@ def _ticked(text: str) -> list[str]:
 
 
 def _topic_text(fact: Fact) -> str:
-    """A fact's text without the words the summariser itself adds ("Ran", "Error:")."""
+    """A fact's text without the words the summariser itself adds ("Ran", "Error:") and, for a
+    command, without the purpose the agent wrote beside it ("verify", "show", "check" are no
+    topic of the segment)."""
     if fact.kind in TOOL_KINDS:
-        text = _FACT_PREFIX.sub("", fact.text)
+        text = bare_tool_fact(fact.text) if fact.kind == "command" else fact.text
+        text = _FACT_PREFIX.sub("", text)
         text = _TOOL_WORDS.sub(" ", text)
         return text.replace("`", " ")
     return fact.text

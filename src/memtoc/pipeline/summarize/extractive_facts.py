@@ -282,7 +282,7 @@ def extract_facts(events: Sequence[Event], context: Sequence[Event] = ()) -> lis
             return None
         text, terms, code, decision, fix, life_event, finding, chitchat = read
         if kind in ("edit", "command") and "` (" in text:
-            terms = _terms_of(_bare(text))[0]
+            terms = _terms_of(bare_tool_fact(text))[0]
         fact = Fact(
             text=text,
             position=len(facts),
@@ -374,7 +374,7 @@ def _gather(facts: list[Fact], gathered: dict[str, _Gathered]) -> None:
         else:
             text = _gathered(verb, subjects, nouns[kind])
         text = clean_sentence(text, GATHERED_WORDS)
-        terms, _ = _terms_of(_bare(text))
+        terms, _ = _terms_of(bare_tool_fact(text))
         old = facts[at]
         facts[at] = Fact(text, old.position, old.event_index, terms, kind, code=True)
 
@@ -382,7 +382,7 @@ def _gather(facts: list[Fact], gathered: dict[str, _Gathered]) -> None:
 _SHOWN_WITH = re.compile(r"(`[^`]*`) \([^()]*\)")
 
 
-def _bare(text: str) -> str:
+def bare_tool_fact(text: str) -> str:
     """A tool fact without what its subjects are shown with (an edit's names, a command's
     purpose): those inform the reader and weigh nothing in choosing bullets — the same step is
     no more salient for the agent having described it."""
