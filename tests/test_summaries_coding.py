@@ -433,3 +433,13 @@ def test_tool_work_on_a_real_session(tmp_path: Path, hermetic_env: Path) -> None
         assert "/Users/cedricteyton" not in overview and "TaskUpdate" not in overview
     finally:
         mem.close()
+
+
+def test_a_chained_commands_opening_is_what_it_runs() -> None:
+    call = ev(0, "tool_call", "assistant", json.dumps({"command": "cd specstory-cli 2>/dev/null "
+              "&& go test -race ./pkg/...", "description": "Run the reindex tests"}),
+              tool_name="Bash")  # fmt: skip
+    action = render_tool_call(call.text, call.metadata)
+    assert action is not None
+    assert action.text == "Ran `go test -race ./pkg/...…` (run the reindex tests)"
+    assert action.subject in call.text

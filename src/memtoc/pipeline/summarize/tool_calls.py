@@ -110,10 +110,12 @@ _TRAILING = re.compile(
 
 
 def _short_command(shown: str) -> str:
-    """A command's opening (its first command of a chain, at most ``SHORT_COMMAND_WORDS`` words
-    and ``SHORT_COMMAND_CHARS`` characters) — the program and its first arguments — when its
-    purpose is shown beside it."""
-    first = _CHAIN.split(shown.rstrip("…"), maxsplit=1)[0]  # `cd x && make`: its first command
+    """A command's opening (the first command of a chain past any ``cd``, at most
+    ``SHORT_COMMAND_WORDS`` words and ``SHORT_COMMAND_CHARS`` characters) — the program and its
+    first arguments — when its purpose is shown beside it."""
+    parts = _CHAIN.split(shown.rstrip("…"))
+    # the first command of a chain that does something (`cd x && make` is `make`)
+    first = next((p for p in parts if p.strip() and not p.startswith("cd ")), parts[0])
     words = first.split(" ")
     short = " ".join(words[:SHORT_COMMAND_WORDS])
     if len(short) > SHORT_COMMAND_CHARS:
