@@ -4,11 +4,11 @@ For a segment: events become facts (``extractive_facts``: the user's requests an
 the agent's conclusions, what tools did and what their results showed), scored for salience;
 3-5 diverse bullets are picked MMR-style (score minus redundancy with bullets already chosen)
 and shown in order, those telling tool work as one line ("Edited `evaluator.py` (run_impact);
-tests: 14 passed, 1 failed (test_reclone)") and the slots that frees given to what was said; keywords (up to 15) are the segment's keyphrases from what was said and the
-files touched that the node's text does not already hold (never tool names, flags, URLs or
-hashes); the title says what was done
-(``extractive_titles``: "Fixed the diff viewer column layout"). A segment holding nothing but a
-tool's output is described by it ("Read `engine.ts` (845 lines, defining …)").
+tests: 14 passed, 1 failed (test_reclone)") and the slots that frees given to what was said;
+keywords (up to 15) are the segment's keyphrases from what was said and the files touched that
+the node's text does not already hold (never tool names, flags, URLs or hashes); the title says
+what was done (``extractive_titles``: "Fixed the diff viewer column layout"). A segment holding
+nothing but a tool's output is described by it ("Read `engine.ts` (845 lines, defining …)").
 
 L0 (the abstract) stands on its own, because a parent lists its children by title and L0: the
 title, then the most salient facts, whole, until about ``abstract_tokens`` (100) and never past
@@ -162,7 +162,7 @@ class ExtractiveSummarizer:
         line tells. The slots it frees go to what was said (among ``facts``, the bullets' pool),
         else to more of the work, in the line."""
         work = sorted((f for f in chosen if f.kind in WORK_KINDS), key=lambda f: f.position)
-        edits = [f for f in facts if f.kind == "edit" and f not in work]
+        edits = [f for f in facts if f.kind == "edit" and all(f is not w for w in work)]
         if not work or len(work) + min(len(edits), 1) < 2:
             return chosen, []
         kept = [f for f in chosen if f.kind not in WORK_KINDS]
