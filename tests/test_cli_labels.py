@@ -45,8 +45,8 @@ def _settings(home: Path, **extra: str) -> object:
     return load_settings({"home": str(home), **embedder, **extra}, environ={})
 
 
-def run(home: Path, *args: str, embedder: str | None = None) -> tuple[str, str]:
-    env = {"COLUMNS": "400", "HF_HUB_OFFLINE": "1"}
+def run(home: Path, *args: str, embedder: str | None = None, columns: int = 400) -> tuple[str, str]:
+    env = {"COLUMNS": str(columns), "HF_HUB_OFFLINE": "1"}
     env["MEMTOC_EMBEDDER" if embedder else "MEMTOC_EMBED_MODEL"] = embedder or str(STATIC_MODEL)
     result = CliRunner().invoke(app, ["--home", str(home), *args], env=env)
     assert result.exit_code == 0, result.output
@@ -147,3 +147,45 @@ def test_ingest_names_what_waits_and_where_the_events_went(tmp_path: Path) -> No
     assert default > 0 and set(data["projects"]) == {"default"}
     assert f"into projects: {PROJECT} +" in out and f"default +{default}" in out
     assert f"note: {default} events named no working directory and went to project 'default'" in out
+
+
+def test_expand_and_projects_cut_no_path_at_the_terminal_width(home: Path) -> None:
+    """On an 80-column terminal a tool call's JSON (no spaces) was cut to its column's width:
+    'Read {"file_path":"/Users/dain/workspace/c…' did not say which file; a project's folder
+    and a long name ('coderabbit-review-…') were cut too. Such text now folds."""
+    with Memory.open(_settings(home)) as memory:
+        found = None
+        for node in memory.store.list_nodes(PROJECT, level="segment"):
+            for grip in (g for b in node.bullets for g in b.grip_ids):
+                view = memory.expand(grip)
+                long = [e for e in view.events if max(map(len, e.text.split())) > 60]
+                if long:
+                    found = grip, long[0]
+                    break
+            if found:
+                break
+        roots = [r for p in memory.projects() for r in p.get("roots") or []]
+    assert found is not None, "no event with a long unbroken word in the fixture"
+    grip, event = found
+    out, _ = run(home, "expand", grip, columns=80)
+    start = event.ts_ms
+    lines = out.splitlines()
+    row = next(i for i, line in enumerate(lines) if iso_stamp(start) in line)
+    cell = []
+    for line in lines[row:]:
+        cells = line.split("│")
+        if len(cells) != 6 or (cell and cells[2].strip()):
+            break
+        cell.append(cells[4].strip())
+    shown = "".join(cell)
+    text = event.text.replace("\n", " ")  # as the table shows it, cut at 160 characters
+    assert shown.replace(" ", "") == text[:160].replace(" ", "") + ("…" if len(text) > 160 else "")
+    listed, _ = run(home, "projects", "list", columns=80)
+    flat = "".join(line.split("│")[-2].strip() for line in listed.splitlines() if "│" in line)
+    assert all(str(root) in flat for root in roots), (roots, listed)
+
+
+def iso_stamp(ms: int) -> str:
+    from memtoc.model import iso_ms
+
+    return iso_ms(ms)[:19]

@@ -39,7 +39,9 @@ def list_projects(ctx: typer.Context, json_out: JsonOpt = False) -> None:
     if not rows:
         console.print("no projects yet: ingest some sessions first")
         return
-    table = Table("", "name", "id", "events", "folders")
+    table = Table("")
+    for column in ("name", "id", "events", "folders"):  # a name or folder is never cut ("…")
+        table.add_column(column, overflow="fold")
     for row in rows:
         roots = row.get("roots") or []
         table.add_row(

@@ -271,7 +271,9 @@ def print_expand(view: ExpandView) -> None:
         console.print(
             f"[bold]{view.event_id}[/]  [dim]{where}session {view.events[0].session_id}[/]"
         )
-    table = Table("", "time (UTC)", "role", "text", show_lines=False)
+    table = Table("", "time (UTC)", "role", show_lines=False)
+    # fold: a text without spaces (a tool call's JSON, a path) was cut at the column's width
+    table.add_column("text", overflow="fold")
     for i, e in enumerate(view.events):
         inside = view.range_start <= i <= view.range_end
         text = view.shown(i).replace("\n", " ")
