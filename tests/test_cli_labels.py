@@ -189,3 +189,25 @@ def iso_stamp(ms: int) -> str:
     from memtoc.model import iso_ms
 
     return iso_ms(ms)[:19]
+
+
+def test_http_recall_names_who_spoke_for_every_event_item(home: Path) -> None:
+    """/v1/recall's event items carried who spoke only in ``events``, which an item at L1 (a
+    passage) leaves empty: the web's recall could not say whose it was. Each now has ``role``."""
+    from fastapi.testclient import TestClient
+
+    from memtoc.surfaces.http.app import create_app
+
+    app = create_app(lambda: Memory.open(_settings(home)), token="t" * 24, pool_size=1)
+    with TestClient(app, base_url="http://127.0.0.1") as client:
+        response = client.post(
+            "/v1/recall",
+            json={"query": QUERY, "budget": 600, "project": PROJECT},
+            headers={"Authorization": "Bearer " + "t" * 24},
+        )
+    assert response.status_code == 200, response.text
+    items = [i for i in response.json()["items"] if i["kind"] == "event"]
+    assert any(not i["events"] for i in items), "no event item at L1 to check"
+    with Memory.open(_settings(home)) as memory:
+        for item in items:
+            assert item["role"] == memory.store.get_event(item["id"]).role

@@ -73,7 +73,16 @@ def recall(memory: MemoryDep, body: RecallBody) -> JsonObject:
     at_ms = time_param(memory, body.at, name="at", edge="start")
     found = scope(memory, body.project, body.all_projects)
     result = memory.recall(body.query, budget=body.budget, projects=found.projects, at_ms=at_ms)
-    return result.to_dict()
+    data = result.to_dict()
+    # who spoke, for each event item: one at L1 (a passage) carries no event to say it
+    ids = [item.id for item in result.items if item.kind == "event"]
+    roles = {e.event_id: e.role for e in memory.store.get_events(ids)} if ids else {}
+    items = data["items"]
+    if isinstance(items, list):
+        for item in items:
+            if isinstance(item, dict) and item.get("kind") == "event":
+                item["role"] = roles.get(str(item.get("id")))
+    return data
 
 
 @router.get("/bookmarks", tags=["query"], summary="Salient moments, most important first")

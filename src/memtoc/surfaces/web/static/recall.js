@@ -42,7 +42,7 @@ export class Recall {
         const cited = (item.events || []).length + (item.cites || []).length;
         const repeated = opensWith(item.title, item.text);
         // an event says who spoke (the text does not: a user's request read like the agent's)
-        const who = item.kind === "event" && item.events?.length ? item.events[0].role : null;
+        const who = item.kind === "event" ? item.role || item.events?.[0]?.role : null;
         return h("li", { class: "recall-item" },
           h("p", { class: "row-head" },
             h("span", { class: "kind kind-" + item.kind }, item.kind),
