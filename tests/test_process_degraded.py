@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -37,8 +38,9 @@ class _WrongKey(BaseHTTPRequestHandler):
         return
 
 
-@pytest.fixture
-def llm_url() -> Iterator[str]:
+@contextmanager
+def wrong_key_server() -> Iterator[str]:
+    """A real OpenAI-style endpoint on a loopback port that refuses every call (401)."""
     server = ThreadingHTTPServer(("127.0.0.1", 0), _WrongKey)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
@@ -47,6 +49,12 @@ def llm_url() -> Iterator[str]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+@pytest.fixture
+def llm_url() -> Iterator[str]:
+    with wrong_key_server() as url:
+        yield url
 
 
 def _run(home: Path, env: dict[str, str], *args: str) -> str:

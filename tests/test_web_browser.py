@@ -513,3 +513,43 @@ def test_a_long_unbroken_title_or_keyword_stays_in_its_pane(served: Served, page
     )
     shot(page, "10-long-title")
     assert inside == {"title": True, "chip": True, "hover": True}
+
+
+def test_status_panel_names_the_summaries_a_failing_llm_left_to_the_fallback(
+    tmp_path: Path, page: Any
+) -> None:
+    """An LLM summariser whose API failed (here a real server answering 401): the panel said
+    "Summariser openai is not in use; nodes are built by llm:openai:gpt-4o-mini/1" — false, it
+    was in use — and not that the extractive fallback had written the nodes."""
+    from test_process_degraded import wrong_key_server
+
+    with wrong_key_server() as llm_url:
+        settings = load_settings(
+            {
+                "home": str(tmp_path),
+                "embedder": "none",
+                "summarizer": "openai",
+                "llm_model": "gpt-4o-mini",
+                "llm_base_url": llm_url,
+                "llm_api_key": "sk-wrong",
+            },
+            environ={},
+        )
+        gemini = ROOT / "tests" / "fixtures" / "gemini" / "session-2026-03-18T15-20-76d8ed24.json"
+        with Memory.open(settings) as memory:
+            assert memory.ingest([gemini], project="aim").ingested > 0
+            memory.process()
+            summaries = memory.status()["summaries"]
+    assert isinstance(summaries, dict) and summaries["degraded"], summaries
+    with serving(settings) as url:
+        page.goto(f"{url}/#token={TOKEN}")
+        warnings = page.locator("[data-testid=status-warnings]")
+        warnings.wait_for()
+        text = warnings.inner_text()
+        shot(page, "11-status-llm-fallback")
+    assert "is not in use" not in text
+    assert (
+        f"{summaries['degraded']} of {summaries['nodes']} summaries built by the extractive "
+        f"fallback: {summaries['degraded_reason']}"
+    ) in text
+    assert "401" in text and "memtoc rebuild --summaries" in text

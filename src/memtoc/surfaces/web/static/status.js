@@ -70,8 +70,17 @@ export class Status {
     if (worker?.last_error) out.push("Worker error: " + worker.last_error);
     if (s.embedder_degraded) out.push("Search is BM25-only: " + s.embedder_degraded);
     if (s.token_counter_degraded) out.push("Token counts are approximate (" + s.token_counter + ")");
-    if (s.summarizer_configured && s.summarizer && !String(s.summarizer).startsWith(s.summarizer_configured))
-      out.push("Summariser " + s.summarizer_configured + " is not in use; nodes are built by " + s.summarizer);
+    // an LLM summariser configured but not loaded: everything is extractive
+    const configured = s.summarizer_configured;
+    if (configured && configured !== "extractive" && String(s.summarizer || "").startsWith("extractive"))
+      out.push("Summariser " + configured + " is not in use; nodes are built by " + s.summarizer);
+    // loaded, but its calls failed: the extractive fallback wrote these nodes
+    const sums = s.summaries || {};
+    if (sums.degraded)
+      out.push(num(sums.degraded) + " of " + num(sums.nodes) + " summaries built by the extractive fallback: " +
+        show(sums.degraded_reason) + (sums.hint ? " (" + sums.hint + ")" : ""));
+    if (sums.other_backend)
+      out.push(num(sums.other_backend) + " summaries not by the configured summariser" + (sums.hint ? " (" + sums.hint + ")" : ""));
     const failures = s.failures || {};
     for (const f of failures.outbox || []) out.push("Outbox failure: " + f);
     for (const f of failures.segments || []) out.push("Segment failure: " + f);
