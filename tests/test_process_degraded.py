@@ -89,3 +89,48 @@ def test_process_names_the_summaries_the_fallback_wrote(tmp_path: Path, llm_url:
     # Nothing new: nothing to say; the JSON names the modes too.
     again = json.loads(_run(tmp_path, env, "process", "--json"))
     assert again["degraded"] == []
+
+
+def test_memory_toc_says_a_summary_is_the_fallbacks(tmp_path: Path, llm_url: str) -> None:
+    """The CLI and the web marked a node the extractive fallback built; memory_toc's text did
+    not, so an agent read fallback summaries as the LLM's."""
+    import anyio
+    from mcp import Client
+
+    from memtoc.config import load_settings
+    from memtoc.memory import Memory
+    from memtoc.surfaces.mcp_server import build_server
+
+    settings = load_settings(
+        {
+            "home": str(tmp_path),
+            "embedder": "none",
+            "summarizer": "openai",
+            "llm_model": "gpt-4o-mini",
+            "llm_base_url": llm_url,
+            "llm_api_key": "sk-wrong",
+        },
+        environ={},
+    )
+    with Memory.open(settings) as memory:
+        memory.ingest([FIXTURE], project="aim")
+        memory.process()
+        nodes = [
+            n for level in ("year", "day") for n in memory.store.list_nodes("aim", level=level)
+        ]
+        assert nodes and all(n.degraded for n in nodes)
+
+        async def toc() -> list[str]:
+            async with Client(build_server(memory, working_dir="/nowhere")) as client:
+                return [
+                    (await client.call_tool("memory_toc", args)).content[0].text
+                    for args in (
+                        {"project": "aim"},
+                        {"project": "aim", "node_id": nodes[-1].node_id},
+                    )
+                ]
+
+        for text in anyio.run(toc):
+            line = next(x for x in text.splitlines() if x.startswith("degraded: "))
+            assert line.startswith("degraded: summary by the extractive fallback (")
+            assert "401" in line and len(line) < 160, line

@@ -107,6 +107,8 @@ def node_text(view: NodeView) -> str:
     """A node view (``memory_toc`` with an id): the navigator's own rendering."""
     node = view.node
     head = f"{node.level} {_when(node.start_ms, node.end_ms)} · {node.event_count} events"
+    if node.degraded:  # the LLM summariser failed: say so, in a few words (memory_status: all)
+        head += f"\ndegraded: summary by the extractive fallback ({short_reason(node.degraded)})"
     return f"{head}\n{view.render()}"
 
 
