@@ -107,6 +107,40 @@ def test_the_passage_holding_the_rare_terms_ranks_first() -> None:
     assert len(opening) == 1 and opening[0][0].index == 0
 
 
+def test_passages_match_the_question_by_its_stems() -> None:
+    # the question says "promotional" and "Remediate", the plan "Promotion" and "Remediation":
+    # full-text search found the plan by the stems; the passage saying it must rank first too
+    text = _plan(20).replace(
+        "- update the renderer7 helper", "- show the Packmind promotion after remediation"
+    )
+    question = key_terms("What promotional element did we add to the Remediate tab?")
+    ranked = rank_passages(question, split_passages(text, COUNTER))
+    assert "Packmind promotion" in ranked[0][0].text and ranked[0][1] == 1.0
+    # an identifier is matched whole, never by a stem of its parts
+    ids = rank_passages(key_terms("run_impacts"), split_passages(text, COUNTER))
+    assert len(ids) == 1 and ids[0][0].index == 0
+
+
+def test_recall_packs_the_passage_found_by_its_stem(tmp_path: Path) -> None:
+    answer = "- show the Packmind promotion banner after remediation succeeds"
+    plan = _plan(60).replace(
+        "- update the renderer41 helper and its unit tests in module41", answer
+    )
+    records = [{"session_id": "s1", "timestamp": BASE, "role": "user", "text": plan}]
+    records += [
+        {"session_id": f"o{n}", "timestamp": BASE + DAY + n * 3_600_000, "role": "user",
+         "text": f"the exporter option {n} renders the report header"}
+        for n in range(12)
+    ]  # fmt: skip
+    memory = _memory(tmp_path / "m.db", records)
+    try:
+        result = memory.recall("What promotional element comes after remediating?", budget=300)
+        part = next(i for i in result.items if answer in i.text)
+        assert part.tier == "L1" and part.tokens < 300
+    finally:
+        memory.close()
+
+
 def test_a_passage_stands_for_its_share_of_the_event() -> None:
     """A long report that scatters the question's terms over its parts: no part of it is the
     answer the whole event's score stands for (getspecstory's long agent reports)."""

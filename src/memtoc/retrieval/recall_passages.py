@@ -8,8 +8,9 @@ the part that does. So recall's packing unit is the *passage*: an event of at mo
 ``PASSAGE_TOKENS`` (a line longer than that is cut at a sentence's end, else at a word boundary).
 
 A passage's relevance to the question is the IDF-weighted sum of the question's key terms it
-holds, with the IDF taken over the event's own passages: a term on every passage of a plan says
-nothing about which part answers, a term on one says a lot. A passage stands for its share of
+holds — matched by their Porter stems, as full-text search matched the event ("promotional"
+finds "Promotion") — with the IDF taken over the event's own passages: a term on every passage
+of a plan says nothing about which part answers, a term on one says a lot. A passage stands for its share of
 the event's relevance (the same sum over every term the event holds): the event's score was
 earned by all its matches, and a passage holding a few of the terms a long report scatters over
 its parts is weaker evidence than a short turn holding them all. The passage right after a
@@ -29,6 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from memtoc.text.keyphrases import key_terms
+from memtoc.text.porter import stem_terms
 from memtoc.text.tokens import TokenCounter, truncate_to_tokens
 
 PASSAGE_TOKENS = 120
@@ -133,7 +135,8 @@ def passage_relevance(
     and the event's: the same sum over every term some passage holds."""
     if not question_terms or len(passages) <= 1:
         return [0.0] * len(passages), 0.0
-    held = [key_terms(p.text) & question_terms for p in passages]
+    question = stem_terms(question_terms)
+    held = [stem_terms(key_terms(p.text)) & question for p in passages]
     df: dict[str, int] = {}
     for terms in held:
         for t in terms:

@@ -28,16 +28,11 @@ import re
 import unicodedata
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from functools import lru_cache
-
-import snowballstemmer
 
 from memtoc.text.fts_text import TermGroup
+from memtoc.text.porter import stem
 
 _TOKEN = re.compile(r"\w+")
-_PORTER = snowballstemmer.stemmer("porter")
-PORTER_MIN, PORTER_MAX = 3, 64
-"""FTS5's ``porter`` stems tokens of 3 to 64 bytes; shorter and longer ones pass unchanged."""
 MAX_LEXEME_BYTES = 2_047
 MAX_POSITION = 16_383
 MAX_POSITIONS = 256
@@ -53,14 +48,6 @@ def tokens(text: str) -> list[str]:
         if decomposed != low or not unicodedata.is_normalized("NFC", low):  # marks to drop
             low = "".join(ch for ch in decomposed if not unicodedata.combining(ch))
     return _TOKEN.findall(low)
-
-
-@lru_cache(maxsize=200_000)
-def stem(token: str) -> str:
-    """The lexeme FTS5's ``porter`` tokenizer makes of one token."""
-    if not PORTER_MIN <= len(token.encode("utf-8")) <= PORTER_MAX:
-        return token
-    return str(_PORTER.stemWord(token))
 
 
 def _quoted(lexeme: str) -> str:
