@@ -332,3 +332,30 @@ def test_a_match_and_its_quote_are_not_said_twice() -> None:
         f"  * {bullet.text} (grip:1:a)",
         "  > The header text is larger now",
     ]
+
+
+def test_a_quote_is_said_once_per_view(plan_memory: Memory) -> None:
+    """Two segments holding the same text (a resumed session repeats its predecessor's plan)
+    are not quoted twice: the second gives way to its next hit, or shows no quote."""
+    memory = plan_memory
+    plan = next(e for e in memory.events(project="p") if e.text.startswith("# Plan"))
+    t = T0 + 200 * MIN
+    copy = Event(derived_ulid(t, "copy"), "s9", "p", "a", t, "user_message", "user", plan.text)
+    memory.store.append_events([copy])
+    proc = Processor(
+        memory.store,
+        ExtractiveSummarizer(memory.counter),
+        memory.counter,
+        PipelineConfig(),
+        memory.clock,
+        ZoneInfo("UTC"),
+    )
+    proc.run()
+    proc.rollup(force=True)
+    view = memory.node(
+        "toc:day:2024-03-05", project="p", focus="When does the zeppelin quota reset?"
+    )
+    quotes = [c.snippet for c in view.children if c.snippet is not None]
+    holding = [c for c in view.children if c.score is not None]
+    assert len(holding) >= 2 and any("zeppelin quota resets" in q for q in quotes)
+    assert len(quotes) == len(set(quotes))

@@ -28,6 +28,8 @@ from memtoc.text.tokens import TokenCounter
 
 SNIPPET_TOKENS = 100
 """The most of an event a focused view quotes under a child: one passage of about this size."""
+SNIPPET_TRIES = 3
+"""Hits tried, best first, for a quote not shown yet."""
 
 
 class FocusHit(NamedTuple):
@@ -142,22 +144,26 @@ def snippet(
     hits: Sequence[FocusHit],
     terms: Set[str],
     limit: int = SNIPPET_TOKENS,
+    *,
+    said: Set[str] = frozenset(),
 ) -> str | None:
     """The evidence behind the best of ``hits``, quoted: its event's passage (of at most
     ``limit`` tokens) holding most of the focus's key ``terms``, on one line, "…" marking what
-    is left out (None without hits or when the event is gone or empty) — what a search result's
-    snippet is, so an agent reads the answer where the listing points to it."""
-    best = max((h for h in hits if h.event_id), key=lambda h: h.score, default=None)
-    if best is None:
-        return None
-    try:
-        text = store.get_event(best.event_id).text.strip()
-    except NotFoundError:
-        return None
-    if not text:
-        return None
-    ranked = rank_passages(set(terms), split_passages(text, counter, limit))
-    if not ranked:
-        return None
-    shown, _ = passages_text(text, [ranked[0][0]])
-    return " ".join(shown.split())
+    is left out — what a search result's snippet is, so an agent reads the answer where the
+    listing points to it. A quote in ``said`` (already shown above it: a resumed session
+    repeats its predecessor's summary) gives way to the next hit's; None without hits, or
+    when no event is left to quote."""
+    ranked_hits = sorted((h for h in hits if h.event_id), key=lambda h: -h.score)
+    for hit in ranked_hits[:SNIPPET_TRIES]:
+        try:
+            text = store.get_event(hit.event_id).text.strip()
+        except NotFoundError:
+            continue
+        ranked = rank_passages(set(terms), split_passages(text, counter, limit)) if text else []
+        if not ranked:
+            continue
+        shown, _ = passages_text(text, [ranked[0][0]])
+        quote = " ".join(shown.split())
+        if quote not in said:
+            return quote
+    return None

@@ -471,6 +471,7 @@ def _with_matches(
     their bullet over their best hit."""
     out = list(kids)
     terms = key_terms(focus)
+    said: set[str] = set()  # quotes shown above: each is said once
     for i, kid in enumerate(kids[: MATCH_CHILDREN if offset == 0 else 0]):
         if kid.score is None:
             break
@@ -480,5 +481,8 @@ def _with_matches(
             continue
         ranked = ranked_bullets(store, child.bullets, inside, terms)
         match = ranked[0][0] if ranked and ranked[0][1] is not None else None
-        out[i] = replace(kid, match=match, snippet=snippet(store, counter, inside, terms))
+        quote = snippet(store, counter, inside, terms, said=said)
+        if quote is not None:
+            said.add(quote)
+        out[i] = replace(kid, match=match, snippet=quote)
     return out
