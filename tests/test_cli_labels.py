@@ -211,3 +211,32 @@ def test_http_recall_names_who_spoke_for_every_event_item(home: Path) -> None:
     with Memory.open(_settings(home)) as memory:
         for item in items:
             assert item["role"] == memory.store.get_event(item["id"]).role
+
+
+def test_a_cut_quote_in_the_session_start_context_says_so(home: Path) -> None:
+    """The context quoted the latest outcome cut at 80 tokens with nothing to say so ("… public
+    `policy` examples now only show”): a cut quote ends with "…"."""
+    out, _ = run(home, "context", "--project", PROJECT, "--budget", "800")
+    quotes = re.findall(r"(?:Asked|Last request|Outcome|asked|outcome): “(.*?)”", out, re.S)
+    assert quotes, out
+    with Memory.open(_settings(home)) as memory:
+        texts = [" ".join(e.text.split()) for e in memory.events(project=PROJECT)]
+    cut = [q for q in quotes if not any(" ".join(q.split()) in t for t in texts)]
+    assert cut, "no quote was cut"
+    for quote in cut:
+        flat = " ".join(quote.split())
+        assert flat.endswith("…"), quote
+        assert any(flat[:-1] in t.replace("**", "") for t in texts), quote
+
+
+def test_timeline_shows_each_node_id_whole_at_80_columns(home: Path) -> None:
+    """`memtoc timeline --level segment` cut the ids a user copies into `memtoc toc`
+    ('toc:segment:2026-06-22T1…') and dated every segment of a day alike."""
+    with Memory.open(_settings(home)) as memory:
+        ids = {n.node_id for n in memory.store.list_nodes(PROJECT, level="segment")}
+    for level in ("segment", "day"):
+        out, _ = run(home, "timeline", "--project", PROJECT, "--level", level, columns=80)
+        shown = set(re.findall(r"toc:\S+", out))
+        if level == "segment":
+            assert shown == ids, out
+        assert shown and not any("…" in s for s in shown), out

@@ -153,7 +153,11 @@ def plain(text: str) -> str:
 
 
 def _quote(counter: TokenCounter, event: Event) -> str:
-    return truncate_to_tokens(counter, plain(event.text), QUOTE_TOKENS)
+    """The event's text, at most ``QUOTE_TOKENS``, a cut one ending with "…" (a reply cut at
+    "… public `policy` examples now only show" read as the whole outcome)."""
+    text = plain(event.text)
+    cut = truncate_to_tokens(counter, text, QUOTE_TOKENS)
+    return cut if cut == text else cut.rstrip(" ,;:") + "…"
 
 
 def recent_sessions(store: Store, project: str, segments: Iterable[TocNode]) -> list[_Session]:

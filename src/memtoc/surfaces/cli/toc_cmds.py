@@ -313,7 +313,14 @@ def timeline(
     if json_out:
         emit_json(view.to_dict())
         return
-    table = Table("start", "node", "title", "events")
+    # the id whole: it is what `memtoc toc` takes, and it was cut ('toc:segment:2026-06-22T1…')
+    # on an 80-column terminal; a segment's id says its local start, a start column its UTC date
+    segments = level == "segment"
+    table = Table() if segments else Table("start")
+    table.add_column("node", no_wrap=True)
+    table.add_column("title")
+    table.add_column("events", justify="right")
     for n in view.nodes:
-        table.add_row(iso_ms(n.start_ms)[:10], n.node_id, escape(n.title), str(n.event_count))
+        row = [n.node_id, escape(n.title), str(n.event_count)]
+        table.add_row(*(row if segments else [iso_ms(n.start_ms)[:10], *row]))
     console.print(table)
