@@ -13,12 +13,14 @@ the agent asked for, the header and the token line included.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import date, timedelta
 from typing import Any
 
 from mcp.types import CallToolResult, ContentBlock, TextContent
 
-from memtoc.model import Bookmark, JsonValue, iso_ms
+from memtoc.model import Bookmark, JsonValue, TocNode, iso_ms
 from memtoc.retrieval.hybrid import SearchResult
 from memtoc.retrieval.navigate import ExpandView, NodeView
 from memtoc.retrieval.recall import RecallResult
@@ -106,10 +108,27 @@ def project_line(what: str, name: str | None, note: str | None = None) -> str:
 def node_text(view: NodeView) -> str:
     """A node view (``memory_toc`` with an id): the navigator's own rendering."""
     node = view.node
-    head = f"{node.level} {_when(node.start_ms, node.end_ms)} · {node.event_count} events"
+    head = f"{node.level}{_span(node)} · {node.event_count} events"
     if node.degraded:  # the LLM summariser failed: say so, in a few words (memory_status: all)
         head += f"\ndegraded: summary by the extractive fallback ({short_reason(node.degraded)})"
     return f"{head}\n{view.render()}"
+
+
+def _span(node: TocNode) -> str:
+    """A node's time span where its id does not say it: a week's dates (its id says
+    ``2025-W29``), a segment's instants to the second. A year's, month's or day's id names it:
+    the span in milliseconds cost ~25 tokens of every ``memory_toc`` ("year
+    2025-01-01T00:00:00.000Z..2026-01-01T00:00:00.000Z")."""
+    if node.level == "week":
+        year, _, week = node.node_id.rsplit(":", 1)[-1].partition("-W")
+        with contextlib.suppress(ValueError):
+            monday = date.fromisocalendar(int(year), int(week), 1)
+            return f" {monday}..{monday + timedelta(days=6)}"
+    if node.level != "segment":
+        return ""
+    start, end = iso_ms(node.start_ms)[:19], iso_ms(node.end_ms)[:19]
+    tail = end[11:] if end[:10] == start[:10] else end
+    return f" {start}Z..{tail}Z"
 
 
 def roots_text(name: str, views: Iterable[NodeView]) -> str:
