@@ -83,3 +83,27 @@ def test_the_printed_commands_run_from_another_folder(tmp_path: Path) -> None:
         toc, cwd=elsewhere, env=_env(), capture_output=True, text=True, timeout=120, check=True
     )
     assert "toc:year:" in shown.stdout and "degraded" not in shown.stdout + shown.stderr
+
+
+@pytest.mark.skipif(not SCRIPT.is_file(), reason=f"no memtoc script at {SCRIPT}")
+def test_hooks_install_writes_a_home_that_holds_from_the_agents_folder(tmp_path: Path) -> None:
+    """`memtoc --home .rel hooks install claude-code` wrote '--home .rel' into the agent's
+    hooks: each project folder the agent ran in got a store of its own."""
+    here = tmp_path / "clone"
+    here.mkdir()
+    subprocess.run(
+        [str(SCRIPT), "--home", ".rel-home", "hooks", "install", "claude-code"],
+        cwd=here,
+        env=_env(HOME=str(tmp_path)),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    settings = json.loads((tmp_path / ".claude" / "settings.json").read_text())
+    commands = [
+        h["command"] for groups in settings["hooks"].values() for g in groups for h in g["hooks"]
+    ]
+    assert commands
+    for command in commands:
+        assert shlex.split(command)[:3] == [str(SCRIPT), "--home", str(here / ".rel-home")]
