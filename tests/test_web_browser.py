@@ -553,3 +553,43 @@ def test_status_panel_names_the_summaries_a_failing_llm_left_to_the_fallback(
         f"fallback: {summaries['degraded_reason']}"
     ) in text
     assert "401" in text and "memtoc rebuild --summaries" in text
+
+
+def test_periods_are_labelled_by_the_store_calendar_in_any_browser_zone(
+    served: Served, browser: Any
+) -> None:
+    """A period's label came from its start instant in the browser's zone: west of the store's
+    zone toc:month:2024-01 read "December 2023" and every day the day before. The labels of a
+    browser in the store's zone and of one eight hours west are the same."""
+    with Memory.open(served.settings) as memory:
+        zone = getattr(memory.tz, "key", None) or "UTC"
+        year = memory.toc(PROJECT)[-1]
+        month = memory.store.find_node(year.child_node_ids[0], PROJECT)
+        week = memory.store.find_node(month.child_node_ids[0], PROJECT)
+        day = memory.store.find_node(week.child_node_ids[0], PROJECT)
+
+    def labels(timezone_id: str) -> dict[str, str]:
+        context = browser.new_context(viewport=VIEWPORT, timezone_id=timezone_id)
+        page = context.new_page()
+        page.set_default_timeout(WAIT_MS)
+        try:
+            page.goto(f"{served.url}/#token={TOKEN}&project={PROJECT}&node={day.node_id}")
+            page.locator(f'[data-testid=node-detail][data-node-id="{day.node_id}"]').wait_for()
+            tree_row(page, day.node_id).wait_for()
+            shot(page, f"12-zone-{timezone_id.replace('/', '-')}")
+            out = {
+                n.node_id: tree_row(page, n.node_id).locator(".period").inner_text()
+                for n in (month, week, day)
+            }
+            out["crumbs"] = page.locator("[data-testid=crumbs]").inner_text()
+            out["detail"] = page.locator("[data-testid=node-detail] .meta").inner_text()
+            return out
+        finally:
+            context.close()
+
+    here, west = (
+        labels(zone),
+        labels("America/Los_Angeles" if zone != "America/Los_Angeles" else "Asia/Tokyo"),
+    )
+    assert here == west
+    assert here[month.node_id].endswith(month.node_id.rsplit(":", 1)[-1][:4])

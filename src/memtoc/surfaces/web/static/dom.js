@@ -46,32 +46,54 @@ export function periodOf(nodeId) {
   return parts.slice(2).join(":");
 }
 
-const dateFmt = new Intl.DateTimeFormat(undefined, { dateStyle: "medium" });
-const monthFmt = new Intl.DateTimeFormat(undefined, { month: "long", year: "numeric" });
-const dayFmt = new Intl.DateTimeFormat(undefined, { weekday: "short", day: "numeric", month: "short", year: "numeric" });
-const shortDayFmt = new Intl.DateTimeFormat(undefined, { weekday: "short", day: "numeric", month: "short" });
-const spanFmt = new Intl.DateTimeFormat(undefined, { day: "numeric", month: "short" });
+// A period is a date of the store's calendar (its id says which): formatted as a date in UTC from
+// its id, never from its start instant in the browser's zone — a browser west of the store's zone
+// labelled toc:month:2024-01 "December 2023" and every day as the day before.
+const UTC = { timeZone: "UTC" };
+const dateFmt = new Intl.DateTimeFormat(undefined, { dateStyle: "medium", ...UTC });
+const monthFmt = new Intl.DateTimeFormat(undefined, { month: "long", year: "numeric", ...UTC });
+const dayFmt = new Intl.DateTimeFormat(undefined, { weekday: "short", day: "numeric", month: "short", year: "numeric", ...UTC });
+const shortDayFmt = new Intl.DateTimeFormat(undefined, { weekday: "short", day: "numeric", month: "short", ...UTC });
+const spanFmt = new Intl.DateTimeFormat(undefined, { day: "numeric", month: "short", ...UTC });
 const timeFmt = new Intl.DateTimeFormat(undefined, { hour: "2-digit", minute: "2-digit" });
 const stampFmt = new Intl.DateTimeFormat(undefined, { dateStyle: "medium", timeStyle: "medium" });
+const DAY_MS = 86400000;
+
+/** The calendar date a period id names, at 00:00 UTC: "2024-03" → 1 March, "2024-W10" → its Monday. */
+function idDate(nodeId) {
+  const period = periodOf(nodeId);
+  const week = /^(\d{4})-W(\d{2})$/.exec(period);
+  if (week) {
+    const jan4 = Date.UTC(Number(week[1]), 0, 4);
+    const monday = jan4 - ((new Date(jan4).getUTCDay() + 6) % 7) * DAY_MS;
+    return new Date(monday + (Number(week[2]) - 1) * 7 * DAY_MS);
+  }
+  const [y, m, d] = period.slice(0, 10).split("-").map(Number);
+  return new Date(Date.UTC(y, (m || 1) - 1, d || 1));
+}
 
 /** A human label for a node's period, e.g. "March 2024", "Mon 18 Mar 2024", "10:02–10:47". */
 export function periodLabel(node, short = false) {
-  const start = new Date(node.start_time);
-  // A period's end is exclusive (a week ends at the next Monday 00:00): show its last instant.
-  const end = new Date(Math.max(start.getTime(), new Date(node.end_time).getTime() - 1));
   switch (node.level) {
     case "year":
       return periodOf(node.node_id);
     case "month":
-      return monthFmt.format(start);
-    case "week":
-      return periodOf(node.node_id) + " · " + (short ? spanFmt.formatRange(start, end) : dateFmt.formatRange(start, end));
+      return monthFmt.format(idDate(node.node_id));
+    case "week": {
+      const monday = idDate(node.node_id);
+      const sunday = new Date(monday.getTime() + 6 * DAY_MS);
+      return periodOf(node.node_id) + " · " + (short ? spanFmt : dateFmt).formatRange(monday, sunday);
+    }
     case "day":
-      return (short ? shortDayFmt : dayFmt).format(start);
-    case "segment":
+      return (short ? shortDayFmt : dayFmt).format(idDate(node.node_id));
+    case "segment": {
+      // instants: the reader's own clock (a period's end is exclusive: its last instant)
+      const start = new Date(node.start_time);
+      const end = new Date(Math.max(start.getTime(), new Date(node.end_time).getTime() - 1));
       return timeFmt.format(start) + "–" + timeFmt.format(end);
+    }
     default:
-      return dateFmt.format(start);
+      return dateFmt.format(new Date(node.start_time));
   }
 }
 
