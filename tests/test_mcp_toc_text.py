@@ -73,3 +73,21 @@ def test_a_node_head_says_what_its_id_does_not(memory: Memory) -> None:
         f"segment {start}Z..{tail}Z · {segment.event_count} events\n{segment.node_id} — "
     )
     assert "000Z" not in "".join(texts.values())
+
+
+def test_a_searched_event_says_who_spoke(memory: Memory) -> None:
+    """memory_search headed an event hit 'event <time>': a user's request and the agent's
+    reply read alike. It says the speaker or the tool, as the CLI and the web do."""
+
+    async def search() -> tuple[str, Any]:
+        async with Client(build_server(memory, working_dir="/nowhere", structured=True)) as c:
+            args = {"query": "GitHub Action workflow", "project": PROJECT}
+            result = await c.call_tool("memory_search", args)
+            return result.content[0].text, result.structured_content
+
+    text, data = anyio.run(search)
+    events = [(n, i) for n, i in enumerate(data["items"], start=1) if i["kind"] == "event"]
+    assert events, text
+    for n, item in events:
+        assert f"{n}. ({item['id']}) event · {item['title']} " in text
+        assert item["title"].split(" · ")[0] in {"user", "assistant", "tool call", "tool output"}

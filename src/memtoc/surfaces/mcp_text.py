@@ -264,8 +264,11 @@ def search_text(result: SearchResult) -> str:
     if result.degraded:
         lines.append(f"degraded: {short_reason(result.degraded)}")
     for i, item in enumerate(result.items, start=1):
+        # an event says who spoke or which tool ran ('tool output · exec_command · failed'):
+        # "event" alone left a user's request and the agent's guess alike
+        who = f" · {item.title}" if item.kind == "event" and item.title else ""
         lines.append(
-            f"{i}. ({item.id}) {item.kind} {_when(item.start_ms, item.end_ms)} "
+            f"{i}. ({item.id}) {item.kind}{who} {_when(item.start_ms, item.end_ms)} "
             f"[{item.project}]\n{item.text}"
         )
     return "\n".join(lines)
