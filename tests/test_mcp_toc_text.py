@@ -91,3 +91,19 @@ def test_a_searched_event_says_who_spoke(memory: Memory) -> None:
     for n, item in events:
         assert f"{n}. ({item['id']}) event · {item['title']} " in text
         assert item["title"].split(" · ")[0] in {"user", "assistant", "tool call", "tool output"}
+
+
+def test_memory_status_leaves_out_what_says_nothing(memory: Memory) -> None:
+    """memory_status listed every empty field as '-' (failures, degraded reasons, the worker of
+    a server without one): what is not there is left out; False and 0 stay."""
+
+    async def status() -> tuple[str, Any]:
+        async with Client(build_server(memory, working_dir="/nowhere", structured=True)) as c:
+            result = await c.call_tool("memory_status", {})
+            return result.content[0].text, result.structured_content
+
+    text, data = anyio.run(status)
+    assert data["failures"] == {"outbox": [], "segments": []} and data["embedder_degraded"]
+    assert not re.search(r": -$", text, re.M), text
+    assert "failures" not in text and "outbox:\n  pending: 0" in text
+    assert "token_counter_degraded: False" in text

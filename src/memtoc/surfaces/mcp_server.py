@@ -568,7 +568,7 @@ def build_server(
         modes are named), `processing`: who files new events into the table of contents — `by`
         this-server (its worker), other-process (a `memtoc serve` or another MCP server, with
         its pid) or nobody (`degraded` says why; events wait in the queue) — and this session's
-        working project. ~250 tokens."""
+        working project. ~500 tokens."""
         status = memory.status()
         status["processing"] = processing.info()
         directory = where(ctx, roots)
@@ -580,7 +580,7 @@ def build_server(
             "name": found.name if found else ws.name,
             "known": found is not None,
         }
-        return out(mt.mapping_text(status), status)
+        return out(mt.mapping_text(mt.without_empty(status)), status)
 
     @app.resource(
         "memtoc://context/{project}",

@@ -341,6 +341,21 @@ _EPOCH_MS_FLOOR = 100_000_000_000
 """An ``*_ms`` value at least this large is an instant (after March 1973), not a duration."""
 
 
+def without_empty(data: Mapping[str, JsonValue]) -> dict[str, JsonValue]:
+    """``data`` without the keys that say nothing (None, "", empty lists and mappings, at any
+    depth): memory_status listed ``failures: outbox: - segments: -``, ``embedder_degraded: -``,
+    ``detail: -``, ``worker: -`` … ``False`` and ``0`` stay (``usable: False`` says vectors
+    are not used)."""
+    out: dict[str, JsonValue] = {}
+    for key, value in data.items():
+        if isinstance(value, Mapping):
+            value = without_empty(value)
+        if value is None or value == "" or value == [] or value == {}:
+            continue
+        out[key] = value
+    return out
+
+
 def mapping_text(data: Mapping[str, JsonValue], indent: str = "") -> str:
     """A nested mapping as ``key: value`` lines (status, forget reports); an instant in epoch
     milliseconds (``last_run_ms: 1795577922722``) is shown as ISO time under its name without
