@@ -305,9 +305,10 @@ def test_migrations_recorded_once_and_newer_store_refused(pg: PostgresStore, pg_
         "0010_forget",
         "0011_fts5_tokens",
         "0012_tsv_uncompressed",
+        "0013_bookmarks_content",
     ]
     PostgresStore(pg_url).close()  # reopening runs nothing
-    assert len(pg._query("SELECT name FROM schema_migrations")) == 12
+    assert len(pg._query("SELECT name FROM schema_migrations")) == 13
     with psycopg.connect(pg_url, autocommit=True) as conn:
         conn.execute("INSERT INTO schema_migrations VALUES ('9999_future', 0)")
     with pytest.raises(MigrationError, match="newer memtoc"):

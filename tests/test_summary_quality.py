@@ -46,6 +46,7 @@ def test_process_bench_counts_and_times(tmp_path: Path) -> None:
     assert r["events"] == 600
     assert int(r["segments"]) > 0 and int(r["grips"]) >= 3 * int(r["segments"])  # type: ignore[call-overload]
     assert int(r["nodes"]) > int(r["segments"])  # type: ignore[call-overload]  # periods too
+    assert int(r["bookmarks"]) > 0  # type: ignore[call-overload]  # the detector ran on them
     assert float(r["pipeline_s"]) > float(r["scan_s"]) > 0  # type: ignore[arg-type]
     assert float(r["peak_rss_mb"]) > 10  # type: ignore[arg-type]
     assert float(r["cpu_s"]) > 0 and float(r["cpu_us_per_event"]) > 0  # type: ignore[arg-type]

@@ -9,7 +9,7 @@ For each size N, in a fresh ``spawn`` child process (so peak RSS is that size's 
    documents, due rollups) then ``Memory.rollup(force=True)`` (every day, week, month, year),
    in wall seconds and in the child's CPU seconds (``cpu_s``: what to compare on a shared
    machine);
-4. counts of segments, nodes (all levels) and grips, and the child's ``ru_maxrss``.
+4. counts of segments, nodes (all levels), grips and bookmarks, and the child's ``ru_maxrss``.
 
 The ratio pipeline/baseline shows what filing an event costs over just reading it.
 """
@@ -43,6 +43,8 @@ class ProcessBench:
     nodes: int
     """Latest nodes of every level (segments, days, weeks, months, years)."""
     grips: int
+    bookmarks: int
+    """Bookmarks the pipeline's detector kept (merged, restatements folded in)."""
     ingest_s: float
     """Untimed setup, reported for context."""
     scan_s: float
@@ -132,6 +134,7 @@ def measure_process(
                 segments=_count(store, "SELECT COUNT(*) FROM segments"),
                 nodes=len([n for p in store.projects() for n in store.list_nodes(p)]),
                 grips=_count(store, "SELECT COUNT(*) FROM grips"),
+                bookmarks=_count(store, "SELECT COUNT(*) FROM bookmarks"),
                 ingest_s=ingest_s,
                 scan_s=scan_s,
                 process_s=process_s,

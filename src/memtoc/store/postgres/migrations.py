@@ -346,6 +346,15 @@ MIGRATIONS: tuple[PgMigration, ...] = (
         """,
         lambda conn: inline_tsv(conn),
     ),
+    # As SQLite's 0013: merging a bookmark looks up the project's bookmarks with the same type and
+    # content, which read all of the project's bookmarks per candidate. A hash index, since a
+    # B-tree entry is limited to about 2.7 kB and a bookmark's content is not.
+    PgMigration(
+        "0013_bookmarks_content",
+        """
+        CREATE INDEX bookmarks_content ON bookmarks USING hash (content);
+        """,
+    ),
 )
 
 

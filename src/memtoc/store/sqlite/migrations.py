@@ -330,6 +330,17 @@ MIGRATIONS: tuple[Migration, ...] = (
         DROP INDEX IF EXISTS events_time;
         """,
     ),
+    # Merging a detected bookmark looks up the stored ones with the same type and content
+    # (``BookmarkStep._rivals``: a restatement merges): with only ``bookmarks_project`` that read
+    # every bookmark of the project, once per candidate, so filing grew with the square of the
+    # history (docs/benchmarks.md, "Throughput: memtoc bench process"). ``created_ms`` last: the
+    # read's order, without which SQLite keeps ``bookmarks_project`` (its order by time) over it.
+    Migration(
+        "0013_bookmarks_content",
+        """
+        CREATE INDEX bookmarks_content ON bookmarks(project, type, content, created_ms);
+        """,
+    ),
 )
 
 

@@ -142,7 +142,7 @@ def bench_process(
         return
     table = Table(title="bench process (ingest untimed; process + rollup --force vs. scan)")
     for col in ("events", "scan ev/s", "pipe ev/s", "µs/ev", "CPU µs/ev", "ratio", "process s",
-                "rollup s", "segs", "nodes", "grips", "RSS MB"):  # fmt: skip
+                "rollup s", "segs", "nodes", "grips", "bookmarks", "RSS MB"):  # fmt: skip
         table.add_column(col, justify="right")
     for r in results:
         table.add_row(
@@ -150,7 +150,7 @@ def bench_process(
             str(r["us_per_event"]), str(r["cpu_us_per_event"]), f"{r['ratio_vs_scan']}x",
             str(r["process_s"]),
             str(r["rollup_s"]), f"{r['segments']:,}", f"{r['nodes']:,}", f"{r['grips']:,}",
-            str(r["peak_rss_mb"]),
+            f"{r['bookmarks']:,}", str(r["peak_rss_mb"]),
         )  # fmt: skip
     console.print(table)
     console.print(f"chart: {chart}")
