@@ -435,6 +435,29 @@ def test_tool_work_on_a_real_session(tmp_path: Path, hermetic_env: Path) -> None
         mem.close()
 
 
+def test_a_plan_handed_over_is_stated_whole_ish(tmp_path: Path, hermetic_env: Path) -> None:
+    """The real context-evaluator session's plan (Apache-2.0) is the session's intent: its
+    segment keeps 7 bullets, among them what each of the two functions the plan asks for does
+    (with 5, the second was only in the L0); an ask of a few sentences keeps at most 5."""
+    mem = _built(tmp_path, FIXTURES / "claude-code-context-evaluator")
+    try:
+        nodes = [n for p in mem.store.projects() for n in mem.store.list_nodes(p)]
+        plan = next(n for n in nodes if n.level == "segment" and "`@` file references" in n.title)
+        bullets = [b.text for b in plan.bullets]
+        assert len(bullets) == 7
+        assert any(b.startswith("`isFileReference(content)` — checks") for b in bullets)
+        assert any(b.startswith("`detectCrossReference(agentsContent, claudeContent)` — checks")
+                   for b in bullets)  # fmt: skip
+        assert 60 <= COUNTER.count(plan.abstract) <= 140
+    finally:
+        mem.close()
+    ask = session()
+    assert len(ExtractiveSummarizer(COUNTER).summarize_events(ask).bullets) <= 5
+    steps = " ".join(f"Step {i}: rename the `field{i}` column in the table." for i in range(14))
+    long_ask = [ev(0, "user_message", "user", steps)]
+    assert len(ExtractiveSummarizer(COUNTER).summarize_events(long_ask + ask[1:]).bullets) > 5
+
+
 def test_a_chained_commands_opening_is_what_it_runs() -> None:
     call = ev(0, "tool_call", "assistant", json.dumps({"command": "cd specstory-cli 2>/dev/null "
               "&& go test -race ./pkg/...", "description": "Run the reindex tests"}),

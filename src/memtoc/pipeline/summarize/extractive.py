@@ -2,7 +2,8 @@
 
 For a segment: events become facts (``extractive_facts``: the user's requests and corrections,
 the agent's conclusions, what tools did and what their results showed), scored for salience;
-3-5 diverse bullets are picked MMR-style (score minus redundancy with bullets already chosen)
+3-5 diverse bullets (up to 7 where the user handed over a plan: the session's intent, stated
+whole-ish) are picked MMR-style (score minus redundancy with bullets already chosen)
 and shown in order, those telling tool work as one line ("Edited `evaluator.py` (run_impact);
 tests: 14 passed, 1 failed (test_reclone)") and the slots that frees given to what was said;
 keywords (up to 15) are the segment's keyphrases from what was said and the files touched that
@@ -58,6 +59,13 @@ TITLE_OVERLAP = 0.75
 OUTCOME_KINDS = frozenset({"commit", "tests", "changed"})
 """Facts that tell what came of a segment's work: one of them is always a bullet when any is
 (else the files it edited, when it did)."""
+ASKED_KINDS = frozenset({"request", "correction", "motive", "user", "detail"})
+"""Facts of the user's own words in a coding session (a conversation's turns are ``prose``)."""
+PLAN_SENTENCES = 12
+"""Sentences of the user's words from which a segment's request is a plan (steps, decisions,
+checklist) rather than an ask."""
+PLAN_BULLETS = 2
+"""Bullets a segment holding a plan has beyond ``max_bullets``: the plan stated whole-ish."""
 WORK_KINDS = frozenset({"edit", "command", "tests", "checks", "changed", "error"})
 """Facts of tool work that a segment's bullets tell in one line (``_one_work_line``)."""
 
@@ -112,7 +120,13 @@ class ExtractiveSummarizer:
             exclude=TOOL_NAMES | tools | speakers | GREETINGS,
         )
         keywords = phrases[: self.max_keywords]
+        # a plan handed over is the session's intent: its steps and decisions are what a reader
+        # of the segment wants, so a long request is stated whole-ish, in a few more bullets
+        asked = sum(f.kind in ASKED_KINDS for f in facts)
+        cap = self.max_bullets + (PLAN_BULLETS if asked >= PLAN_SENTENCES else 0)
         target = max(self.min_bullets, min(self.max_bullets, 2 + len(facts) // 8))
+        if cap > self.max_bullets:
+            target = cap
         title = segment_title(facts, keywords, events)
         # a bullet repeating the title says nothing the reader has not just read
         named = frozenset(key_terms(title))
@@ -125,7 +139,7 @@ class ExtractiveSummarizer:
                           key=lambda f: (f.score, -f.position), default=None)  # fmt: skip
             if outcome is None and not any(f.kind == "edit" for f in chosen):
                 outcome = next((f for f in facts if f.kind == "edit"), None)  # the files changed
-            if outcome is not None and len(chosen) < self.max_bullets:
+            if outcome is not None and len(chosen) < cap:
                 chosen.append(outcome)
             elif outcome is not None:  # in place of the weakest
                 weakest = min(chosen, key=lambda f: (f.score, -f.position))
