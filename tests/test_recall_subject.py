@@ -21,6 +21,7 @@ from memtoc.retrieval.recall_subject import (
     asks_question,
     content_words,
     named_speakers,
+    narrates,
     speaker,
     substance,
 )
@@ -382,5 +383,63 @@ def test_an_agents_turn_neighbours_the_users_message_it_answers(tmp_path: Path) 
         # through recall (every default): a budget of about three turns holds the instruction
         _held_only_with(store, PROMPTED_QUESTION, PROMPTED_STEPS[2][1], 90, kwargs,
                         w_neighbour=0)  # fmt: skip
+    finally:
+        memory.close()
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # lines from the held-out and development histories: a next step announced
+        ("Perfect! Now let me test the error case when there's no PR:", True),
+        ("Now let me run tests and lint:", True),
+        ("Now let me also guard the cloud sync at the bottom from `onlyStats`:", True),
+        ("Now I understand the issue. Let me fix it:", True),
+        ("Great!", True),
+        # a fact, a finding, a result, a question: not narration
+        ("The cache was unbounded, so memory grew until the OOM killer stopped it.", False),
+        ("Great! The fix works: the parser now accepts tabs.", False),
+        ("All 12 tests pass.", False),
+        ("Want me to make that change?", False),
+        (
+            "Now let me check the config. " + "The timeout is 30 s in prod and 5 s in CI. " * 12,
+            False,
+        ),
+    ],
+)
+def test_narrates(text: str, expected: bool) -> None:
+    event = replace(_event(text), event_type="assistant_message", role="assistant")
+    assert narrates(event) is expected
+    # only an agent narrates its work: the same words from the user are a request
+    assert not narrates(_event(text))
+
+
+NARRATED_STEPS = [
+    ("user_message", "The nightly export job keeps timing out, can you look into it?"),
+    ("assistant_message", "Let me check the nightly export batch size and its timeout:"),
+    ("tool_call", '{"command": "grep -rn export_batch_size src/export/"}'),
+    ("tool_result", "src/export/job.py:12: export_batch_size = 50000"),
+    (
+        "assistant_message",
+        "The nightly export runs one 50000-row batch per transaction, which outlasts the "
+        "statement timeout of 30 s.",
+    ),
+]
+
+
+def test_an_agents_narration_weighs_as_the_tool_work_it_introduces(tmp_path: Path) -> None:
+    memory = _coding_memory(tmp_path / "m.db", NARRATED_STEPS)
+    try:
+        kwargs, ids = _by_text(memory)
+        question = "Why did the nightly export batch hit the timeout?"
+        narration, finding = ids[NARRATED_STEPS[1][1]], ids[NARRATED_STEPS[4][1]]
+        flat = rank_only(memory.store, question, config=RankConfig(w_tool=1.0), **kwargs)
+        ranked = rank_only(memory.store, question, **kwargs)
+        assert ranked.scores[narration] == pytest.approx(
+            RankConfig().w_tool * flat.scores[narration]
+        )
+        assert ranked.scores[finding] == pytest.approx(flat.scores[finding])
+        order = [e.event_id for e in ranked.ranked_events()]
+        assert order.index(finding) < order.index(narration)
     finally:
         memory.close()

@@ -43,7 +43,8 @@ says so):
    / (full + 1)) ** power`` for ``n`` content words, so chit-chat does not crowd the budget; a
    tool call or output (or a system event) is multiplied by ``w_tool``: it is the agent's working
    material, long and repeated, and shares the question's words with every other read of the same
-   file, while what a person asks about was said in the turns around it.
+   file, while what a person asks about was said in the turns around it. So is an agent's turn
+   that only narrates its next step ("Now let me run the tests:", ``recall_subject.narrates``).
 9. **Bookmarks**: those matching the query (every term by BM25, or cosine ≥ ``bookmark_cosine``)
    are ranked with the events (``recall._units``): a bookmark is a sentence or two citing its
    events, at its match score times the best event's. They were once pinned ahead of all evidence
@@ -61,7 +62,13 @@ from memtoc.errors import NotFoundError
 from memtoc.model import Event
 from memtoc.retrieval.embedding_index import SemanticIndex
 from memtoc.retrieval.recall_expand import ExpandConfig, expansion_terms
-from memtoc.retrieval.recall_subject import asks_question, named_speakers, speaker, substance
+from memtoc.retrieval.recall_subject import (
+    asks_question,
+    named_speakers,
+    narrates,
+    speaker,
+    substance,
+)
 from memtoc.retrieval.recall_time import asks_when, carries_time, mentions_window
 from memtoc.retrieval.teleport import Hit, SearchFilters, bm25_search
 from memtoc.retrieval.tiers import grip_events
@@ -317,7 +324,7 @@ class Ranker:
             for i in scores:
                 event = out.events[i]
                 scores[i] *= substance(event, cfg.substance_words, cfg.substance_power)
-                if event.event_type not in TURN_TYPES:
+                if event.event_type not in TURN_TYPES or narrates(event):
                     scores[i] *= cfg.w_tool
         if cfg.w_speaker <= 0:
             return

@@ -19,6 +19,12 @@ characters); recall multiplies a turn's score by ``((min(n, full) + 1) / (full +
 a turn with ``full`` content words or more keeps its score, "Thanks, Caroline!" (one content word)
 about half of it. Counts are memoised per event (bounded).
 
+**Narration.** ``narrates(event)``: an agent's turn that only announces its next step ("Perfect!
+Now let me test the error case when there's no PR:") names the question's words — it is about the
+same work — yet holds no fact: what happened is in the tool work it introduces and the turns that
+report it. Recall weighs it as the tool work it introduces (``RankConfig.w_tool``); in a long
+session whose every turn names the same subject, such lines had filled the budget.
+
 **Questions.** ``asks_question(event)``: a turn that ends with "?" hands the floor over for an
 answer; recall lets the next turn inherit part of such a hit's score.
 """
@@ -29,6 +35,8 @@ import re
 from collections.abc import Iterable
 
 from memtoc.model import Event
+from memtoc.retrieval import bookmark_gist as gist
+from memtoc.retrieval.bookmarks import sentences
 from memtoc.text.keyphrases import SPEAKER_LABEL, STOPWORDS
 
 MAX_CHARS = 600
@@ -89,3 +97,19 @@ def substance(event: Event, full: int, power: float) -> float:
         return 1.0
     share = (min(content_words(event), full) + 1) / (full + 1)
     return float(share**power)
+
+
+_NARRATION_CHARS = 400
+"""An agent's turn longer than this says more than its next step."""
+
+
+def narrates(event: Event) -> bool:
+    """An agent's turn that only narrates its own next step ("Perfect! Now let me test the error
+    case when there's no PR:", "Let me check the config file."): every sentence an action, a
+    lead-in or an exclamation. What happened is in the tool work it introduces, not in it."""
+    if event.event_type != "assistant_message" or len(event.text) > _NARRATION_CHARS:
+        return False
+    said = sentences(event.text)
+    return bool(said) and all(
+        gist.is_action(s) or gist.is_lead_in(s) or not gist.says_something(s) for s in said
+    )
