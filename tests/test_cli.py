@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from typer.testing import CliRunner
 
@@ -54,6 +55,22 @@ def test_human_ingest_output_names_rejections(tmp_path: Path) -> None:
     code, out = run("--db", str(tmp_path / "m.db"), "ingest", str(transcript(tmp_path / "t.jsonl")))
     assert code == 0
     assert "events ingested" in out and "t.jsonl:13" in out and "invalid JSON" in out
+
+
+def test_ingest_says_which_links_it_did_not_follow(tmp_path: Path, monkeypatch: Any) -> None:
+    (tmp_path / "shared").mkdir()
+    shared = transcript(tmp_path / "shared" / "t.jsonl")
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "t.jsonl").symlink_to(shared)
+    db = str(tmp_path / "m.db")
+    code, out = run("--db", db, "ingest", str(corpus))
+    assert "0" in out and "1 symbolic links lead outside the folder given" in out, out
+    assert str(corpus / "t.jsonl") in out.replace("\n", "")
+    # the setting it names imports them
+    monkeypatch.setenv("MEMTOC_FOLLOW_SYMLINKS", "1")
+    code, out = run("--db", db, "ingest", str(corpus), "--json")
+    assert code == 0 and json.loads(out)["ingested"] == 12, out
 
 
 def test_backup_and_restore(tmp_path: Path) -> None:

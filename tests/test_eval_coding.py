@@ -250,6 +250,28 @@ def test_browsing_agents_pay_for_what_they_read(corpus: Path, tmp_path: Path) ->
         built.memory.close()
 
 
+def test_a_corpus_of_links_to_shared_transcripts_is_built(tmp_path: Path) -> None:
+    # a corpus laid out beside ../shared links its transcripts rather than copying them; a
+    # plain `memtoc ingest` of such a folder follows no link leaving it, and says so
+    from memtoc.eval.coding import load_corpus
+    from memtoc.eval.coding_store import open_store
+    from memtoc.eval.modes import ModeContext
+
+    root = tmp_path / "linked-corpus"
+    (root / "history").mkdir(parents=True)
+    for f in sorted((FIXTURES / ".specstory" / "history").iterdir()):
+        (root / "history" / f.name).symlink_to(f)
+    (root / "questions.jsonl").write_text(
+        "".join(json.dumps(q, ensure_ascii=False) + "\n" for q in QUESTIONS), encoding="utf-8"
+    )
+    ctx = ModeContext.load("static", str(require_model()))
+    built = open_store(load_corpus(root), ctx, folder=tmp_path / "stores", keep=False)
+    try:
+        assert built.memory.store.count_events() > 0
+    finally:
+        built.memory.close()
+
+
 def test_a_run_on_postgresql_answers_as_on_sqlite(
     corpus: Path, tmp_path: Path, hermetic_env: Path, pg_url: str
 ) -> None:

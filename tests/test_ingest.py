@@ -211,6 +211,9 @@ def test_symlinks_out_of_the_root_are_not_followed(memory: Memory, tmp_path: Pat
     report = memory.ingest([root])
     assert report.ingested == 1
     assert {e.session_id for e in memory.events()} == {"inside"}
+    # not followed, but said: a folder of links to transcripts elsewhere imported nothing silently
+    assert report.links_skipped == [str(root / "link.jsonl")]
+    assert report.to_dict()["links_skipped"] == [str(root / "link.jsonl")]
 
 
 def test_ingest_records_api_rejects_bad_records_and_keeps_the_rest(memory: Memory) -> None:

@@ -265,6 +265,7 @@ class Memory:
         progress: ProgressFn | None = None,
         on_commit: Callable[[CommitInfo], None] | None = None,
         default_cwd: str | None = None,
+        follow_symlinks: bool | None = None,
     ) -> IngestReport:
         """Import transcript files or folders; re-importing stores nothing twice.
 
@@ -272,13 +273,18 @@ class Memory:
         ``rescan``, which re-reads everything and reports what is already stored as duplicates.
         ``default_cwd``: the working directory of sessions whose file names none (a hook passes
         the agent's), whose project the one rule then finds — instead of the default project.
+        ``follow_symlinks``: follow links leading outside the folders given (default: the
+        setting; an evaluation corpus of links to shared transcripts is followed).
         """
         from memtoc.ingest.importer import Importer
 
+        options = self._ingest_options(fmt, project, rescan, default_cwd)
+        if follow_symlinks is not None:
+            options = dataclasses.replace(options, follow_symlinks=follow_symlinks)
         importer = Importer(
             self.store,
             redactor=self.redactor,
-            options=self._ingest_options(fmt, project, rescan, default_cwd),
+            options=options,
             clock=self.clock,
             on_commit=on_commit,
         )

@@ -441,6 +441,9 @@ class IngestReport:
     unusable: list[str] = field(default_factory=list)
     """Files that yielded nothing usable: unreadable, of no known format, or every record they
     gave this time rejected (``memtoc ingest`` then exits non-zero, after printing the report)."""
+    links_skipped: list[str] = field(default_factory=list)
+    """Symbolic links not followed: they lead outside the folder given (setting
+    ``follow_symlinks``). A folder of links to transcripts elsewhere imported nothing, silently."""
 
     @property
     def rejected(self) -> int:
@@ -460,6 +463,7 @@ class IngestReport:
         self.waiting_at.extend(other.waiting_at)
         self.rejections.extend(other.rejections)
         self.unusable.extend(other.unusable)
+        self.links_skipped.extend(other.links_skipped)
         for k, v in other.redactions_by_kind.items():
             self.redactions_by_kind[k] = self.redactions_by_kind.get(k, 0) + v
 
@@ -480,4 +484,5 @@ class IngestReport:
             "waiting_at": list(self.waiting_at),
             "rejections": [r.to_dict() for r in self.rejections],
             "unusable_files": list(self.unusable),
+            "links_skipped": list(self.links_skipped),
         }

@@ -1,8 +1,7 @@
 #!/bin/sh
 # Build the held-out corpus folder outside the repository and run `memtoc eval coding` on it.
-# The transcripts are copied to $CORPUS (never into the repo): memtoc's importer skips symlinks
-# that leave the ingest root (`follow_symlinks` is off and `eval coding` does not expose it), so a
-# folder of symlinks to ../shared imports nothing.
+# The transcripts are linked from $CORPUS to ../shared (never copied into the repo): `eval coding`
+# follows a corpus's links.
 # Usage: evals/heldout/claude-code-log/run.sh [OUT_DIR] [extra eval args, e.g. --store DIR]
 # Environment: SHARED (default ../shared beside the checkout, else /work/shared), CORPUS (default
 # /tmp/heldout/claude-code-log), PYTHON (default .venv/bin/python).
@@ -23,7 +22,7 @@ done
 rm -rf "$CORPUS/transcripts"
 mkdir -p "$CORPUS/transcripts"
 for project in -Users-dain-workspace-claude-code-log-sample -Users-dain-workspace-coderabbit-review-helper; do
-    cp "$SRC/$project"/*.jsonl "$CORPUS/transcripts/"
+    ln -s "$SRC/$project"/*.jsonl "$CORPUS/transcripts/"
 done
 cp "$HERE/questions.jsonl" "$CORPUS/questions.jsonl"
 

@@ -218,7 +218,8 @@ def _fill(
     started: float,
     pg_url: str | None,
 ) -> BuiltStore:
-    report = memory.ingest([corpus.data], project=corpus.name)
+    # a corpus folder may link to transcripts kept elsewhere (../shared): the user chose them
+    report = memory.ingest([corpus.data], project=corpus.name, follow_symlinks=True)
     events, last = _last_event_ms(memory, corpus.name)
     if events == 0:
         raise StoreError(f"{corpus.data}: no events imported ({report.rejected} rejected)")

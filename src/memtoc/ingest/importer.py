@@ -225,12 +225,13 @@ ProgressFn = Callable[[int], None]
 
 
 def discover(
-    paths: Iterable[Path], *, follow_symlinks: bool = False
+    paths: Iterable[Path], *, follow_symlinks: bool = False, skipped: list[Path] | None = None
 ) -> Iterator[tuple[Path, Path]]:
     """Yield ``(file, root)`` for every transcript file under ``paths``, sorted, once each.
 
     Symbolic links that resolve outside the root they were found under are skipped unless
-    ``follow_symlinks``.
+    ``follow_symlinks`` (a link in a shared folder must not import a file its owner never put
+    there); each one skipped is appended to ``skipped``, so the report can say so.
     """
     seen: set[Path] = set()
     for given in paths:
@@ -257,6 +258,8 @@ def discover(
                     continue
                 real = path.resolve()
                 if not follow_symlinks and path.is_symlink() and not real.is_relative_to(real_root):
+                    if skipped is not None:
+                        skipped.append(path)
                     continue
                 if real in seen or not real.is_file():
                     continue
@@ -675,12 +678,16 @@ class Importer:
         self, paths: Iterable[Path], progress: ProgressFn | None = None
     ) -> IngestReport:
         report = IngestReport()
+        links: list[Path] = []
         try:
-            files = list(discover(paths, follow_symlinks=self.options.follow_symlinks))
+            files = list(
+                discover(paths, follow_symlinks=self.options.follow_symlinks, skipped=links)
+            )
         except IngestError as exc:
             report.rejections.append(Rejection(exc.source or "?", None, exc.reason))
             report.unusable.append(exc.source or "?")
             return report
+        report.links_skipped.extend(str(p) for p in links)
         with gc_paused():
             for path, _root in files:
                 report.merge(self.ingest_file(path, progress=progress))

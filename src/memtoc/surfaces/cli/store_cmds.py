@@ -164,6 +164,14 @@ def print_ingest_report(report: IngestReport) -> None:
             highlight=False,
             soft_wrap=True,
         )
+    if report.links_skipped:
+        console.print(
+            f"[yellow]note:[/] {len(report.links_skipped):,} symbolic links lead outside the "
+            f"folder given and were not followed (first: {escape(report.links_skipped[0])}): "
+            "set follow_symlinks (MEMTOC_FOLLOW_SYMLINKS=1) to import what they point to",
+            highlight=False,
+            soft_wrap=True,
+        )
     if report.redactions_by_kind:
         kinds = ", ".join(f"{k}: {v}" for k, v in sorted(report.redactions_by_kind.items()))
         console.print(f"redacted kinds: {kinds}", highlight=False)
