@@ -26,7 +26,7 @@ SCRIPT = Path(sys.executable).parent / "memtoc"
 
 def _env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMTOC_")}
-    env.update(HF_HUB_OFFLINE="1", COLUMNS="200", PATH="/usr/bin:/bin", **extra)
+    env.update(HF_HUB_OFFLINE="1", COLUMNS="80", PATH="/usr/bin:/bin", **extra)  # a laptop
     return env
 
 

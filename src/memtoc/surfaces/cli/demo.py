@@ -137,7 +137,9 @@ def print_web_url(home: Path) -> None:
     console.rule("[bold]10. browse it: the web TOC browser")
     token = ensure_token(home)
     url = base_url(DEFAULT_HOST, DEFAULT_PORT)
-    console.print(f"Run:   {shell_command('--home', str(home), 'serve')}", highlight=False)
+    console.print(
+        f"Run:   {shell_command('--home', str(home), 'serve')}", highlight=False, soft_wrap=True
+    )
     console.print(f"Open:  {url}/#token={token}", highlight=False, soft_wrap=True)
     console.print(
         "[dim]timeline years → segments, bullets expand into their events, search, recall, "
