@@ -20,6 +20,12 @@ from memtoc.surfaces.hooks import runner
 REAL = Path(__file__).resolve().parent / "fixtures" / "claude-code-real"
 BLOG = REAL / "-Users-dain-workspace-danieldemmel-me-next"
 SESSION = "4379d1bf-ccb1-414e-a856-9791b73f3af2"
+REFUSAL = (
+    Path(__file__).resolve().parent
+    / "fixtures"
+    / "claude-code-refusal"
+    / "-Users-dain-workspace-JSSoundRecorder"
+)
 SUBAGENTS = REAL / "-experiments-worktrees" / "ef958aa1-0e93-49f0-bb71-150f63befcd1" / "subagents"
 NOISE = (
     "Warmup",
@@ -254,3 +260,29 @@ def test_a_warm_up_reply_saved_unfinished_and_alone_is_bookkeeping(tmp_path: Pat
     start = runner.HookInput.parse(json.dumps({"hook_event_name": "SessionStart", "cwd": cwd}))
     context = runner.session_start(settings, start, deadline_s=60)
     assert "read-only mode" not in context and "ready to help" not in context, context
+
+
+def test_a_refused_calls_reason_is_the_users_turn(tmp_path: Path) -> None:
+    # Claude Code keeps the reason a user typed when refusing a tool call inside the call's
+    # result ("… The user provided the following reason for the rejection:  use pnpm"): the
+    # user's correction becomes a turn of theirs, after the result, which is kept whole
+    with Memory.open(load_settings({"home": str(tmp_path / "home")})) as mem:
+        report = mem.ingest([REFUSAL])
+        assert report.rejected == 0
+        events = mem.events()
+        assert [(e.event_type, e.role) for e in events] == [
+            ("tool_call", "assistant"),
+            ("tool_result", "tool"),
+            ("user_message", "user"),
+        ]
+        call, result, reason = events
+        assert reason.text == "use pnpm" and reason.metadata["kind"] == "rejection_reason"
+        assert reason.metadata["tool_use_id"] == call.metadata["tool_use_id"]
+        assert result.text.endswith("reason for the rejection:  use pnpm")
+        # read again: nothing stored twice
+        assert mem.ingest([REFUSAL], rescan=True).ingested == 0
+        # a refusal without a reason stays the tool's result alone
+        from memtoc.ingest.sources.claude_code import rejection_reason
+
+        assert rejection_reason(result.text) == "use pnpm"
+        assert rejection_reason("The user doesn't want to proceed with this tool use.") is None

@@ -13,8 +13,9 @@ How records become events:
 - ``user``/``assistant`` lines: one event per content block (a string content is one text block).
   ``text`` → user_message / assistant_message; ``tool_use`` (and ``server_tool_use``) → tool_call
   whose text is the tool name and its input as compact JSON; ``tool_result`` (and the server tools'
-  ``*_tool_result``) → tool_result, role tool, text flattened from a string or a list of blocks;
-  ``image``/``document`` → a ``[image]``/``[document]`` placeholder. ``thinking`` blocks are
+  ``*_tool_result``) → tool_result, role tool, text flattened from a string or a list of blocks,
+  and after it the reason the user typed when refusing the call, a user_message of its own
+  (``kind: rejection_reason``: Claude Code stores it inside the result); ``image``/``document`` → a ``[image]``/``[document]`` placeholder. ``thinking`` blocks are
   skipped (counted) unless ``include_thinking``, when they become assistant_message events with
   ``kind: thinking``; ``redacted_thinking`` is always skipped. Empty text blocks are skipped.
 - ``system`` lines with content → system events (``kind`` = their subtype), marked as
@@ -472,7 +473,14 @@ def _content_parts(
                 extra["tool_use_id"] = block["tool_use_id"]
             if btype != "tool_result":
                 extra["result_type"] = btype
-            parts.append(("tool_result", "tool", flatten_content(block.get("content")), extra))
+            result = flatten_content(block.get("content"))
+            parts.append(("tool_result", "tool", result, extra))
+            reason = rejection_reason(result) if kind == "user" else None
+            if reason is not None:  # the user's own words, typed when refusing the call
+                said: dict[str, JsonValue] = {"kind": "rejection_reason"}
+                if "tool_use_id" in extra:
+                    said["tool_use_id"] = extra["tool_use_id"]
+                parts.append(("user_message", "user", reason, said))
         elif btype in ("image", "document"):
             parts.append((text_type, role, f"[{btype}]", {"kind": btype}))
         elif btype == "thinking" and options.include_thinking:
@@ -484,6 +492,19 @@ def _content_parts(
         else:
             skipped += 1
     return parts, skipped
+
+
+_REJECTION = "The user provided the following reason for the rejection:"
+"""What Claude Code writes into a refused tool call's result before the reason the user typed."""
+
+
+def rejection_reason(result: str) -> str | None:
+    """The reason a user typed when refusing a tool call ("use pnpm", "Let's keep the name of the
+    py file …"), which Claude Code stores inside the call's result: their words, a correction
+    of what the agent was about to do, so it becomes a user turn of its own."""
+    _, found, reason = result.partition(_REJECTION)
+    reason = reason.strip()
+    return reason if found and reason else None
 
 
 def flatten_content(content: Any) -> str:
