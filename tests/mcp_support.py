@@ -45,21 +45,24 @@ def assert_delivered(result: Any, memory: Memory, budget: int | None = None) -> 
 
 def assert_recall(result: Any, budget: int, memory: Memory) -> dict[str, Any]:
     """A recall over MCP keeps its contract: the delivered text (header, cited context, token
-    line) fits the budget; every item leads with its id in the text; items in time order; every
-    event an item includes or cites is stored. Returns the structured content."""
+    line) fits the budget; every item leads with a handle of its own in the text (``(#12)``, in
+    the items' order); items in time order; every event an item includes or cites is stored.
+    Returns the structured content, plus ``handles``: each handle's item id."""
     text = assert_delivered(result, memory, budget)
     recall = result.structured_content
     items = recall["items"]
     assert items and recall["budget"] == budget
+    handles = re.findall(r"\((#[1-9][0-9]*)\) ", text)
+    assert len(handles) == len(items) == len(set(handles)), (handles, text)
     for item in items:
         assert item["tokens"] == memory.counter.count(item["text"]), item["id"]
-        assert f"({item['id']})" in text
+        assert item["id"] not in text  # the handle stands for it
     starts = [i["start_time"] for i in items]
     assert starts == sorted(starts)
     for item in items:
         for event_id in [e["event_id"] for e in item["events"]] + item["cites"]:
             memory.store.get_event(event_id)  # NotFoundError if a citation is dangling
-    return dict(recall)
+    return {**recall, "handles": dict(zip(handles, (i["id"] for i in items), strict=True))}
 
 
 def server_env() -> dict[str, str]:

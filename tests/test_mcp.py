@@ -92,6 +92,15 @@ async def _scenario(memory: Memory) -> dict[str, Any]:
         out["recall_tiny"] = await client.call_tool(
             "memory_recall", {"query": "flaky login test timeout", "budget": 80}
         )
+        # a recall item's handle is what memory_expand (and memory_toc) take
+        text = out["recall"].content[0].text
+        handle = re.findall(r"\((#[1-9][0-9]*)\) ", text)[0]
+        out["handle"] = handle
+        out["expand_handle"] = await client.call_tool("memory_expand", {"grip_id": handle})
+        out["again"] = await client.call_tool(
+            "memory_recall", {"query": RECALL_QUERY, "budget": 400, "project": "webapp"}
+        )
+        out["bad_handle"] = await client.call_tool("memory_expand", {"grip_id": "#99999"})
         out["instructions"] = client.instructions
         out["bookmarks"] = await client.call_tool("memory_bookmarks", {"project": "webapp"})
         out["context"] = await client.call_tool("memory_context", {"budget": 300})
@@ -161,6 +170,13 @@ def test_in_process_session(memory: Memory) -> None:
     assert any(NOTE in i["text"] for i in note["items"])  # the remembered note is findable
     recall = assert_recall(out["recall"], 400, memory)
     assert any(NOTE in i["text"] for i in recall["items"])  # the remembered note is recalled
+    # the handle expands to what it stands for; the same item keeps its handle in a later call
+    cited = recall["handles"][out["handle"]]
+    expanded = out["expand_handle"].structured_content
+    assert out["expand_handle"].is_error is False, out["expand_handle"].content[0].text
+    shown = {e["event_id"] for e in expanded["events"]} | set(expanded.get("grip_ids", []))
+    assert cited in shown or expanded.get("grip_id") == cited, (cited, expanded)
+    assert assert_recall(out["again"], 400, memory)["handles"] == recall["handles"]
     assert_recall(out["recall_tiny"], 80, memory)
     marks = out["bookmarks"].structured_content
     assert out["bookmarks"].is_error is False
@@ -190,6 +206,7 @@ def test_in_process_session(memory: Memory) -> None:
 
     for key, needle in [
         ("bad_grip", "grip not found: grip:0:nope"),
+        ("bad_handle", "handle not found: #99999 (this server did not give it"),
         ("bad_node", "node not found: toc:day:1999-01-01"),
         ("bad_time", "since='the other day'"),
         ("bad_args", "before"),
@@ -236,6 +253,11 @@ async def _stdio(home: Path) -> dict[str, Any]:
         out["expand"] = await client.call_tool("memory_expand", {"grip_id": grip, "after": 2})
         out["recall"] = await client.call_tool(
             "memory_recall", {"query": RECALL_QUERY, "budget": 500, "project": "webapp"}
+        )
+        handle = re.findall(r"\((#[1-9][0-9]*)\) ", out["recall"].content[0].text)[-1]
+        out["handle"] = handle
+        out["expand_handle"] = await client.call_tool(
+            "memory_expand", {"grip_id": handle, "before": 0, "after": 0}
         )
         out["bad"] = await client.call_tool(
             "memory_toc", {"node_id": "toc:week:1999-W01", "project": "webapp"}
@@ -290,6 +312,11 @@ def test_stdio_session_processed_by_the_servers_own_worker(
             assert again.store.get_event(e["event_id"]).text == e["text"]
         recall = assert_recall(out["recall"], 500, again)
         assert any(NOTE in i["text"] for i in recall["items"])
+        assert out["expand_handle"].is_error is False, out["expand_handle"].content[0].text
+        assert_delivered(out["expand_handle"], again)
+        cited = recall["handles"][out["handle"]]
+        view = out["expand_handle"].structured_content
+        assert cited in {e["event_id"] for e in view["events"]} or view.get("grip_id") == cited
     assert out["bad"].is_error is True and "node not found" in out["bad"].content[0].text
     refused = out["refused"]  # refused with the importer's reason, nothing stored
     assert refused.is_error is True and "session_id contains a NUL" in refused.content[0].text

@@ -60,6 +60,7 @@ if TYPE_CHECKING:
     from memtoc.retrieval.navigate import ExpandView, NodeView, TimelineView
     from memtoc.retrieval.node_focus import FocusHit
     from memtoc.retrieval.recall import RecallResult
+    from memtoc.retrieval.recall_pack import Cite
     from memtoc.store.capabilities import AuditEntry
     from memtoc.store.derived import VerifyReport
 
@@ -843,7 +844,7 @@ class Memory:
         projects: Iterable[str] | None = None,
         at_ms: int | None = None,
         time_limit_ms: float | None = None,
-        cite: bool = False,
+        cite: Cite = False,
     ) -> RecallResult:
         """The best context for ``query`` within ``budget`` tokens: matching bookmarks (their
         events), then events, grips and segments by recall's ranking, each stepped down a tier

@@ -29,7 +29,7 @@ from memtoc.config import DEFAULTS
 from memtoc.errors import QueryError
 from memtoc.model import JsonValue, iso_ms
 from memtoc.retrieval.embedding_index import SemanticIndex
-from memtoc.retrieval.recall_pack import Packer, Unit, context_text
+from memtoc.retrieval.recall_pack import Cite, Packer, Unit, context_text
 from memtoc.retrieval.recall_rank import Deadline, RankConfig, Ranker, Ranking
 from memtoc.retrieval.teleport import SearchFilters
 from memtoc.retrieval.tiers import SearchItem, TierRenderer
@@ -68,8 +68,9 @@ class RecallResult:
     summaries: dict[str, JsonValue] | None = None
     """Summaries among the items built by the extractive fallback or another backend than the
     configured one (``provenance.SummaryProvenance``), else ``None``."""
-    cite: bool = False
-    """Each item's text in ``context()`` is led by its id (what an agent is sent over MCP)."""
+    cite: Cite = False
+    """Each item's text in ``context()`` is led by its id or a handle of it (``recall_pack.Cite``:
+    what an agent is sent over MCP)."""
 
     def context(self) -> str:
         """The context as one text: the items' texts joined by newlines (led by their ids when
@@ -160,7 +161,7 @@ def recall(
     config: RankConfig | None = None,
     timer: Callable[[], float] | None = None,
     headers: bool = True,
-    cite: bool = False,
+    cite: Cite = False,
 ) -> RecallResult:
     """Assemble the best context for ``query`` within ``budget`` tokens (module docstring)."""
     if budget < 0 or budget > MAX_BUDGET:

@@ -47,6 +47,7 @@ from memtoc.retrieval.context import DEFAULT_BUDGET
 from memtoc.retrieval.node_view import MAX_CHILD_LIMIT
 from memtoc.retrieval.timeparse import Edge, parse_bound
 from memtoc.surfaces import mcp_text as mt
+from memtoc.surfaces.mcp_handles import Handles
 from memtoc.surfaces.processing import Processing
 from memtoc.text.tokens import truncate_to_tokens
 
@@ -63,11 +64,13 @@ are one project) unless you pass project=<name>; search and recall take all_proj
 - memory_context: call first in a session (where work left off, recent days, top bookmarks).
 - memory_recall(query, budget): "what do we know about X, within N tokens" - the best context for
   a question, packed into the budget (the whole result fits it), in time order, each item led by
-  the id it cites. Prefer it when you need an answer's context rather than pointers.
+  a handle of what it cites (#12, which memory_expand takes). Prefer it when you need an
+  answer's context rather than pointers.
 - memory_search(query): find things by any text (teleport); returns ids to open.
 - memory_toc / memory_timeline: browse (node ids look like toc:year:2024, toc:week:2024-W03,
   toc:day:2024-01-18; give memory_toc focus=<your question> to list the children most about it
-  first); memory_expand(grip_id or event_id): the exact events behind a bullet or a search hit.
+  first); memory_expand(grip_id, event_id or #handle): the exact events behind a bullet, a search
+  hit or a recall item.
 - memory_bookmarks: the salient moments kept (conclusions, resolutions, validated facts).
 - memory_remember(text, kind): record a decision or note a future session must know; it is filed
   into the table of contents in the background (memory_status says who processes).
@@ -179,6 +182,7 @@ def build_server(
     processing = processing or Processing(memory.settings, worker=False)
     started_in = working_dir or os.getcwd()
     counter = memory.counter
+    handles = Handles()
 
     def where(ctx: Context, roots: object) -> str:
         found = root_directory(roots)
@@ -302,7 +306,12 @@ def build_server(
                 body += f" ({data['hint']})"
             return out(body, data)
         view = memory.node(
-            node_id, project=scope.project, tier=depth, focus=focus, offset=offset, limit=limit
+            handles.resolve(node_id),
+            project=scope.project,
+            tier=depth,
+            focus=focus,
+            offset=offset,
+            limit=limit,
         )
         return out(mt.node_text(view), view.to_dict())
 
@@ -312,8 +321,9 @@ def build_server(
         grip_id: Annotated[
             str,
             Field(
-                description="A grip id from a bullet, like grip:1705572000000:ab12cd, or an "
-                "event id from memory_search (the event and its neighbours)."
+                description="A grip id from a bullet, like grip:1705572000000:ab12cd, an "
+                "event id from memory_search (the event and its neighbours), or a recall "
+                "item's handle, like #12."
             ),
         ],
         before: Annotated[int, Field(ge=0, le=50, description="Events before the range.")] = 3,
@@ -336,7 +346,7 @@ def build_server(
         source. Costs at most `budget` tokens (default 2,000): a long event (a file read, a
         diff) is cut to its head, saying how much was left out; lower before/after, or give a
         focus, to save."""
-        view = memory.expand(grip_id, before=before, after=after, focus=focus)
+        view = memory.expand(handles.resolve(grip_id), before=before, after=after, focus=focus)
         body, _ = mt.fit(counter, budget, lambda inner: mt.expand_within(view, counter, inner))
         return out(body, view.to_dict(), budget)
 
@@ -434,17 +444,19 @@ def build_server(
         """Recall — "what do we know about X, within N tokens": the best context for a question
         packed into `budget` tokens — matching bookmarks, then the best events, grips and
         segments (an item that does not fit steps down to its summary), in time order, each led
-        by the id it cites. "last week" / "in March" in the question favour that time. The
-        whole result, header and token line included, costs at most `budget`; use it before
-        memory_search when you need context rather than pointers. A result cut short by the
-        time limit says so."""
+        by a handle of what it cites (#12: memory_expand takes it, memory_toc a segment's).
+        "last week" / "in March" in the question favour that time. The whole result, header
+        and token line included, costs at most `budget`; use it before memory_search when you
+        need context rather than pointers. A result cut short by the time limit says so."""
         scope = scope_of(project, ctx, roots, all_projects)
         if scope.empty:
             return nothing("recall", scope, {"query": query, "items": []}, budget)
         results = {}
 
         def render(inner: int) -> str:
-            result = memory.recall(query, budget=max(0, inner), projects=scope.projects, cite=True)
+            result = memory.recall(
+                query, budget=max(0, inner), projects=scope.projects, cite=handles.label
+            )
             results[inner] = result
             return mt.recall_text(result, scope.name if scope.project else None)
 
