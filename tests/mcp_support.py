@@ -43,6 +43,10 @@ def assert_delivered(result: Any, memory: Memory, budget: int | None = None) -> 
     return text
 
 
+HANDLE_LEAD = r"\((#[1-9][0-9]*)(?: (?:user|assistant))?\) "
+"""What leads a recall item over MCP: its handle, and who spoke for a turn."""
+
+
 def assert_recall(result: Any, budget: int, memory: Memory) -> dict[str, Any]:
     """A recall over MCP keeps its contract: the delivered text (header, cited context, token
     line) fits the budget; every item leads with a handle of its own in the text (``(#12)``, in
@@ -52,11 +56,15 @@ def assert_recall(result: Any, budget: int, memory: Memory) -> dict[str, Any]:
     recall = result.structured_content
     items = recall["items"]
     assert items and recall["budget"] == budget
-    handles = re.findall(r"\((#[1-9][0-9]*)\) ", text)
+    handles = re.findall(HANDLE_LEAD, text)
     assert len(handles) == len(items) == len(set(handles)), (handles, text)
-    for item in items:
+    leads = re.findall(r"\((#[1-9][0-9]*(?: (?:user|assistant))?)\) ", text)
+    for item, lead in zip(items, leads, strict=True):
         assert item["tokens"] == memory.counter.count(item["text"]), item["id"]
         assert item["id"] not in text  # the handle stands for it
+        if item["kind"] == "event":  # a turn says who spoke
+            role = memory.store.get_event(item["id"]).role
+            assert lead.endswith(f" {role}") == (role in ("user", "assistant")), (lead, role)
     starts = [i["start_time"] for i in items]
     assert starts == sorted(starts)
     for item in items:

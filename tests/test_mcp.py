@@ -20,6 +20,7 @@ from mcp import Client, StdioServerParameters
 
 from mcp_support import (
     FIXTURE,
+    HANDLE_LEAD,
     NOTE,
     RECALL_QUERY,
     assert_delivered,
@@ -94,7 +95,7 @@ async def _scenario(memory: Memory) -> dict[str, Any]:
         )
         # a recall item's handle is what memory_expand (and memory_toc) take
         text = out["recall"].content[0].text
-        handle = re.findall(r"\((#[1-9][0-9]*)\) ", text)[0]
+        handle = re.findall(HANDLE_LEAD, text)[0]
         out["handle"] = handle
         out["expand_handle"] = await client.call_tool("memory_expand", {"grip_id": handle})
         out["again"] = await client.call_tool(
@@ -254,7 +255,7 @@ async def _stdio(home: Path) -> dict[str, Any]:
         out["recall"] = await client.call_tool(
             "memory_recall", {"query": RECALL_QUERY, "budget": 500, "project": "webapp"}
         )
-        handle = re.findall(r"\((#[1-9][0-9]*)\) ", out["recall"].content[0].text)[-1]
+        handle = re.findall(HANDLE_LEAD, out["recall"].content[0].text)[-1]
         out["handle"] = handle
         out["expand_handle"] = await client.call_tool(
             "memory_expand", {"grip_id": handle, "before": 0, "after": 0}

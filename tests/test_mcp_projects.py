@@ -28,7 +28,7 @@ from mcp.types import ListRootsResult, Root
 from pydantic import FileUrl
 
 from git_support import git, make_repo
-from mcp_support import FIXTURE, assert_delivered, server_env, wait_processed
+from mcp_support import FIXTURE, HANDLE_LEAD, assert_delivered, server_env, wait_processed
 from memtoc.config import load_settings
 from memtoc.memory import Memory
 from memtoc.surfaces.mcp_server import build_server
@@ -208,7 +208,7 @@ def test_every_tool_reports_the_tokens_it_delivers(hermetic_env: Path) -> None:
         for budget, result in out["recall"].items():
             text = assert_delivered(result, memory, budget)
             if budget >= 250:
-                assert text.startswith("recall · ") and re.search(r"\(#[1-9][0-9]*\) ", text)
+                assert text.startswith("recall · ") and re.search(HANDLE_LEAD, text)
         # the text is written for a model: no JSON, ids first
         search = out["search"].content[0].text
         assert not search.lstrip().startswith("{") and '": ' not in search.splitlines()[0]

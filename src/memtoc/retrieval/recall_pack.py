@@ -92,14 +92,19 @@ itself, a function a short handle the surface resolves back (MCP's ``#12``: a UL
 tokens in its parentheses, a fifth of a 1,500-token recall of ~25 items)."""
 
 
-def cite_label(cite: Cite, item_id: str) -> str:
-    """What leads an item in ``cite`` mode: ``(id)`` or ``(handle)``."""
-    return f"({cite(item_id) if callable(cite) else item_id})"
+def cite_label(cite: Cite, item: SearchItem) -> str:
+    """What leads an item in ``cite`` mode: ``(id)`` or ``(handle)``, with who spoke for a turn
+    (``(#12 user)``: a decision the user made reads otherwise like one the agent proposed; a
+    tool's or system's text already says ``[tool]``)."""
+    ref = cite(item.id) if callable(cite) else item.id
+    if item.kind == "event" and item.role in _PLAIN_ROLES:
+        return f"({ref} {item.role})"
+    return f"({ref})"
 
 
 def cited(item: SearchItem, cite: Cite = True) -> str:
     """An item's text led by its id (``cite`` mode): what an agent reads and can cite."""
-    return f"{cite_label(cite, item.id)} {item.text}"
+    return f"{cite_label(cite, item)} {item.text}"
 
 
 def _dedupe_key(text: str) -> str:
@@ -195,13 +200,14 @@ class Packer:
             cites=cites,
             score=unit.score,
             title=_title(new[0].text) if unit.kind == "event" else unit.kind,
+            role=new[0].role if unit.kind == "event" else None,
         )
 
     def _try(self, item: SearchItem) -> bool:
         label = self.day(item.start_ms)
         cost = item.tokens + (self._sep if self.items else 0)
         if self.cite:
-            cost += self.counter.count(cite_label(self.cite, item.id))
+            cost += self.counter.count(cite_label(self.cite, item))
         cost += self._header_cost(label)
         if self.used + cost > self.budget:
             return False
@@ -261,7 +267,8 @@ class Packer:
                 return False
             if unit.kind == "event" and tier != "L2":
                 # a head of an event is not the event: cite it instead of listing it
-                item = replace(item, events=(), cites=(unit.id,))
+                role = unit.events[0].role if unit.events else None
+                item = replace(item, events=(), cites=(unit.id,), role=role)
             if item.text and self._try(item):
                 self.stepped_down += 1
                 return True
@@ -331,6 +338,7 @@ class Packer:
             cites=() if whole else (event.event_id,),
             score=max(unit.score, self.items[index].score if index >= 0 else 0.0),
             title=_title(passage.text),
+            role=event.role,
         )
         if index < 0:
             if not self._try(item):
@@ -388,7 +396,7 @@ def context_text(items: Sequence[SearchItem], *, cite: Cite = False) -> str:
     for item in items:
         head, sep, rest = item.text.partition(SEPARATOR)
         if sep and _DATE_LINE.fullmatch(head):
-            parts.append(f"{head}{SEPARATOR}{cite_label(cite, item.id)} {rest}")
+            parts.append(f"{head}{SEPARATOR}{cite_label(cite, item)} {rest}")
         else:
             parts.append(cited(item, cite))
     return SEPARATOR.join(parts)

@@ -52,6 +52,9 @@ class SearchItem:
     built_by: tuple[str, str | None] | None = None
     """A node item showing its summary (L0, L1): the summariser that built it and why it was
     degraded (``provenance``; not part of ``to_dict``)."""
+    role: str | None = None
+    """Who spoke, for an event item recall packed (``user``, ``assistant``, ``tool``…): a cited
+    context names it (not part of ``to_dict``)."""
 
     def to_dict(self) -> dict[str, JsonValue]:
         return {
