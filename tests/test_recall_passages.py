@@ -46,6 +46,15 @@ def _plan(sections: int) -> str:
     return "\n".join(out)
 
 
+def _others(topic: str) -> list[dict[str, Any]]:
+    """Twelve one-line sessions on the next day that share a word or two with the questions."""
+    return [
+        {"session_id": f"o{n}", "timestamp": BASE + DAY + n * 3_600_000, "role": "user",
+         "text": f"the {topic} option {n} renders the report header"}
+        for n in range(12)
+    ]  # fmt: skip
+
+
 @given(st.text(alphabet=st.sampled_from("ab c\n\n  xyz.,-"), max_size=3_000))
 def test_passages_tile_the_text(text: str) -> None:
     passages = split_passages(text, COUNTER, limit=20)
@@ -127,11 +136,7 @@ def test_recall_packs_the_passage_found_by_its_stem(tmp_path: Path) -> None:
         "- update the renderer41 helper and its unit tests in module41", answer
     )
     records = [{"session_id": "s1", "timestamp": BASE, "role": "user", "text": plan}]
-    records += [
-        {"session_id": f"o{n}", "timestamp": BASE + DAY + n * 3_600_000, "role": "user",
-         "text": f"the exporter option {n} renders the report header"}
-        for n in range(12)
-    ]  # fmt: skip
+    records += _others("exporter")
     memory = _memory(tmp_path / "m.db", records)
     try:
         result = memory.recall("What promotional element comes after remediating?", budget=300)
@@ -191,11 +196,7 @@ def test_recall_packs_the_answering_part_of_a_long_plan(tmp_path: Path) -> None:
             "text": "Done: the exporter now escapes semicolons.",
         },
     ]
-    records += [
-        {"session_id": f"o{n}", "timestamp": BASE + DAY + n * 3_600_000, "role": "user",
-         "text": f"the exporter option {n} renders the report header"}
-        for n in range(12)
-    ]  # fmt: skip
+    records += _others("exporter")
     memory = _memory(tmp_path / "m.db", records)
     try:
         for budget in (300, 1_000):
@@ -337,11 +338,7 @@ def test_the_reason_after_a_matching_statement_is_packed(tmp_path: Path) -> None
     at = reason_passage(text)
     assert at is not None and not key_terms(at.text) & question  # it holds no question term
     records = [{"session_id": "s1", "timestamp": BASE, "role": "user", "text": text}]
-    records += [
-        {"session_id": f"o{n}", "timestamp": BASE + DAY + n * 3_600_000, "role": "user",
-         "text": f"the summary option {n} renders the report header"}
-        for n in range(12)
-    ]  # fmt: skip
+    records += _others("summary")
     memory = _memory(tmp_path / "m.db", records)
     try:
         result = memory.recall(
