@@ -370,3 +370,27 @@ def test_session_neighbours_are_one_round_trip(
     ghost = Event("nobody", "s1", "p", "a", T0, "user_message", "user", "never stored")
     with pytest.raises(NotFoundError):
         pg.session_neighbors(ghost, before=1, after=1)
+
+
+def test_closing_idle_segments_leaves_a_row_another_worker_holds(
+    pg: PostgresStore, pg_url: str
+) -> None:
+    # a worker holding a segment's row (extending or building it) is neither waited for nor
+    # deadlocked with: the segment is closed by the next round
+    rows = [("p", f"toc:segment:{n}", "s", T0 + n, T0 + n, n, n, 1, 1) for n in range(3)]
+    with psycopg.connect(pg_url) as conn:
+        conn.cursor().executemany(
+            "INSERT INTO segments(project, node_id, session_id, start_ms, end_ms, first_seq, "
+            "last_seq, event_count, token_count) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s)",
+            rows,
+        )
+        conn.commit()
+        conn.execute("SELECT 1 FROM segments WHERE node_id = 'toc:segment:1' FOR UPDATE")
+        closed: list[int] = []
+        t = threading.Thread(target=lambda: closed.append(pg.close_idle_segments(FAR_FUTURE)))
+        t.start()
+        t.join(timeout=20)
+        assert not t.is_alive() and closed == [2]  # did not wait for the held row
+        conn.commit()  # the other worker is done with it
+    assert pg.close_idle_segments(FAR_FUTURE) == 1
+    assert pg.close_idle_segments(FAR_FUTURE) == 0

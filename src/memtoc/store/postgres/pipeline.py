@@ -286,8 +286,15 @@ class PgPipeline(PgBase):
         )
 
     def close_idle_segments(self, before_ms: int) -> int:
+        # rows another worker holds (extending or building that segment) are left to the next
+        # round: one UPDATE locking every idle row in scan order met a worker's transaction
+        # locking two of them in another order ("deadlock detected" with four workers)
         return self._exec(
-            "UPDATE segments SET closed = 1 WHERE closed = 0 AND end_ms <= %s", (before_ms,)
+            "UPDATE segments s SET closed = 1 FROM ("
+            "SELECT project, node_id FROM segments WHERE closed = 0 AND end_ms <= %s "
+            "ORDER BY project, node_id FOR UPDATE SKIP LOCKED) idle "
+            "WHERE s.project = idle.project AND s.node_id = idle.node_id",
+            (before_ms,),
         )
 
     # -- rollups ------------------------------------------------------------------------------------
