@@ -4,10 +4,7 @@ Code runs them, and a real MCP session over stdio expands the bullets of its seg
 
 from __future__ import annotations
 
-import json
-import os
 import re
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -15,6 +12,7 @@ from typing import Any
 import anyio
 from mcp import Client, StdioServerParameters
 
+from hook_support import run_hook
 from mcp_support import server_env
 from memtoc.config import load_settings
 from memtoc.memory import Memory
@@ -28,14 +26,7 @@ SESSION = (
 
 
 def hook(home: Path, *args: str, event: str) -> None:
-    payload = {"session_id": SESSION.stem, "transcript_path": str(SESSION),
-               "cwd": "/Users/dain/workspace/claude-code-log", "hook_event_name": event}  # fmt: skip
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMTOC_")}
-    env.update(PYTHONPATH=str(ROOT / "src"), HF_HUB_OFFLINE="1", MEMTOC_EMBEDDER="none")
-    proc = subprocess.run([sys.executable, "-m", "memtoc", "--home", str(home), "hook", *args],
-                          input=json.dumps(payload), capture_output=True, text=True, env=env,
-                          timeout=90)  # fmt: skip
-    assert proc.returncode == 0 and proc.stdout == "", proc.stderr
+    assert run_hook(home, SESSION, *args, event=event) == ""
 
 
 async def expand_all(home: Path, grips: list[str]) -> list[Any]:

@@ -13,6 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from hook_support import run_hook
 from memtoc.config import load_settings
 from memtoc.memory import Memory
 from memtoc.model import iso_ms
@@ -34,15 +35,7 @@ FIRST_MESSAGE = "2025-07-16T09:51:45.996Z"
 
 
 def hook(home: Path, transcript: Path, *args: str, event: str) -> str:
-    payload = {"session_id": SESSION.stem, "transcript_path": str(transcript),
-               "cwd": "/Users/dain/workspace/claude-code-log", "hook_event_name": event}  # fmt: skip
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMTOC_")}
-    env.update(PYTHONPATH=str(ROOT / "src"), HF_HUB_OFFLINE="1", MEMTOC_EMBEDDER="none")
-    proc = subprocess.run([sys.executable, "-m", "memtoc", "--home", str(home), "hook", *args],
-                          input=json.dumps(payload), capture_output=True, text=True, env=env,
-                          timeout=90)  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
-    return proc.stdout
+    return run_hook(home, transcript, *args, event=event, session_id=SESSION.stem)
 
 
 def test_summary_lines_read_before_any_message_wait_for_its_time(tmp_path: Path) -> None:

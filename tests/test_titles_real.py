@@ -6,13 +6,11 @@ CLI and Claude Code transcripts, MIT)."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from hook_support import run_hook
 from memtoc.config import load_settings
 from memtoc.memory import Memory
 from memtoc.pipeline.summarize.extractive_titles import MAX_TITLE, headline
@@ -27,15 +25,7 @@ SESSION = (
 
 
 def hook(home: Path, *args: str, event: str) -> str:
-    payload = {"session_id": SESSION.stem, "transcript_path": str(SESSION),
-               "cwd": "/Users/dain/workspace/claude-code-log", "hook_event_name": event}  # fmt: skip
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMTOC_")}
-    env.update(PYTHONPATH=str(ROOT / "src"), HF_HUB_OFFLINE="1", MEMTOC_EMBEDDER="none")
-    proc = subprocess.run([sys.executable, "-m", "memtoc", "--home", str(home), "hook", *args],
-                          input=json.dumps(payload), capture_output=True, text=True, env=env,
-                          timeout=90)  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
-    return proc.stdout
+    return run_hook(home, SESSION, *args, event=event)
 
 
 def test_a_request_addressed_to_the_agent_is_titled_by_what_it_asked(tmp_path: Path) -> None:
