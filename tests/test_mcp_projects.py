@@ -201,7 +201,7 @@ def test_every_tool_reports_the_tokens_it_delivers(hermetic_env: Path) -> None:
             assert_delivered(result, memory)
         assert_delivered(out["forget"], memory)
         assert "would forget" in out["forget"].content[0].text
-        assert "working_project" in assert_delivered(out["status"], memory)
+        assert "your project: " in assert_delivered(out["status"], memory)
         for budget, result in out["context"].items():
             assert_delivered(result, memory, budget)
         assert "Where we left off" in out["context"][800].content[0].text

@@ -94,12 +94,12 @@ def test_a_searched_event_says_who_spoke(memory: Memory) -> None:
 
 
 def test_memory_status_leaves_out_what_says_nothing(memory: Memory) -> None:
-    """memory_status listed every empty field as '-' (failures, degraded reasons, the worker of
-    a server without one): what is not there is left out; False and 0 stay."""
+    """memory_status (detail=true) listed every empty field as '-' (failures, degraded reasons,
+    the worker of a server without one): what is not there is left out; False and 0 stay."""
 
     async def status() -> tuple[str, Any]:
         async with Client(build_server(memory, working_dir="/nowhere", structured=True)) as c:
-            result = await c.call_tool("memory_status", {})
+            result = await c.call_tool("memory_status", {"detail": True})
             return result.content[0].text, result.structured_content
 
     text, data = anyio.run(status)

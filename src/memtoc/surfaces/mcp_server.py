@@ -48,6 +48,7 @@ from memtoc.retrieval.node_view import MAX_CHILD_LIMIT
 from memtoc.retrieval.timeparse import Edge, parse_bound
 from memtoc.surfaces import mcp_text as mt
 from memtoc.surfaces.mcp_handles import Handles
+from memtoc.surfaces.mcp_status import status_text
 from memtoc.surfaces.processing import Processing
 from memtoc.text.tokens import truncate_to_tokens
 
@@ -574,13 +575,18 @@ def build_server(
 
     @app.tool(name="memory_status", annotations=READ)
     @tool_errors
-    def memory_status(ctx: Context, roots: Roots) -> CallToolResult:
-        """Health of the memory: events, projects, sessions, the processing queue (outbox
-        pending/failed), recent failures, which backends run (token counter, summariser; degraded
-        modes are named), `processing`: who files new events into the table of contents — `by`
-        this-server (its worker), other-process (a `memtoc serve` or another MCP server, with
-        its pid) or nobody (`degraded` says why; events wait in the queue) — and this session's
-        working project. ~500 tokens."""
+    def memory_status(
+        ctx: Context,
+        roots: Roots,
+        detail: Annotated[
+            bool, Field(description="Every field (counts, backends, rollups: ~600 tokens).")
+        ] = False,
+    ) -> CallToolResult:
+        """Health of the memory in a few lines (~150 tokens): events and their time span, the
+        processing queue, who files new events into the table of contents (this server's
+        worker, another memtoc process, or nobody: events then wait), whether search and
+        summaries run degraded, and the project your calls are about. Problems (failures,
+        stale vectors, a summariser fallback) get a line each."""
         status = memory.status()
         status["processing"] = processing.info()
         directory = where(ctx, roots)
@@ -592,7 +598,8 @@ def build_server(
             "name": found.name if found else ws.name,
             "known": found is not None,
         }
-        return out(mt.mapping_text(mt.without_empty(status)), status)
+        text = mt.mapping_text(mt.without_empty(status)) if detail else status_text(status)
+        return out(text, status)
 
     @app.resource(
         "memtoc://context/{project}",
