@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from datetime import datetime
 from pathlib import Path
 
@@ -136,13 +137,14 @@ def test_a_folder_without_memory_names_the_options_the_command_has(
 def test_ingest_names_what_waits_and_where_the_events_went(tmp_path: Path) -> None:
     """Importing the shared transcripts said "waiting 1" without naming the file, and the Gemini
     CLI sessions (no working directory in their files) went to project 'default' unsaid."""
-    waiting = FIXTURE.parent / "claude-code-summary-only"
+    waiting = tmp_path / "summary-only"  # a fresh copy: a file just written may still grow
+    shutil.copytree(FIXTURE.parent / "claude-code-summary-only", waiting, copy_function=shutil.copy)
     gemini = FIXTURE.parent / "gemini" / "session-2026-03-18T15-20-76d8ed24.json"
     out, _ = run(tmp_path, "ingest", str(waiting), str(gemini), str(FIXTURE))
     data = json.loads(run(tmp_path / "again", "ingest", str(waiting), str(gemini), "--json")[0])
     (line,) = data["waiting_at"]
     assert line.endswith("4e27c414-a885-46a0-b5c8-d58e1417377d.jsonl:1") and data["waiting"] == 1
-    assert f"waiting {line}: a summary line with no time" in out
+    assert f"waiting {line}: a summary line with no time" in out and "skipped once" in out
     default = data["projects"]["default"]
     assert default > 0 and set(data["projects"]) == {"default"}
     assert f"into projects: {PROJECT} +" in out and f"default +{default}" in out

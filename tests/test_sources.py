@@ -215,9 +215,11 @@ def test_claude_code_session_hint_and_fallbacks(tmp_path: Path) -> None:
     }
     only_summaries = tmp_path / "1234.jsonl"
     only_summaries.write_text('{"type":"summary","summary":"Old chat","leafUuid":"x"}\n')
-    os.utime(only_summaries, ns=(1_717_000_000_123_000_000, 1_717_000_000_123_000_000))
     (record,) = read("claude-code", only_summaries)  # no time known: it waits, never the mtime
     assert not record.complete and record.error is None and not record.drafts
+    os.utime(only_summaries, ns=(1_717_000_000_123_000_000, 1_717_000_000_123_000_000))
+    (record,) = read("claude-code", only_summaries)  # unchanged for long: its chat is gone
+    assert record.complete and record.skipped == 1 and not record.drafts and not record.error
     leaf = {"type": "user", "uuid": "x", "sessionId": "older", "cwd": "/home/dev/webapp",
             "timestamp": "2024-05-01T10:00:00Z", "message": {"role": "user", "content": "hi"}}  # fmt: skip
     (tmp_path / "older.jsonl").write_text(json.dumps(leaf) + "\n")

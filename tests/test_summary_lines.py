@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from hook_support import run_hook
 from memtoc.config import load_settings
+from memtoc.ingest.sources.claude_code import SUMMARY_WAIT_S
 from memtoc.memory import Memory
 from memtoc.model import iso_ms
 
@@ -32,6 +35,12 @@ SUMMARIES = [  # the session file's first three lines, verbatim
      "leafUuid": "95bd801c-a670-4de5-891a-587490ec3fd2"},
 ]  # fmt: skip
 FIRST_MESSAGE = "2025-07-16T09:51:45.996Z"
+ORPHAN = (  # a file of one summary line whose conversation is nowhere (its README)
+    ROOT
+    / "tests/fixtures/claude-code-summary-only"
+    / FOLDER
+    / "4e27c414-a885-46a0-b5c8-d58e1417377d.jsonl"
+)
 
 
 def hook(home: Path, transcript: Path, *args: str, event: str) -> str:
@@ -80,3 +89,24 @@ def test_a_line_claude_code_copied_into_the_next_session_is_a_duplicate(tmp_path
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)
     assert (report["rejected"], report["duplicates"]) == (0, 1), report
+
+
+def test_a_summary_of_a_conversation_that_is_gone_waits_an_hour_then_is_skipped(
+    tmp_path: Path,
+) -> None:
+    """The shared transcripts hold a file of one summary line whose conversation no transcript
+    holds (Claude Code deletes transcripts after cleanupPeriodDays): every `memtoc ingest` said
+    "waiting" about it, forever. It waits while its file may still grow, then is skipped once."""
+    folder = tmp_path / "projects" / FOLDER
+    shutil.copytree(ORPHAN.parent, folder, copy_function=shutil.copy)
+    settings = load_settings({"home": str(tmp_path / "home"), "embedder": "none"}, environ={})
+    with Memory.open(settings) as mem:
+        fresh = mem.ingest([folder])
+        assert (fresh.waiting, fresh.skipped, fresh.ingested) == (1, 0, 0)
+        hour_ago = time.time() - SUMMARY_WAIT_S - 60
+        os.utime(folder / ORPHAN.name, (hour_ago, hour_ago))
+        settled = mem.ingest([folder])
+        assert (settled.waiting, settled.skipped, settled.ingested) == (0, 1, 0)
+        again = mem.ingest([folder])  # read once: nothing waits, nothing is read again
+        assert (again.waiting, again.read, again.skipped) == (0, 0, 0)
+        assert mem.events() == []

@@ -43,7 +43,10 @@ How records become events:
   ``leafUuid``'s line in a sibling transcript (time, session, cwd). When neither says, the
   summary waits (``RawRecord.complete`` False: the read stops before it and the next one reads
   it again) — never the file's mtime, which put old summaries on the day the file was copied or
-  touched, as that day's work and the project's latest session.
+  touched, as that day's work and the project's latest session. A file unchanged for
+  ``SUMMARY_WAIT_S`` waits no more: its conversation is gone (Claude Code deletes transcripts
+  after ``cleanupPeriodDays``) and no line will come to date it, so the summary — a title of
+  nothing memtoc holds — is skipped; it waited forever before, "waiting" at every import.
 - Any other record type (``file-history-snapshot``, ``queue-operation``, …) is bookkeeping:
   skipped, not an error.
 
@@ -60,6 +63,7 @@ from __future__ import annotations
 import contextlib
 import json
 import re
+import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -88,6 +92,9 @@ _CC_ONLY_TYPES = frozenset({"file-history-snapshot", "queue-operation", "summary
 """Record types no other format uses (for sniffing)."""
 _CONTEXT_SCAN_LINES = 2000
 """How far into a file to look for the session's first timestamp and cwd (for summary lines)."""
+SUMMARY_WAIT_S = 3600.0
+"""How long a summary with no time known waits for its file to grow (a resumed session writes
+its summaries before its first timed line) before it is skipped as a title of nothing."""
 _LEAF_SCAN_BYTES = 64 << 20
 """How much of a folder's other transcripts a file of summaries alone reads to find the
 conversations they title (newest files first)."""
@@ -558,7 +565,10 @@ def _summary(
     if ts_ms is None:
         found = leaves.find(leaf) if leaves is not None and isinstance(leaf, str) else None
         if found is None:
-            record.complete = False
+            if leaves is not None and leaves.settled():
+                record.skipped = 1  # its conversation is gone and nothing will date it
+            else:
+                record.complete = False
             return
         session_id, ts_ms = found.session_id or session_id, found.ts_ms
         cwd = found.cwd if found.cwd is not None else cwd
@@ -586,6 +596,13 @@ class _Leaves:
     def __init__(self, path: Path) -> None:
         self._path = path
         self._found: dict[str, _Leaf] | None = None
+
+    def settled(self) -> bool:
+        """Whether the file has not changed for ``SUMMARY_WAIT_S`` (no timed line is coming)."""
+        try:
+            return time.time() - self._path.stat().st_mtime >= SUMMARY_WAIT_S
+        except OSError:
+            return False
 
     def find(self, leaf: str) -> _Leaf | None:
         if self._found is None:

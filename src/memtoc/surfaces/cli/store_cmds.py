@@ -18,6 +18,7 @@ from rich.progress import (
 from rich.table import Table
 
 from memtoc.ingest.importer import IngestOptions, discover
+from memtoc.ingest.sources.claude_code import SUMMARY_WAIT_S
 from memtoc.memory import Memory
 from memtoc.model import IngestReport, iso_ms
 from memtoc.store.sqlite import maintenance
@@ -160,7 +161,8 @@ def print_ingest_report(report: IngestReport) -> None:
     for where in report.waiting_at[:10]:
         console.print(
             f"[yellow]waiting[/] {escape(where)}: a summary line with no time, whose conversation "
-            "is in no transcript beside it yet",
+            "is in no transcript beside it yet (skipped once the file has not changed for "
+            f"{SUMMARY_WAIT_S / 3600:g} h: its conversation is gone)",
             highlight=False,
             soft_wrap=True,
         )
