@@ -376,6 +376,27 @@ def test_codex_session_id_from_file_name(tmp_path: Path) -> None:
     assert record.drafts[0].project is None
 
 
+CODEX_SHARED = Path(__file__).resolve().parents[2] / "shared/datasets/transcripts/codex"
+
+
+@pytest.mark.skipif(not CODEX_SHARED.is_dir(), reason="../shared transcripts not present")
+def test_codex_app_tool_keeps_its_namespace() -> None:
+    """Codex 0.14x records an app's (MCP) tool as ``namespace`` + ``name``; the name alone
+    (``_fetch_pr``) lost which server was called. On the real rollout (MIT, ../shared)."""
+    events = drafts(read("codex", CODEX_SHARED / "rollout-1f-4427577930-1.jsonl"))
+    calls = [d for d in events if d.event_type == "tool_call"]
+    apps = [d for d in calls if "tool_namespace" in d.metadata]
+    assert [d.metadata["tool_name"] for d in apps] == ["mcp__codex_apps__github._fetch_pr"] * 2
+    assert {d.metadata["tool_namespace"] for d in apps} == {"mcp__codex_apps__github"}
+    assert apps[1].text == (
+        'mcp__codex_apps__github._fetch_pr {"repo_full_name":"WiseTechGlobal/WTG.AI.Prompts",'
+        '"pr_number":714}'
+    )
+    assert apps[1].metadata["tool_use_id"] == "call_Xpwlioxy8FILT8SdQrtnXLmE"
+    plain = [d for d in calls if "tool_namespace" not in d.metadata]
+    assert {d.metadata["tool_name"] for d in plain} == {"exec_command", "apply_patch", "web_search"}
+
+
 # --- generic JSONL -----------------------------------------------------------------------------
 
 

@@ -11,7 +11,9 @@ Current files wrap every line in an envelope ``{"timestamp", "type", "payload"}`
 - ``response_item`` payloads are the conversation: ``message`` (role user / assistant / developer /
   system, ``content`` blocks ``input_text`` / ``output_text`` / ``input_image``) → one event per
   block; ``function_call``, ``custom_tool_call``, ``local_shell_call``, ``web_search_call`` →
-  tool_call (text: tool name and compact arguments); ``function_call_output`` and
+  tool_call (text: tool name and compact arguments; an app's or MCP server's tool, which Codex
+  records as ``namespace`` + ``name`` — ``mcp__codex_apps__github`` + ``_fetch_pr`` — is named
+  ``<namespace>.<name>``, the namespace also in ``tool_namespace``); ``function_call_output`` and
   ``custom_tool_call_output`` → tool_result; ``reasoning`` is skipped unless ``include_thinking``.
   Developer messages and injected user blocks (``AGENTS.md``, ``<user_instructions>``,
   ``<skill>``) of the session's opening are skipped (their hashes are on the session event); a
@@ -276,6 +278,10 @@ def _item(
         return [("assistant_message", "assistant", "\n\n".join(texts), {"kind": "thinking"})], 0
     if kind in ("function_call", "custom_tool_call"):
         name = item.get("name") if isinstance(item.get("name"), str) else "tool"
+        namespace = item.get("namespace")
+        if isinstance(namespace, str) and namespace:  # an app's or MCP server's tool
+            name = f"{namespace}.{name}"
+            call_meta["tool_namespace"] = namespace
         args = item.get("arguments") if kind == "function_call" else item.get("input")
         text = f"{name} {_compact_arguments(args)}"
         return [("tool_call", "assistant", text, {"tool_name": name, **call_meta})], 0
