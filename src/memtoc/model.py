@@ -235,6 +235,12 @@ class TocNode:
     nodes written before weeks had two parents (then ``parents`` is ``(parent_id,)``)."""
 
     @property
+    def bookkeeping_only(self) -> bool:
+        """Whether the node holds an agent's bookkeeping alone (``BOOKKEEPING_TITLES``, no
+        keywords): a month of sub-agent warm-ups says nothing about the work."""
+        return not self.keywords and self.title.startswith(BOOKKEEPING_TITLES)
+
+    @property
     def parents(self) -> tuple[str, ...]:
         """The node's parents (``parent_ids``, or ``parent_id`` alone for older nodes)."""
         if self.parent_ids:

@@ -129,8 +129,9 @@ class ExpandView:
 
 
 def toc_roots(store: Store, project: str) -> list[TocNode]:
-    """The project's year nodes, oldest first."""
-    return store.list_nodes(project, level="year")
+    """The project's year nodes, oldest first; a year of bookkeeping alone only when all are."""
+    years = store.list_nodes(project, level="year")
+    return [y for y in years if not y.bookkeeping_only] or years
 
 
 def expand(
@@ -247,14 +248,16 @@ def focused_text(text: str, terms: set[str], counter: TokenCounter, limit: int) 
 def timeline(
     store: Store, project: str, since_ms: int, until_ms: int, level: str = "day"
 ) -> list[TocNode]:
-    """Nodes of ``level`` overlapping ``[since_ms, until_ms)``, in time order."""
+    """Nodes of ``level`` overlapping ``[since_ms, until_ms)``, in time order, but those of an
+    agent's bookkeeping alone (sub-agent warm-ups, command notices: ``bookkeeping_only``)."""
     if level not in LEVELS:
         raise QueryError(f"unknown level {level!r} ({', '.join(LEVELS)})")
     if until_ms < since_ms:
         raise QueryError(f"until ({iso_ms(until_ms)}) is before since ({iso_ms(since_ms)})")
     if until_ms == since_ms:
         raise QueryError(f"empty time range: {iso_ms(since_ms)} .. {iso_ms(until_ms)}")
-    return store.list_nodes(project, level=level, since_ms=since_ms, until_ms=until_ms)
+    nodes = store.list_nodes(project, level=level, since_ms=since_ms, until_ms=until_ms)
+    return [n for n in nodes if not n.bookkeeping_only]
 
 
 def timeline_entry(node: TocNode) -> dict[str, JsonValue]:

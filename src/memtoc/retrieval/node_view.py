@@ -21,6 +21,8 @@ A view costs what it is worth, so an agent with a 500-2,000-token budget can wal
   are the way on); one without shows its ``FOCUS_BULLETS`` bullet most about the focus, whole.
   A segment keeps all its bullets (they are the way to its events), those over the best hits
   first, each citing its grip over the hit first. The same idea as ``expand``'s focus.
+- **Bookkeeping**: a child of an agent's bookkeeping alone (sub-agent warm-ups, command notices:
+  ``TocNode.bookkeeping_only``) is not listed, unless the node itself is one.
 
 ``tokens`` is the count of ``render()``: what the agent pays.
 """
@@ -397,6 +399,8 @@ def node_view(
     node = store.find_node(node_id, project)
     covered = set(node.child_node_ids)
     nodes = children_of(store, node)
+    if not node.bookkeeping_only:  # a child of warm-ups or command notices alone is noise
+        nodes = [c for c in nodes if not c.bookkeeping_only]
     kids = [
         ChildView(
             c.node_id,
