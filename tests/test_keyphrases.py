@@ -148,6 +148,20 @@ def test_tool_names_and_filler_are_not_keyphrases() -> None:
     assert "Bash" in extract_keyphrases(texts, 10)
 
 
+def test_curly_apostrophe_contractions_are_stopwords() -> None:
+    """Codex writes "I'm" with U+2019: the year of a real Codex history (user trial 4) was
+    keyed "I\u2019m, AgentV, I\u2019ll" — stopwords only with a straight apostrophe."""
+    texts = [
+        "I'm checking the release workflow because the publish step failed.",
+        "I'll patch the release workflow so the publish step retries; I'm done after that.",
+        "We don't publish from the release workflow; it's the publish step that failed.",
+    ]
+    texts = [t.replace("'", "\u2019") for t in texts]
+    phrases = {p.lower() for p in extract_keyphrases(texts, 10)}
+    assert "release workflow" in phrases
+    assert not {p for p in phrases if "\u2019" in p or "'" in p}, phrases
+
+
 _PLAIN_ALTERNATIVES = re.compile(
     r"""
     (?:~|\.{1,2})?/?(?:[\w@+-]++/)+[\w@+.-]*\w

@@ -278,7 +278,8 @@ def _classify(token: str) -> tuple[int, str, str]:
         return _STOP, low, low  # flags, absolute paths, URL schemes, hashes, placeholders
     if is_code_token(token):
         return _CODE, low.removesuffix("()"), low.removesuffix("()")
-    if low in STOPWORDS or low in _WEAK_WORDS or len(low) < 2 or low[0].isdigit():
+    plain = low.replace("\u2019", "'")  # "I\u2019m" as Codex writes it is "i'm"
+    if plain in STOPWORDS or plain in _WEAK_WORDS or len(low) < 2 or low[0].isdigit():
         return _STOP, low, low
     return _PLAIN, low, normalize_term(token)
 
