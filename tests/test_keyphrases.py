@@ -162,6 +162,19 @@ def test_curly_apostrophe_contractions_are_stopwords() -> None:
     assert not {p for p in phrases if "\u2019" in p or "'" in p}, phrases
 
 
+def test_pieces_of_logged_instants_are_not_keyphrases() -> None:
+    """A CI log's timestamps tokenise to "T04" and "45:19.2430321": a real Codex history's
+    segment was keyed "Runner Image, T04, Release, finalize, group, Compute, 45:19.2430321"."""
+    texts = [
+        "2026-06-18T04:45:19.2430321Z Runner Image: ubuntu-24.04 release finalize",
+        "2026-06-18T04:45:20.1130421Z Runner Image provisioned; release finalize failed at 10:42",
+        "2026-06-18T04:45:21.0030321Z release finalize stopped: tag v4.40.1 exists (4.40.1)",
+    ]
+    phrases = {p.lower() for p in extract_keyphrases(texts, 12)}
+    assert "runner image" in phrases and "4.40.1" in phrases  # versions stay
+    assert not {p for p in phrases if re.fullmatch(r"t\d\d|[\d:.]+:[\d.]+", p)}, phrases
+
+
 _PLAIN_ALTERNATIVES = re.compile(
     r"""
     (?:~|\.{1,2})?/?(?:[\w@+-]++/)+[\w@+.-]*\w

@@ -132,6 +132,9 @@ _ACTIVITY = """
 """
 _JUNK_TOKENS = frozenset("http https www redacted eof null nil undefined".split())  # noqa: SIM905
 _HEX = re.compile(r"(?=[0-9a-f]*\d)[0-9a-f]{7,40}")
+_CLOCK = re.compile(r"t\d\d|\d+:\d+(?::\d+)*(?:\.\d+)?")
+"""The pieces of a logged instant (``2026-06-18T04:45:19.2430321Z`` tokenises to ``T04`` and
+``45:19.2430321``): never a keyphrase (a Codex history's day was keyed ``45:19.2430321``)."""
 
 _TRAILING_FILLER: frozenset[str] = frozenset(
     "suite test file code command step part site snippet description output result line case".split()  # noqa: SIM905
@@ -274,7 +277,12 @@ def distinct_words(text: str) -> tuple[str, ...]:
 def _classify(token: str) -> tuple[int, str, str]:
     """(kind, lowercased token, normalised term) for one token."""
     low = token.lower()
-    if low in _JUNK_TOKENS or _HEX.fullmatch(low) or token.startswith(("-", "/", "~")):
+    if (
+        low in _JUNK_TOKENS
+        or _HEX.fullmatch(low)
+        or _CLOCK.fullmatch(low)
+        or token.startswith(("-", "/", "~"))
+    ):
         return _STOP, low, low  # flags, absolute paths, URL schemes, hashes, placeholders
     if is_code_token(token):
         return _CODE, low.removesuffix("()"), low.removesuffix("()")
