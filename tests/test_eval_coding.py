@@ -228,10 +228,12 @@ def test_browsing_agents_pay_for_what_they_read(corpus: Path, tmp_path: Path) ->
                 items = method.answer(q, ref, budget).items
                 assert context_tokens(items, COUNTER) <= budget
         first = browse.answer(q, ref, 1_500).items
-        # memory_toc(): the years' views (focused on the question), then a month is opened
+        # memory_toc(): the years' views (focused on the question) name the days holding the
+        # best matches; the first is opened, past its month and week
         assert first[0].text.startswith("Table of contents (fixture-corpus):\ntoc:year:")
         assert "most about the focus first" in first[0].text
-        assert first[1].text.startswith("toc:month:")
+        assert "days holding the" in first[0].text
+        assert first[1].text.startswith("toc:day:")
         hits = teleport.answer(q, ref, 1_500).items
         assert hits[0].text.startswith("- [") and not hits[0].event_ids  # the search listing
         # with room for everything, browsing reaches every node and the evidence behind bullets
@@ -246,6 +248,16 @@ def test_browsing_agents_pay_for_what_they_read(corpus: Path, tmp_path: Path) ->
         assert {n.node_id for n in built.memory.store.list_nodes(built.project)} <= opened
         assert is_answered(q.need, quote_positions(q.gold, everything))
         assert browse.ranking(q, ref)  # the events in reading order
+        # the agent reads at the question's time: the memory's clock stands at it while the
+        # views are read (a focused view resolves "this afternoon" there, as recall is asked
+        # at_ms), and is put back after
+        memory = built.memory
+        seen: list[int] = []
+        read = memory.node
+        memory.node = lambda *a, **k: (seen.append(memory.clock.now_ms()), read(*a, **k))[1]  # type: ignore[method-assign]
+        before = memory.clock.now_ms()
+        browse.answer(q, ref - 3_600_000, 1_500)
+        assert seen and set(seen) == {ref - 3_600_000} and memory.clock.now_ms() == before
     finally:
         built.memory.close()
 

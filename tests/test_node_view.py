@@ -359,3 +359,79 @@ def test_a_quote_is_said_once_per_view(plan_memory: Memory) -> None:
     holding = [c for c in view.children if c.score is not None]
     assert len(holding) >= 2 and any("zeppelin quota resets" in q for q in quotes)
     assert len(quotes) == len(set(quotes))
+
+
+DAYS = (5, 6, 12, 26)
+"""Days of March 2024 in the spread fixture (weeks W10, W10, W11, W13)."""
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def spread_memory(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Memory]:
+    """Four days of March 2024, four sessions each: the zeppelin quota comes up twice on the
+    5th, its reset is answered on the 12th; the rest is other work. On both stores."""
+    counter = default_counter()
+    clock = ManualClock(int(datetime(2030, 1, 1, tzinfo=UTC).timestamp() * 1000))
+    store, close = open_backend(request.param, tmp_path / "s.db", clock)
+    said = {
+        (5, 1): "We hit the zeppelin quota again in the uploader.",
+        (5, 2): "The zeppelin quota was exceeded by the nightly job.",
+        (12, 3): "The zeppelin quota resets at midnight UTC, so the retries wait for it.",
+    }
+    events = []
+    for day in DAYS:
+        start = int(datetime(2024, 3, day, 9, 0, tzinfo=UTC).timestamp() * 1000)
+        for s in range(4):
+            topic = TOPICS[(day + s) % len(TOPICS)]
+            talk = [
+                ("user", f"Please fix the {topic} bug in module{s}."),
+                ("assistant", said.get((day, s), f"I changed the {topic} code in module{s}.")),
+            ]
+            for i, (role, text) in enumerate(talk):
+                t = start + s * 30 * MIN + i * MIN
+                ev = Event(derived_ulid(t, f"{day}.{s}.{i}"), f"d{day}s{s}", "p", "a", t, f"{role}_message", role, text)  # fmt: skip
+                events.append(ev)
+    store.append_events(events)
+    proc = Processor(
+        store, ExtractiveSummarizer(counter), counter, PipelineConfig(), clock, ZoneInfo("UTC")
+    )
+    proc.run()
+    proc.rollup(force=True)
+    yield Memory(store, clock=clock, tz=ZoneInfo("UTC"), counter=counter)
+    close()
+
+
+def test_a_focused_period_names_the_days_holding_its_best_matches(spread_memory: Memory) -> None:
+    """A focused year or month says which days hold its best hits (the day with the best hit
+    first, each with how many it holds): a way down past the month and the week, and to the
+    second day when the first is not it. Weeks list their days anyway; unfocused views, and
+    pages after the first, name none."""
+    memory = spread_memory
+    question = "When does the zeppelin quota reset?"
+    hits, _ = memory._focus_hits(question, memory.store.find_node("toc:year:2024", "p"))
+    best = max(hits, key=lambda h: h.score)
+    assert datetime.fromtimestamp(best.ts_ms / 1000, UTC).day == 12
+    for node_id in ("toc:year:2024", "toc:month:2024-03"):
+        view = memory.node(node_id, project="p", focus=question)
+        days = [h.node_id for h in view.hot]
+        assert days[0] == "toc:day:2024-03-12" and "toc:day:2024-03-05" in days
+        assert len(days) == len(set(days)) <= 3
+        assert view.hot_of == min(10, len(hits)) >= sum(h.hits for h in view.hot)
+        text = view.render()
+        assert f"days holding the {view.hot_of} best matches:" in text
+        first = view.hot[0]
+        assert f"- [{first.node_id}] " in text and f"({first.hits} of {view.hot_of})" in text
+        assert view.to_dict()["hot_days"][0] == {
+            "node_id": first.node_id,
+            "title": first.title,
+            "hits": first.hits,
+        }
+        # the days are listed before the children, which keep their own order
+        assert text.index("days holding") < text.index("children 1-")
+    for node_id in ("toc:week:2024-W11", "toc:day:2024-03-12"):
+        assert memory.node(node_id, project="p", focus=question).hot == ()
+    plain = memory.node("toc:year:2024", project="p")
+    assert plain.hot == () and "days holding" not in plain.render()
+    assert memory.node("toc:month:2024-03", project="p", focus=question, offset=1).hot == ()
+    # a question matching nothing names no day
+    none = memory.node("toc:year:2024", project="p", focus="xylophone")
+    assert none.hot == () and "days holding" not in none.render()

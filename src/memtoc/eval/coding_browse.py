@@ -16,8 +16,12 @@ what was read, within the budget):
   the grip of a bullet it has read — and always does the most promising thing: an action scores
   by its own text's similarity to the question (``CHILD_WEIGHT``) blended with the standing the
   views above gave it (a child listed r-th under a parent of standing p has ``p / (1 + r)``, or
-  0 past the children the view says hold a match; the years 1; a grip its node's). A time expression in the question ("last Tuesday") is resolved
-  at the question's time and children overlapping that window score ``TIME_BONUS`` more (the
+  0 past the children the view says hold a match; the years 1; a grip its node's). A year's
+  or month's view names the days holding its best hits before its children: the agent reads
+  them as the first listed (the children's ranks follow theirs), a way to a day past its month
+  and week. The memory's clock stands at the question's time while the agent reads (a
+  focused view ranks as recall is asked, ``at_ms``). A time expression in the question ("last
+  Tuesday") is resolved at the question's time and children overlapping that window score ``TIME_BONUS`` more (the
   agent can read dates from the ids). It stops when nothing left fits the budget.
 - ``teleport-browse``: first a search (``Memory.search`` as ``memory_search`` runs it: every
   kind, L0, ``SEARCH_HITS`` hits; the result list is read and paid for), then the same
@@ -41,6 +45,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from memtoc.clock import ManualClock
 from memtoc.errors import NotFoundError
 from memtoc.eval.coding import CodingQuestion
 from memtoc.eval.coding_methods import Answer
@@ -153,6 +158,20 @@ class BrowseMethod:
         return self._rankings[key]
 
     def _browse(self, q: CodingQuestion, ref_ms: int, budget: int) -> list[ContextItem]:
+        """The agent's reading for ``q`` asked at ``ref_ms``: the memory's clock stands there
+        while it reads (a focused view resolves "this afternoon" at the question's time, as
+        recall and search are asked ``at_ms``), and is put back after."""
+        clock = self.memory.clock
+        if not isinstance(clock, ManualClock):
+            return self._read(q, ref_ms, budget)
+        was = clock.now_ms()
+        clock.set(ref_ms)
+        try:
+            return self._read(q, ref_ms, budget)
+        finally:
+            clock.set(was)
+
+    def _read(self, q: CodingQuestion, ref_ms: int, budget: int) -> list[ContextItem]:
         counter = self.ctx.counter
         sep = counter.count(SEPARATOR)
         self.sim.set_question(q.question)
@@ -209,10 +228,20 @@ class BrowseMethod:
                     for gid in bullet.grip_ids[:1]:  # the one grip an L0 view shows in full
                         if gid not in seen_grips:
                             push("expand", gid, blend(self.sim(bullet.text), order))
+            for rank, day in enumerate(v.hot):  # the days holding its best hits: a way down
+                if day.node_id in seen_nodes:  # past the month and week, listed by how many
+                    continue
+                order = p / (1 + rank)
+                prior[day.node_id] = max(prior.get(day.node_id, 0.0), order)
+                score = blend(self.sim(day.title), order)
+                if span is not None and day.start_ms < span[1] and day.end_ms > span[0]:
+                    score += TIME_BONUS
+                push("open", day.node_id, score)
             for rank, child in enumerate(v.children, start=v.offset):
                 if child.node_id in seen_nodes:
                     continue
-                order = p / (1 + rank) if v.focus is not None else p
+                # listed after the view's hot days, if any
+                order = p / (1 + len(v.hot) + rank) if v.focus is not None else p
                 if v.matched is not None and rank >= v.matched:
                     order = 0.0  # the view says no match for the question lies under it
                 prior[child.node_id] = order

@@ -17,8 +17,12 @@ A view costs what it is worth, so an agent with a 500-2,000-token budget can wal
   header says how many hold one). A day shows under each of its first ``MATCH_CHILDREN``
   segments holding a hit the segment's bullet over its best hit, with that grip (one expand from
   the evidence), and quotes the best hit's passage about the focus (``> …``, as a search
-  result's snippet: ``node_focus.snippet``), said once when bullet and quote say the same. A period whose children hold hits shows none of its own bullets (its children
-  are the way on); one without shows its ``FOCUS_BULLETS`` bullet most about the focus, whole.
+  result's snippet: ``node_focus.snippet``), said once when bullet and quote say the same. A
+  focused year or month first names the days holding its ``HOT_HITS`` best hits (``hot_days``:
+  the day with the best hit first, each with how many it holds) — where the evidence spreads,
+  and a way down past the month and week. A period whose children hold hits shows none of its
+  own bullets (its children are the way on); one without shows its ``FOCUS_BULLETS`` bullet
+  most about the focus, whole.
   A segment keeps all its bullets (they are the way to its events), those over the best hits
   first, each citing its grip over the hit first. The same idea as ``expand``'s focus.
 - **Bookkeeping**: a child of an agent's bookkeeping alone (sub-agent warm-ups, command notices:
@@ -57,11 +61,20 @@ FOCUS_BULLETS = 1
 """A focused view of a period shows at most this many bullets: the one most about the focus
 (its children, listed by relevance, are the way on)."""
 TITLE_CHARS = 90
+HOT_TITLE_CHARS = 60
+"""A hot day's title is cut shorter: its id and hit count are what it is listed for."""
 """A child's title in an L0 listing is cut (at a word, with "…") to about this many characters."""
 BULLET_CHARS = 120
 """A period's bullet at L0 is cut to about this many characters (whole at L1, and the one bullet
 a focused view shows; a segment's bullets are always whole: they can hold the very words an
 agent looks for)."""
+
+HOT_HITS = 10
+"""A focused view of a period above a day says in which days its this many best hits lie."""
+HOT_DAYS = 3
+"""… naming at most this many days, the one with the best hit first."""
+HOT_LEVELS = frozenset({"year", "month"})
+"""Levels whose focused view names the days holding its best hits (a week lists its days)."""
 
 MATCH_CHILDREN = 3
 """A focused view shows, under this many of its first children holding a match, the child's
@@ -128,6 +141,27 @@ class ChildView:
 
 
 @dataclass(frozen=True, slots=True)
+class HotDay:
+    """A day holding some of a focused period's best hits: one way down past its month and
+    week."""
+
+    node_id: str
+    title: str
+    hits: int
+    """How many of the period's ``HOT_HITS`` best hits lie in it."""
+    start_ms: int
+    end_ms: int
+
+    def render(self, of: int) -> str:
+        return (
+            f"- [{self.node_id}] {short_title(self.title, HOT_TITLE_CHARS)} ({self.hits} of {of})"
+        )
+
+    def to_dict(self) -> dict[str, JsonValue]:
+        return {"node_id": self.node_id, "title": self.title, "hits": self.hits}
+
+
+@dataclass(frozen=True, slots=True)
 class NodeView:
     """A node and a page of its children, as shown to an agent."""
 
@@ -151,6 +185,10 @@ class NodeView:
     """The bullets shown, in the order shown (default: ``focus_bullets``)."""
     bullet_matches: int | None = None
     """With a focus ranking: how many of the bullets shown hold a hit (they come first)."""
+    hot: tuple[HotDay, ...] = ()
+    """With a focus, a year's or month's first page: the days holding most of its best hits."""
+    hot_of: int = 0
+    """How many best hits ``hot`` counts (``HOT_HITS``, fewer when the period holds fewer)."""
 
     @property
     def bullets(self) -> tuple[Bullet, ...]:
@@ -177,6 +215,8 @@ class NodeView:
             matched=self.matched,
             bullets=self.bullets,
             bullet_matches=self.bullet_matches,
+            hot=self.hot,
+            hot_of=self.hot_of,
         )
 
     def to_dict(self) -> dict[str, JsonValue]:
@@ -201,6 +241,7 @@ class NodeView:
             data["focus_matched"] = self.matched
             data["bullets_shown"] = [b.to_dict() for b in self.bullets]
             data["bullets_matched"] = self.bullet_matches
+            data["hot_days"] = [h.to_dict() for h in self.hot]
         return data
 
 
@@ -209,6 +250,7 @@ def short_title(title: str, limit: int = TITLE_CHARS) -> str:
     one = " ".join(title.split())
     if len(one) <= limit:
         return one
+    one = one.replace("…", " ")  # one mark of a cut, the last
     cut = one[:limit].rsplit(" ", 1)[0] if " " in one[:limit] else one[:limit]
     return cut.rstrip(" ,;:-") + "…"
 
@@ -269,9 +311,12 @@ def render_node(
     matched: int | None = None,
     bullets: Sequence[Bullet] | None = None,
     bullet_matches: int | None = None,
+    hot: Sequence[HotDay] = (),
+    hot_of: int = 0,
 ) -> str:
     """The text an agent reads for a node view (what ``tokens`` counts): ``bullets`` are those
-    shown, in order (default ``focus_bullets``), the first ``bullet_matches`` holding a hit."""
+    shown, in order (default ``focus_bullets``), the first ``bullet_matches`` holding a hit;
+    ``hot`` the days holding most of the ``hot_of`` best hits."""
     head = f"{node.node_id} — {node.title}"
     if provisional:
         head += " (provisional summary)"
@@ -298,6 +343,9 @@ def render_node(
             lines.append("keywords: " + ", ".join(node.keywords))
         if node.overview:
             lines.append(node.overview)
+    if hot:
+        lines.append(f"days holding the {hot_of} best matches:")
+        lines += [h.render(hot_of) for h in hot]
     if children and (more or offset or focus is not None):
         order = "most about the focus first" if focus is not None else "in time order"
         if focus is not None and matched is not None:
@@ -417,6 +465,8 @@ def node_view(
     matched = None
     shown = None
     bullet_matches = None
+    hot: tuple[HotDay, ...] = ()
+    hot_of = 0
     if focus is not None and focus_hits is not None:
         hits, degraded = focus_hits(focus, node)
         shown, bullet_matches = _focused_bullets(store, node, hits, focus)
@@ -428,6 +478,8 @@ def node_view(
             )
             if matched:  # the children, most about the focus first, are the way on
                 shown, bullet_matches = (), 0
+        if node.level in HOT_LEVELS and offset == 0:
+            hot, hot_of = hot_days(store, node, hits)
     running = node.level != "segment" and now_ms is not None and now_ms < node.end_ms
     provisional = running or any(k.new for k in kids)
     page = tuple(kids[offset : offset + limit])
@@ -444,6 +496,8 @@ def node_view(
         matched=matched,
         bullets=shown,
         bullet_matches=bullet_matches,
+        hot=hot,
+        hot_of=hot_of,
     )
     return NodeView(
         node,
@@ -459,7 +513,35 @@ def node_view(
         degraded,
         shown,
         bullet_matches,
+        hot,
+        hot_of,
     )
+
+
+def hot_days(
+    store: Store, node: TocNode, hits: Sequence[FocusHit]
+) -> tuple[tuple[HotDay, ...], int]:
+    """The days of ``node`` holding its ``HOT_HITS`` best ``hits`` (at most ``HOT_DAYS``, the
+    day with the best hit first, as children are listed), each with how many of them it holds,
+    and how many hits were counted: where the evidence spreads, so an agent can go to a day without reading the month
+    and week above it, and to the second day when the first is not it."""
+    best = sorted(hits, key=lambda h: -h.score)[:HOT_HITS]
+    if not best:
+        return (), 0
+    days = store.list_nodes(node.project, level="day", since_ms=node.start_ms, until_ms=node.end_ms)
+    counts: dict[str, int] = {}
+    top: dict[str, float] = {}
+    for hit in best:
+        day = next((d for d in days if d.start_ms <= hit.ts_ms < d.end_ms), None)
+        if day is None:
+            continue
+        counts[day.node_id] = counts.get(day.node_id, 0) + 1
+        top.setdefault(day.node_id, hit.score)
+    by_id = {d.node_id: d for d in days}
+    order = sorted(counts, key=lambda i: -top[i])[:HOT_DAYS]
+    return tuple(
+        HotDay(i, by_id[i].title, counts[i], by_id[i].start_ms, by_id[i].end_ms) for i in order
+    ), len(best)
 
 
 def _with_matches(
