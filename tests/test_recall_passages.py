@@ -23,6 +23,7 @@ from memtoc.retrieval.recall_passages import (
     passages_text,
     rank_passages,
     split_passages,
+    title_span,
 )
 from memtoc.retrieval.recall_rank import Deadline
 from memtoc.retrieval.tiers import TierRenderer
@@ -169,6 +170,30 @@ def test_gaps_are_marked() -> None:
     assert rendered.index(passages[1].text) < rendered.index(passages[3].text)
 
 
+def test_a_passage_is_shown_under_its_events_title() -> None:
+    """A bullet from deep inside a plan is shown under the plan's title: the title is what a
+    question about the task names (context-evaluator: "What promotional element did we add?" —
+    "# Plan: Packmind Promotion After Remediation", never packed with the bullet that matched)."""
+    text = _plan(20)
+    span = title_span(text)
+    assert span is not None and text[span[0] : span[1]] == "# Plan: Rework the report exporter"
+    passages = split_passages(text, COUNTER)
+    question = key_terms("Which renderer helpers did the exporter rework touch?")
+    rendered, whole = passages_text(text, [passages[5]], title=question)
+    assert not whole
+    assert rendered == f"# Plan: Rework the report exporter\n…\n{passages[5].text}\n…"
+    # the opening passage holds the title already: not shown twice
+    rendered, _ = passages_text(text, [passages[0], passages[5]], title=question)
+    assert rendered.count("# Plan: Rework the report exporter") == 1
+    # a title naming none of the question's terms would only spend the budget
+    rendered, _ = passages_text(text, [passages[5]], title=key_terms("Which renderer helpers?"))
+    assert rendered == f"…\n{passages[5].text}\n…"
+    # without a heading among the first lines, or with a paragraph set as one, there is no title
+    assert title_span("Done.\nAll tests pass.\nNext step.\n# Notes\n" + text) is None
+    assert title_span("# " + "word " * 60 + "\n" + text) is None
+    assert title_span("") is None
+
+
 def _memory(path: Path, records: list[dict[str, Any]]) -> Memory:
     clock = ManualClock(BASE + 30 * DAY)
     store = SqliteStore(path, clock=clock)
@@ -205,9 +230,11 @@ def test_recall_packs_the_answering_part_of_a_long_plan(tmp_path: Path) -> None:
             texts = [i.text for i in result.items]
             assert any(answer in t for t in texts), texts
             part = next(i for i in result.items if answer in i.text)
-            # a part of the plan, cited, not the plan's 2,000 tokens nor its head
+            # a part of the plan, cited, not the plan's 2,000 tokens nor its head, under the
+            # plan's title
             assert part.tier == "L1" and part.cites and not part.events
             assert part.tokens < 500 and "…" in part.text
+            assert part.text.count("# Plan: Rework the report exporter") == 1, part.text
         # a budget that holds it all gets the plan whole once its parts cover it
         assert any(
             i.tier == "L2" and i.text.endswith(plan[-200:])

@@ -322,41 +322,59 @@ class Packer:
             return False
         parts = dict(packed)
         parts[passage.index] = passage
-        text, whole = passages_text(event.text, list(parts.values()))
-        text = event_line(replace(event, text=text))
-        tokens = self.counter.count(text)
-        item = SearchItem(
-            kind="event",
-            id=event.event_id,
-            project=event.project,
-            tier="L2" if whole else "L1",
-            text=text,
-            tokens=tokens,
-            start_ms=event.ts_ms,
-            end_ms=event.ts_ms,
-            events=(event,) if whole else (),
-            cites=() if whole else (event.event_id,),
-            score=max(unit.score, self.items[index].score if index >= 0 else 0.0),
-            title=_title(passage.text),
-            role=event.role,
-        )
+        item = self._passage_item(unit, parts, index, passage, title=True)
         if index < 0:
-            if not self._try(item):
+            if not self._try(item) and (
+                item.tier == "L2" or not self._try(self._passage_item(unit, parts, index, passage))
+            ):
                 return False
             index = len(self.items) - 1
             self.stepped_down += 1
         else:
-            grow = tokens - self.items[index].tokens
+            grow = item.tokens - self.items[index].tokens
             if self.used + grow > self.budget:
                 return False
             self.used += grow
             self.items[index] = item
-            if whole:
+            if item.tier == "L2":
                 self.stepped_down -= 1
                 self.included.add(event.event_id)
         self._parts[event.event_id] = (index, parts)
         self.texts.add(key)
         return True
+
+    def _passage_item(
+        self,
+        unit: Unit,
+        parts: dict[int, Passage],
+        index: int,
+        newest: Passage,
+        *,
+        title: bool = False,
+    ) -> SearchItem:
+        """The item of an event's packed ``parts`` (whole: L2, else L1 with "…" for the rest,
+        led by the event's title with ``title`` when it holds a question term:
+        ``recall_passages.passages_text``)."""
+        event = unit.events[0]
+        text, whole = passages_text(
+            event.text, list(parts.values()), title=self.terms if title else None
+        )
+        text = event_line(replace(event, text=text))
+        return SearchItem(
+            kind="event",
+            id=event.event_id,
+            project=event.project,
+            tier="L2" if whole else "L1",
+            text=text,
+            tokens=self.counter.count(text),
+            start_ms=event.ts_ms,
+            end_ms=event.ts_ms,
+            events=(event,) if whole else (),
+            cites=() if whole else (event.event_id,),
+            score=max(unit.score, self.items[index].score if index >= 0 else 0.0),
+            title=_title(newest.text),
+            role=event.role,
+        )
 
     def finish(self) -> tuple[list[SearchItem], int]:
         """The items in time order with day headers, and the context's token count (≤ budget)."""

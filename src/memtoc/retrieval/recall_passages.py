@@ -20,6 +20,13 @@ detail under its heading — and keeps a share of its relevance (``CONTINUATION`
 that hold none of the question's terms are not relevant; when none is, the event's first passage
 stands for it (a message's opening usually says what it is about: a plan's title, a report's
 conclusion).
+
+A passage packed without the event's opening is shown under the event's **title** — a markdown
+heading among its first lines ("# Plan: Packmind Promotion After Remediation" under "Implement
+the following plan:") — when the title holds one of the question's terms, as a passage is
+relevant when it does: a bullet from deep inside a plan reads as part of *that* plan, and the
+title is what a question about the task names ("What promotional element did we add to the
+Remediate tab?"). A title naming none of them ("## What changed") would only spend the budget.
 """
 
 from __future__ import annotations
@@ -41,6 +48,12 @@ CONTINUATION = 0.6
 one's relevance (as a turn next to a hit does in recall's ranking, ``RankConfig.w_neighbour``)."""
 _CHARS_PER_TOKEN = 4
 """A cheap upper estimate of text length per token, used to skip counting lines that are short."""
+TITLE_LINES = 3
+"""A title is a heading among an event's first this many non-blank lines (a lead-in such as
+"Implement the following plan:" may come before it)."""
+TITLE_CHARS = 200
+"""A heading longer than this is a paragraph set as one, not a title."""
+_HEADING = re.compile(r"#{1,6} \S")
 _SENTENCE_END = re.compile(r"[.!?;][\"')\]*_`]*(?=\s)")
 """Where a sentence ends inside a line: a long line is cut there rather than mid-sentence (an
 answer is a sentence or two: cut in two, neither half holds it)."""
@@ -104,13 +117,42 @@ def split_passages(text: str, counter: TokenCounter, limit: int = PASSAGE_TOKENS
     ]
 
 
-def passages_text(text: str, passages: Sequence[Passage]) -> tuple[str, bool]:
+def title_span(text: str) -> tuple[int, int] | None:
+    """Characters ``[start, end)`` of ``text``'s title: a markdown heading line among its first
+    ``TITLE_LINES`` non-blank lines, of at most ``TITLE_CHARS`` (``None``: it has none)."""
+    pos = 0
+    seen = 0
+    while seen < TITLE_LINES and pos < len(text):
+        end = text.find("\n", pos)
+        end = len(text) if end < 0 else end
+        line = text[pos:end].strip()
+        if line:
+            if _HEADING.match(line):
+                if len(line) > TITLE_CHARS:
+                    return None
+                start = text.index(line[0], pos)
+                return start, start + len(line)
+            seen += 1
+        pos = end + 1
+    return None
+
+
+def passages_text(
+    text: str, passages: Sequence[Passage], *, title: set[str] | None = None
+) -> tuple[str, bool]:
     """The passages of ``text`` in text order, adjacent ones as one slice, "…" marking what is
-    left out before, between and after; and whether they cover all of it (then: ``text``)."""
+    left out before, between and after; and whether they cover all of it (then: ``text``). With
+    ``title`` (the question's key terms), the event's title (``title_span``) leads when it holds
+    one of them and no chosen passage holds it."""
     chosen = sorted(passages, key=lambda p: p.index)
     if chosen and len({p.index for p in chosen}) == chosen[0].count:
         return text, True
     out: list[str] = []
+    span = title_span(text) if title and chosen else None
+    if title and span is not None and span[1] <= chosen[0].start:
+        heading = text[span[0] : span[1]]
+        if stem_terms(key_terms(heading)) & stem_terms(title):
+            out.append(heading)
     run_start: Passage | None = None
     previous: Passage | None = None
     for p in chosen:
