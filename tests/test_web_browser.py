@@ -328,6 +328,22 @@ def test_search_opens_a_node(served: Served, page: Any) -> None:
     shot(page, "05-search-opened")
 
 
+def test_search_says_when_its_time_window_holds_nothing(served: Served, page: Any) -> None:
+    """A search read for a window holding none of its results showed them under "time: …"
+    alone (user trial 4): the head says they are from other times, and only then."""
+    page.goto(f"{served.url}/#token={TOKEN}")
+    page.locator("[data-testid=node-detail][data-node-id^='toc:year:']").wait_for()
+    note = page.locator("[data-testid=outside-window]")
+    for query, expected in ((f"{served.query} in 1999", 1), (served.query, 0)):
+        page.fill("[data-testid=search-input]", query)
+        page.press("[data-testid=search-input]", "Enter")
+        page.locator("[data-testid=search-result]").first.wait_for()
+        assert note.count() == expected, query
+        if expected:
+            assert "Nothing recorded then" in note.inner_text()
+            shot(page, "05b-search-outside-window")
+
+
 def test_an_event_result_is_headed_by_who_spoke_or_the_tool(served: Served, page: Any) -> None:
     """An event hit's headline was "assistant in 019ed917…" (its session's uuid, cut): it names
     the speaker, or the tool that ran and whether it failed."""

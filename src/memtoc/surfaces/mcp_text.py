@@ -24,6 +24,7 @@ from memtoc.model import Bookmark, JsonValue, TocNode, iso_ms
 from memtoc.retrieval.hybrid import SearchResult
 from memtoc.retrieval.navigate import ExpandView, NodeView
 from memtoc.retrieval.recall import RecallResult
+from memtoc.surfaces.labels import OUTSIDE_WINDOW, outside_window
 from memtoc.text.tokens import TokenCounter, truncate_to_tokens
 
 _FIXPOINT_ROUNDS = 4
@@ -249,18 +250,24 @@ def expand_within(view: ExpandView, counter: TokenCounter, budget: int) -> str:
     return f"{len(full)} events ({sum(sizes):,} tokens): none fits the budget; raise it"
 
 
-def time_line(tr: Mapping[str, object]) -> str:
-    """A query's time expression as read (the one time-range shape, ``ResolvedTime.to_dict``)."""
+def time_line(tr: Mapping[str, object], spans: Iterable[tuple[int, int]] = ()) -> str:
+    """A query's time expression as read (the one time-range shape, ``ResolvedTime.to_dict``),
+    and whether none of the result's items (``spans``) falls in it."""
     if tr.get("start_time") is None:
         return f"time: {tr.get('expression')} (unresolved: searched as written)"
-    return f"time: {tr.get('expression')} → {tr.get('start_time')}…{tr.get('end_time')}"
+    line = f"time: {tr.get('expression')} → {tr.get('start_time')}…{tr.get('end_time')}"
+    return f"{line} — {OUTSIDE_WINDOW}" if outside_window(tr, spans) else line
+
+
+def _spans(items: Iterable[Any]) -> list[tuple[int, int]]:
+    return [(item.start_ms, item.end_ms) for item in items]
 
 
 def search_text(result: SearchResult) -> str:
     n = len(result.items)
     lines = [f"{n} result{'s' if n != 1 else ''} ({result.mode}, {result.depth}), best first"]
     if result.time_range:
-        lines.append(time_line(result.time_range))
+        lines.append(time_line(result.time_range, _spans(result.items)))
     if result.degraded:
         lines.append(f"degraded: {short_reason(result.degraded)}")
     for i, item in enumerate(result.items, start=1):
@@ -285,7 +292,7 @@ def recall_text(result: RecallResult, project: str | None) -> str:
         head += f" · {result.method}"
     lines = [head]
     if result.time_range:
-        lines.append(time_line(result.time_range))
+        lines.append(time_line(result.time_range, _spans(result.items)))
     context = result.context()
     if context:
         lines.append(context)

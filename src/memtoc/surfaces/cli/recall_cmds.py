@@ -24,7 +24,7 @@ from memtoc.surfaces.cli.app import (
     open_memory,
     project_scope,
 )
-from memtoc.surfaces.cli.search_cmds import degraded_line
+from memtoc.surfaces.cli.search_cmds import degraded_line, render_time
 from memtoc.surfaces.cli.time_option import AtOpt, time_option
 
 
@@ -41,12 +41,7 @@ def _render(result: RecallResult, roles: dict[str, str]) -> None:
     elif result.degraded:
         console.print(degraded_line(result.degraded), highlight=False)
     if result.time_range is not None:
-        tr = result.time_range
-        console.print(
-            f"time: {escape(str(tr['expression']))!r} → {tr['start_time']} … {tr['end_time']} "
-            f"({tr['applied']})",
-            highlight=False,
-        )
+        render_time(result.time_range, ((i.start_ms, i.end_ms) for i in result.items))
     if not result.items:
         console.print("nothing recalled")
         return

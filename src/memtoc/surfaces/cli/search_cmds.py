@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Annotated
 
@@ -29,11 +29,13 @@ from memtoc.surfaces.cli.app import (
     project_scope,
 )
 from memtoc.surfaces.cli.time_option import AtOpt, SinceOpt, UntilOpt, time_option
-from memtoc.surfaces.labels import after_title
+from memtoc.surfaces.labels import OUTSIDE_WINDOW, after_title, outside_window
 from memtoc.surfaces.mcp_text import short_reason
 
 
-def _render_time(time_range: dict[str, object] | None) -> None:
+def render_time(
+    time_range: dict[str, object] | None, spans: Iterable[tuple[int, int]] = ()
+) -> None:
     if time_range is None:
         return
     expr = escape(str(time_range["expression"]))
@@ -48,6 +50,8 @@ def _render_time(time_range: dict[str, object] | None) -> None:
         f"({time_range['applied']})",
         highlight=False,
     )
+    if outside_window(time_range, spans):
+        console.print(f"[yellow]{OUTSIDE_WINDOW}[/]", highlight=False)
 
 
 def _render_path(result: DrillResult) -> None:
@@ -71,7 +75,7 @@ def _render(result: SearchResult | DrillResult) -> None:
     console.print(head, highlight=False)
     if result.degraded:
         console.print(degraded_line(result.degraded), highlight=False)
-    _render_time(result.time_range)
+    render_time(result.time_range, ((i.start_ms, i.end_ms) for i in result.items))
     if isinstance(result, DrillResult):
         _render_path(result)
     if not result.items:

@@ -59,6 +59,10 @@ export class Search {
       " for “" + query + "”",
       degradedNote(result.degraded),
       result.time_range?.applied ? h("span", {}, " · time: " + result.time_range.expression) : null,
+      outsideWindow(result.time_range, items)
+        ? h("span", { class: "outside-window", dataset: { testid: "outside-window" } },
+          "Nothing recorded then: these are the best matches from other times.")
+        : null,
       h("button", { type: "button", class: "link close", onclick: () => this.close(true) }, "close"));
     const list = h("ol", { class: "results", dataset: { testid: "search-results" } },
       items.map((item) => h("li", {}, h("button", {
@@ -122,4 +126,13 @@ export async function nodeOfItem(item, project) {
   const same = nodes.find((n) => n.session_id === first.session_id) || nodes[0];
   if (!same) throw new Error("no segment covers " + first.timestamp + " yet");
   return same.node_id;
+}
+
+/** Whether a time-resolved result has items, none in its window (labels.outside_window's twin). */
+function outsideWindow(range, items) {
+  if (!range || range.start_ms == null || range.end_ms == null || !items.length) return false;
+  return !items.some((i) => {
+    const start = Date.parse(i.start_time);
+    return start < range.end_ms && Math.max(Date.parse(i.end_time), start + 1) > range.start_ms;
+  });
 }
