@@ -137,6 +137,42 @@ def test_policy_examples(redactor: Redactor, text: str, expected: str | None) ->
         assert out == expected
 
 
+# Shapes of the false positives found in the shared Codex and Gemini CLI transcripts (the held-out
+# history evals/heldout/three-agents, README "redaction"), each beside a look-alike that still holds
+# a secret.
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("- Pi CLI exposes `--api-key` and `OPENAI_API_KEY`.", None),
+        ("1. CLI `--api-key` flag", None),
+        ('message: "--api-key requires a model to be specified"', None),
+        ("* Used for CLI --api-key flag.", None),
+        ("pi --api-key sk1Fq9wLx2 --model m", "pi --api-key [REDACTED:env_assignment] --model m"),
+        ("mysql --password hunter2 db", "mysql --password [REDACTED:env_assignment] db"),
+        ('"code-grader:test-pass": "Tests pass but the refactored code has a bug"', None),
+        ('"db-pass": "Tr0ub4dor&3"', '"db-pass": "[REDACTED:env_assignment]"'),
+        ("  apiKey: apiKey!,", None),
+        ('  apiKey: "MY_PROVIDER_API_KEY",', None),
+        ("  api_key: '${{ AZURE_OPENAI_API_KEY }}',", None),
+        # compact JSON of a tool call: an escaped line break ends a value
+        (r"key = getpass.getpass(\"Enter your GOOGLE_API_KEY: \")\n        if not key:", None),
+        (r"API_KEY = os.environ.get(\"GOOGLE_API_KEY\")\nif API_KEY:\n    client = 1", None),
+        (
+            r'{"content": "PASSWORD=hunter22\nNEXT=1"}',
+            r'{"content": "PASSWORD=[REDACTED:env_assignment]\nNEXT=1"}',
+        ),
+        (
+            r"{\"apiKey\": \"EozImgsz7691CtxfPW\", \"region\": \"eu\"}",
+            r"{\"apiKey\": \"[REDACTED:env_assignment]\", \"region\": \"eu\"}",
+        ),
+    ],
+)
+def test_prose_and_code_from_real_histories_keep_their_text(
+    redactor: Redactor, text: str, expected: str | None
+) -> None:
+    assert redactor.redact(text)[0] == (text if expected is None else expected)
+
+
 def test_truncated_private_key_is_redacted_to_the_end_of_its_body(redactor: Redactor) -> None:
     text = "log: -----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmU\n(cut)"
     out, counts = redactor.redact(text)

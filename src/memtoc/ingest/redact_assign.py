@@ -76,6 +76,13 @@ _VALUE_GROUPS = frozenset({"eq", "dq", "sq", "bq", "uq"})
 _NAME_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.$@-"
 
 
+_ESCAPED_BREAK = re.compile(r"(?<!\\)\\[nrt]")
+"""A line break or tab as JSON or a string literal escapes it: a credential is one line, so a value
+ends there (``if API_KEY:\\n    client = …`` in a tool call's JSON assigns nothing)."""
+_SECRET_NAME_VALUE = re.compile(r"[A-Z][A-Z0-9]*+(?:_[A-Z0-9]++)+")
+_LOWER_WORD = re.compile(r"[a-z]++[.:!?]?")
+
+
 def high_entropy(value: str) -> bool:
     return len(value) >= 16 and has_digit_and_letter(value) and len(set(value)) >= 8
 
@@ -93,6 +100,8 @@ def value_is_secret(value: str, literal: bool, env_style: bool, generic: bool) -
         return False
     if is_placeholder(value):
         return False
+    if _SECRET_NAME_VALUE.fullmatch(value) and secret_name_strength(value) is not None:
+        return False  # apiKey: "MY_PROVIDER_API_KEY": the variable that holds it, named
     if generic:
         return high_entropy(value)
     if literal or env_style:
@@ -273,6 +282,14 @@ def _in_expansion(text: str, at: int) -> bool:
     return text[max(0, at - 2) : at] == "${" or text[max(0, at - 3) : at] in ("${!", "${#")
 
 
+def _is_prose_for_ambiguous_name(name: str, value: str) -> bool:
+    """A sentence under a key ending in ``pass`` or ``pwd``, words that also mean a test's pass
+    or the working directory (``"test-pass": "Tests pass but the refactored code …"``): prose, not
+    a password (a passphrase goes under ``passphrase`` or ``password``, which stay strong)."""
+    words = _WORDS.findall(name)
+    return bool(words) and words[-1].lower() in ("pass", "pwd") and len(value.split()) >= 3
+
+
 def redact_assignments(text: str, starts: list[int] | None) -> tuple[str, int]:
     """The ``env_assignment`` kind: redact the values of secret-named keys in ``text``
     (``starts`` from :func:`assignment_starts`)."""
@@ -320,8 +337,18 @@ def redact_assignments(text: str, starts: list[int] | None) -> tuple[str, int]:
             if (m["op"] or "").strip() != ":" or text[start : start + 1] not in ("-", "="):
                 continue
             start += 1
+        value = text[start:end]
+        if (cut := _ESCAPED_BREAK.search(value)) is not None:
+            end = start + cut.start()
+            value = value[: cut.start()]
+        if m["sp"] is not None and (
+            m["kq"] is not None or (group == "uq" and _LOWER_WORD.fullmatch(value))
+        ):
+            continue  # "`--api-key` and …", "--api-key flag": a flag named in prose, no value
+        if _is_prose_for_ambiguous_name(name, value):
+            continue
         env_style = flag or ((m["op"] or "").strip() == "=" and name.isupper())
-        if not value_is_secret(text[start:end], group != "uq", env_style, strength == "generic"):
+        if not value_is_secret(value, group != "uq", env_style, strength == "generic"):
             continue
         out.append(text[done:start])
         out.append(tag)

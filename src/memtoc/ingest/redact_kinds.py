@@ -107,7 +107,7 @@ def mixed_case(s: str) -> bool:
 
 
 PLACEHOLDER = re.compile(
-    r"""<[^<>]*>|\$\{[^}]*\}?|(?:\$\{[^}]*\}[:/._@-]?)+|\$\(.*|\$[A-Za-z_]\w*|%[A-Za-z_]\w*%|\{\{.*|\{[\w.]*\}|%\(\w+\)s|%s
+    r"""<[^<>]*>|\$\{[^}]*\}?|(?:\$\{[^}]*\}[:/._@-]?)+|\$\(.*|\$[A-Za-z_]\w*|%[A-Za-z_]\w*%|\$?\{\{.*|\{[\w.]*\}|%\(\w+\)s|%s
     |[|>][-+]?|(.)\1{2,}|(?:change|replace)[_-]?me|your[\w\-\s]*|[\w\-\s]*[_\-\s]here
     |placeholder|examples?|dummy|redacted|none|null|nil|undefined|true|false|yes|no|on|off
     |required|optional|todo|tbd|n/?a|empty|secret|password|passwd|token|api[_-]?key|\.\.\.|…""",
@@ -115,8 +115,9 @@ PLACEHOLDER = re.compile(
 )
 MASK = re.compile(r"x{4,}|X{4,}|\*{3,}|•{3,}|\.{3}|…")
 ALNUM = re.compile(r"[^\W_]")
-CODEISH = re.compile(r"[&*]*[A-Za-z_][A-Za-z_.:<>?&*|]*")
-"""An identifier, dotted path or type (``str``, ``self.token``, ``&str``): a reference."""
+CODEISH = re.compile(r"[&*]*[A-Za-z_][A-Za-z_.:<>?&*|]*!?")
+"""An identifier, dotted path or type (``str``, ``self.token``, ``&str``, TypeScript's non-null
+``apiKey!``): a reference."""
 
 
 PATH = re.compile(r"(?:~|\.{1,2})?/[\w.\-/]*|[A-Za-z]:\\[\w.\\-]*")
