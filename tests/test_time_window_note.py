@@ -5,7 +5,8 @@ touched in June got "time: yesterday → 2026-11-24…2026-11-25" and then June'
 saying yesterday held none of it — an agent reports it as yesterday's. On the real Claude Code
 fixture (cut from the shared transcripts, MIT; its sessions are in 2025): "yesterday" (today is
 later) holds nothing and the MCP and CLI results say so; "in June 2025" holds the session and
-nothing is said.
+nothing is said. memory_timeline said "no day nodes in that range" alone: it names the latest
+day; and it said each day's title twice (an extractive L0 opens with it).
 """
 
 from __future__ import annotations
@@ -70,3 +71,29 @@ def test_cli_says_when_the_window_holds_nothing(home: Path) -> None:
         flat = " ".join(empty.output.split())
         assert OUTSIDE_WINDOW in flat, empty.output
         assert OUTSIDE_WINDOW not in " ".join(held.output.split()), held.output
+
+
+def test_the_timeline_says_each_title_once_and_where_the_latest_day_is(home: Path) -> None:
+    settings = load_settings({"home": str(home), "embedder": "none"}, environ={})
+
+    async def calls(memory: Memory) -> dict[str, str]:
+        async with Client(build_server(memory, working_dir="/nowhere")) as client:
+            out = {
+                "all": await client.call_tool("memory_timeline", {"project": PROJECT}),
+                "empty": await client.call_tool(
+                    "memory_timeline", {"project": PROJECT, "since": "yesterday"}
+                ),
+            }
+            return {k: v.content[0].text for k, v in out.items()}
+
+    with Memory.open(settings) as memory:
+        days = memory.store.list_nodes(PROJECT, level="day")
+        texts = anyio.run(calls, memory)
+    assert days and all(d.abstract.startswith(d.title) for d in days)  # what was said twice
+    for day in days:
+        (line,) = [ln for ln in texts["all"].splitlines() if ln.startswith(f"- [{day.node_id}]")]
+        assert line.count(day.title) == 1, line
+    latest = days[-1]
+    assert texts["empty"].startswith(
+        f"no day nodes in that range; the latest: [{latest.node_id}] {latest.title}"
+    ), texts["empty"]

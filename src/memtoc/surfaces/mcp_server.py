@@ -376,7 +376,11 @@ def build_server(
         if scope.empty or scope.project is None:
             return nothing("timeline", scope, {"nodes": []})
         view = memory.timeline(since_ms, until_ms, level=level, project=scope.project)
-        return out(view.render(), view.to_dict())
+        latest = None
+        if not view.nodes:
+            found = memory.store.latest_nodes(scope.project, level, 5)
+            latest = next((n for n in found if not n.bookkeeping_only), None)
+        return out(mt.timeline_text(view, latest), view.to_dict())
 
     @app.tool(name="memory_search", annotations=READ)
     @tool_errors

@@ -22,9 +22,9 @@ from mcp.types import CallToolResult, ContentBlock, TextContent
 
 from memtoc.model import Bookmark, JsonValue, TocNode, iso_ms
 from memtoc.retrieval.hybrid import SearchResult
-from memtoc.retrieval.navigate import ExpandView, NodeView
+from memtoc.retrieval.navigate import ExpandView, NodeView, TimelineView
 from memtoc.retrieval.recall import RecallResult
-from memtoc.surfaces.labels import OUTSIDE_WINDOW, outside_window
+from memtoc.surfaces.labels import OUTSIDE_WINDOW, after_title, outside_window
 from memtoc.text.tokens import TokenCounter, truncate_to_tokens
 
 _FIXPOINT_ROUNDS = 4
@@ -248,6 +248,25 @@ def expand_within(view: ExpandView, counter: TokenCounter, budget: int) -> str:
     if found is not None:
         return expand_text(view, found[1])
     return f"{len(full)} events ({sum(sizes):,} tokens): none fits the budget; raise it"
+
+
+def timeline_text(view: TimelineView, latest: TocNode | None = None) -> str:
+    """One line per node, ``- [id] title: abstract (N events)``, the abstract without the title it
+    opens with (an extractive L0 repeats it: each day was said twice); an empty range names the
+    project's latest node of that level (``latest``), where an agent asking about "yesterday" of
+    a project idle since June goes next."""
+    lines = []
+    for node in view.nodes:
+        title = _oneline(node.title)
+        rest = after_title(title, _oneline(node.abstract))
+        lines.append(f"- [{node.node_id}] {title}{': ' + rest if rest else ''} "
+                     f"({node.event_count} events)")  # fmt: skip
+    if lines:
+        return "\n".join(lines)
+    empty = f"no {view.level} nodes in that range"
+    if latest is not None:
+        empty += f"; the latest: [{latest.node_id}]{_span(latest)} {_oneline(latest.title)}"
+    return empty
 
 
 def time_line(tr: Mapping[str, object], spans: Iterable[tuple[int, int]] = ()) -> str:
