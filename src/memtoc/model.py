@@ -450,6 +450,11 @@ class IngestReport:
     links_skipped: list[str] = field(default_factory=list)
     """Symbolic links not followed: they lead outside the folder given (setting
     ``follow_symlinks``). A folder of links to transcripts elsewhere imported nothing, silently."""
+    not_transcripts: list[str] = field(default_factory=list)
+    """Files found in a folder given whose content is no known transcript format (an agent's
+    ``settings.json``, ``auth.json``, prompt ``history.jsonl``): left alone, not rejections —
+    ``memtoc ingest ~/.codex`` exited 1 over them although every session went in. A file named
+    on its own is still rejected."""
 
     @property
     def rejected(self) -> int:
@@ -470,6 +475,7 @@ class IngestReport:
         self.rejections.extend(other.rejections)
         self.unusable.extend(other.unusable)
         self.links_skipped.extend(other.links_skipped)
+        self.not_transcripts.extend(other.not_transcripts)
         for k, v in other.redactions_by_kind.items():
             self.redactions_by_kind[k] = self.redactions_by_kind.get(k, 0) + v
 
@@ -491,4 +497,5 @@ class IngestReport:
             "rejections": [r.to_dict() for r in self.rejections],
             "unusable_files": list(self.unusable),
             "links_skipped": list(self.links_skipped),
+            "not_transcripts": list(self.not_transcripts),
         }

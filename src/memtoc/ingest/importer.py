@@ -224,6 +224,10 @@ ProgressFn = Callable[[int], None]
 """Called with the number of bytes just consumed."""
 
 
+class _UnknownFormat(IngestError):
+    """A file no source recognises (``sniff_format`` found none)."""
+
+
 def discover(
     paths: Iterable[Path], *, follow_symlinks: bool = False, skipped: list[Path] | None = None
 ) -> Iterator[tuple[Path, Path]]:
@@ -688,12 +692,17 @@ class Importer:
             report.unusable.append(exc.source or "?")
             return report
         report.links_skipped.extend(str(p) for p in links)
+        named = {p.expanduser() for p in paths if p.expanduser().is_file()}
         with gc_paused():
             for path, _root in files:
-                report.merge(self.ingest_file(path, progress=progress))
+                report.merge(self.ingest_file(path, progress=progress, in_folder=path not in named))
         return report
 
-    def ingest_file(self, path: Path, progress: ProgressFn | None = None) -> IngestReport:
+    def ingest_file(
+        self, path: Path, progress: ProgressFn | None = None, *, in_folder: bool = False
+    ) -> IngestReport:
+        """Import one file from its saved position. ``in_folder``: found by walking a folder
+        given, where a file of no known format is not a transcript (``not_transcripts``)."""
         report = IngestReport(files=1)
         where = str(path)
         try:
@@ -705,6 +714,14 @@ class Importer:
             source = self._source_for(path)
             size = path.stat().st_size
             fingerprints = Fingerprints(path)
+        except _UnknownFormat as exc:
+            if not in_folder:
+                report.rejections.append(Rejection(where, None, exc.reason))
+                report.unusable.append(where)
+                return report
+            report.files = 0
+            report.not_transcripts.append(where)
+            return report
         except (OSError, IngestError) as exc:
             reason = exc.reason if isinstance(exc, IngestError) else f"cannot read: {exc}"
             report.rejections.append(Rejection(where, None, reason))
@@ -785,7 +802,7 @@ class Importer:
             return get_source(self.options.format)
         found = sniff_format(path)
         if found is None:
-            raise IngestError("unrecognised format (not a known transcript or JSONL file)")
+            raise _UnknownFormat("unrecognised format (not a known transcript or JSONL file)")
         return found
 
     def _resume_offset(

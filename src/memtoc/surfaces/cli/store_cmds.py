@@ -107,6 +107,11 @@ def ingest(
         print_projects(into, IngestOptions().default_project if project is None else None)
     if report.unusable:
         raise fail(unusable_message(report.unusable))
+    if report.not_transcripts and not report.files:
+        raise fail(
+            f"no transcript found under {', '.join(str(p) for p in paths)}: "
+            f"{len(report.not_transcripts):,} file(s), none of a transcript format"
+        )
 
 
 def unusable_message(files: list[str]) -> str:
@@ -171,6 +176,18 @@ def print_ingest_report(report: IngestReport) -> None:
             f"[yellow]note:[/] {len(report.links_skipped):,} symbolic links lead outside the "
             f"folder given and were not followed (first: {escape(report.links_skipped[0])}): "
             "set follow_symlinks (MEMTOC_FOLLOW_SYMLINKS=1) to import what they point to",
+            highlight=False,
+            soft_wrap=True,
+        )
+    if report.not_transcripts:
+        shown = ", ".join(escape(Path(p).name) for p in report.not_transcripts[:4])
+        more = len(report.not_transcripts) - 4
+        n = len(report.not_transcripts)
+        console.print(
+            f"note: {n:,} {'file' if n == 1 else 'files'} in the folders given "
+            f"{'is not a transcript' if n == 1 else 'are not transcripts'} and "
+            f"{'was' if n == 1 else 'were'} left alone "
+            f"({shown}{f' and {more} more' if more > 0 else ''})",
             highlight=False,
             soft_wrap=True,
         )
