@@ -45,6 +45,14 @@ def _parse_choice(*choices: str) -> Callable[[str], str]:
     return parse
 
 
+def _parse_workers(raw: str) -> str:
+    """``auto`` or a number of processes (>= 0), as text."""
+    value = str(raw).strip().lower()
+    if value == "auto" or (value.isdigit() and value.isascii()):
+        return value if value == "auto" else str(int(value))
+    raise ValueError(f"{raw!r} is not 'auto' or a number of processes (0 = none)")
+
+
 def _parse_csv(raw: str) -> tuple[str, ...]:
     return tuple(p.strip() for p in raw.split(",") if p.strip())
 
@@ -127,6 +135,12 @@ class Settings:
     rollup_week_age_minutes: int = _setting(1_440, "Minimum age before a week rolls up.")
     rollup_month_age_minutes: int = _setting(1_440, "Minimum age before a month rolls up.")
     rollup_year_age_minutes: int = _setting(10_080, "Minimum age before a year rolls up.")
+    pipeline_workers: str = _setting(
+        "auto",
+        "Processes that summarise large batches of segments and periods beside the pipeline "
+        "(extractive summariser): auto = the CPU cores this process may use; 0 = none.",
+        _parse_workers,
+    )
     summarizer: str = _setting(
         "extractive",
         "Summariser backend.",
@@ -204,6 +218,8 @@ def _coerce(setting: Setting, value: Any, origin: str) -> Any:
             raise ConfigError(f"{exc} (from {origin})", setting=setting.env) from exc
     if setting.parse is _parse_csv and isinstance(value, list):
         return tuple(str(v) for v in value)
+    if setting.parse is _parse_workers and isinstance(value, int) and not isinstance(value, bool):
+        return _coerce(setting, str(value), origin)  # `pipeline_workers = 2` in TOML
     expected = type(setting.default) if setting.default is not None else str
     if expected in (int, float) and isinstance(value, bool):
         raise ConfigError(f"expected a number, got {value!r} (from {origin})", setting=setting.env)

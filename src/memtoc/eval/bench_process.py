@@ -7,8 +7,8 @@ For each size N, in a fresh ``spawn`` child process (so peak RSS is that size's 
    the pipeline has to read at least once);
 3. **pipeline**: ``Memory.process()`` (segmentation, extractive summaries, grips, search
    documents, due rollups) then ``Memory.rollup(force=True)`` (every day, week, month, year),
-   in wall seconds and in the child's CPU seconds (``cpu_s``: what to compare on a shared
-   machine);
+   in wall seconds and in CPU seconds (``cpu_s``, the child's and its summary pool's: what to
+   compare on a shared machine);
 4. counts of segments, nodes (all levels), grips and bookmarks, and the child's ``ru_maxrss``.
 
 The ratio pipeline/baseline shows what filing an event costs over just reading it.
@@ -31,6 +31,7 @@ from memtoc.eval.synth import SynthConfig, generate
 from memtoc.ingest.importer import Importer, IngestOptions
 from memtoc.memory import Memory
 from memtoc.model import JsonValue
+from memtoc.pipeline.worker import PipelineConfig
 from memtoc.store.sqlite import SqliteStore
 
 INGEST_BATCH = 5_000
@@ -52,8 +53,13 @@ class ProcessBench:
     rollup_s: float
     peak_rss_mb: float
     cpu_s: float = 0.0
-    """CPU seconds of the child (``time.process_time``) over process + rollup: on a shared
-    machine the figure to compare, since wall time shows the load of other jobs."""
+    """CPU seconds over process + rollup of the child (``time.process_time``) and of the
+    summary pool's processes it started (``workers_cpu_s``): on a shared machine the figure to
+    compare, since wall time shows the load of other jobs."""
+    workers_cpu_s: float = 0.0
+    """The part of ``cpu_s`` spent in the summary pool's processes (``pipeline.summary_pool``)."""
+    workers: int = 0
+    """Summary pool processes the pipeline may use (``pipeline_workers``; 0: none)."""
 
     @property
     def pipeline_s(self) -> float:
@@ -82,11 +88,13 @@ def measure_process(
     seed: int = 7,
     workdir: Path | None = None,
     progress: Callable[[str, int], None] | None = None,
+    workers: int | None = None,
 ) -> ProcessBench:
-    """Ingest ``events`` synthetic events, then time scan vs. process + forced rollup (in-process)."""
+    """Ingest ``events`` synthetic events, then time scan vs. process + forced rollup (in-process);
+    ``workers``: the summary pool's processes (None: the default, ``auto``)."""
     with tempfile.TemporaryDirectory(dir=workdir) as tmp:
         store = SqliteStore(Path(tmp) / "memtoc.db", durability="normal")
-        memory = Memory(store)
+        memory = Memory(store, pipeline=PipelineConfig(workers=workers))
         try:
             importer = Importer(
                 store, redactor=None, options=IngestOptions(format="jsonl", batch_size=INGEST_BATCH)
@@ -121,14 +129,16 @@ def measure_process(
                     progress("process", done - seen)
                     seen = done
 
-            cpu0 = time.process_time()
+            pool = memory.processor.pool
+            cpu0, workers0 = time.process_time(), pool.cpu_s
             t0 = time.perf_counter()
             memory.process(progress=on_progress)
             process_s = time.perf_counter() - t0
             t0 = time.perf_counter()
             memory.rollup(force=True)
             rollup_s = time.perf_counter() - t0
-            cpu_s = time.process_time() - cpu0
+            workers_cpu_s = pool.cpu_s - workers0
+            cpu_s = time.process_time() - cpu0 + workers_cpu_s
             return ProcessBench(
                 events=events,
                 segments=_count(store, "SELECT COUNT(*) FROM segments"),
@@ -141,6 +151,8 @@ def measure_process(
                 rollup_s=rollup_s,
                 peak_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
                 cpu_s=cpu_s,
+                workers_cpu_s=workers_cpu_s,
+                workers=pool.workers if pool.spec else 0,
             )
         finally:
             memory.close()

@@ -45,16 +45,21 @@ from dataclasses import dataclass, field
 
 from memtoc.clock import Clock
 from memtoc.errors import NotFoundError, QueryError
-from memtoc.model import JsonValue
+from memtoc.model import JsonValue, Summary
 from memtoc.pipeline.periods import PERIOD_LEVELS, Calendar, Period
+from memtoc.pipeline.summary_pool import Pending, SummaryPool
 from memtoc.pipeline.toc import (
     WRITE_BATCH,
     WRITE_BATCH_S,
     BuildOutcome,
+    PeriodJob,
     PreparedPeriod,
     TocBuilder,
+    summarize_period,
 )
 from memtoc.store.base import DirtyPeriod, PipelineStore
+
+PeriodMade = tuple[Summary, list[tuple[str, ...]]]
 
 ROLLUP_ORDER: tuple[str, ...] = tuple(reversed(PERIOD_LEVELS))
 """Bottom-up: day, week, month, year."""
@@ -125,8 +130,11 @@ def run_rollups(
     *,
     force: bool = False,
     level: str | None = None,
+    pool: SummaryPool | None = None,
 ) -> RollupReport:
-    """Roll up every due dirty period, bottom-up; ``level`` restricts the run to one level."""
+    """Roll up every due dirty period, bottom-up; ``level`` restricts the run to one level.
+    A level's periods are read, summarised (in ``pool``'s worker processes when there are many)
+    and written in order, in batches."""
     if level is not None and level not in ROLLUP_ORDER:
         raise QueryError(f"not a rollup level: {level!r} (day, week, month or year)")
     report = RollupReport()
@@ -137,17 +145,29 @@ def run_rollups(
         now = clock.now_ms()
         _backfill(store, lvl, now)
         rolled = pending = 0
-        batch: list[tuple[DirtyPeriod, PreparedPeriod]] = []
-        started = 0.0
+        due: list[tuple[DirtyPeriod, Period]] = []
         for mark in store.dirty_periods(lvl):
             period = calendar.from_node_id(mark.node_id)
             if not force and not _due(store, mark, period, ages.of(lvl), now):
                 pending += 1
                 continue
+            due.append((mark, period))
+        submit = (pool or SummaryPool(builder.summarizer, 0)).round(len(due))
+        jobs: list[tuple[DirtyPeriod, PeriodJob, Pending[PeriodMade] | None]] = []
+        for mark, period in due:
             try:
-                prepared = builder.prepare_period(
-                    mark.project, period, activity_ms=mark.activity_ms
+                job = builder.period_job(mark.project, period, activity_ms=mark.activity_ms)
+            except Exception as exc:  # one bad period must not stop the others
+                report.failures.append(
+                    f"{mark.project} {mark.node_id}: {type(exc).__name__}: {exc}"
                 )
+                continue
+            jobs.append((mark, job, submit(summarize_period, job) if job.children else None))
+        batch: list[tuple[DirtyPeriod, PreparedPeriod]] = []
+        started = 0.0
+        for mark, job, made in jobs:
+            try:
+                prepared = builder.period_node(job, made.result() if made is not None else None)
             except Exception as exc:  # one bad period must not stop the others
                 report.failures.append(
                     f"{mark.project} {mark.node_id}: {type(exc).__name__}: {exc}"

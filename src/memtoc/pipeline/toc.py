@@ -123,6 +123,59 @@ class PreparedPeriod:
     """``(node_id, version)`` of the nodes it was built from (``TocBuilder.input_versions``)."""
 
 
+@dataclass(frozen=True, slots=True)
+class SegmentJob:
+    """A segment as read for summarising: its member events and the previous segment's overlap
+    (``TocBuilder.segment_job``)."""
+
+    seg: SegmentRecord
+    members: list[Event]
+    context: list[Event]
+
+
+@dataclass(frozen=True, slots=True)
+class PeriodJob:
+    """A period as read for summarising (``TocBuilder.period_job``): the children it is
+    summarised from, the ones it lists (a month's weeks), its parents and the marks to leave."""
+
+    project: str
+    period: Period
+    children: list[TocNode]
+    listed: list[TocNode]
+    parents: tuple[Period, ...]
+    marks: list[DirtyPeriod]
+    inputs: list[tuple[str, int]]
+    avoid: frozenset[str]
+
+
+def summarize_segment(summarizer: Summarizer, job: SegmentJob) -> tuple[Summary, list[Grip]]:
+    """A segment's summary and the grips of its bullets; reads nothing (a pure function of the
+    job), so a worker process gives what this process would."""
+    seg, members = job.seg, job.members
+    # an agent's bookkeeping (warm-up prompts, command wrappers, notices) is never summarised
+    events = [e for e in members if not e.bookkeeping]
+    if events:
+        summary = summarizer.summarize_events(events, job.context)
+    elif members:  # nothing but bookkeeping: described as such, no summariser asked
+        events = members
+        summary = bookkeeping_summary(members, summarizer.name)
+    else:
+        summary = empty_summary(summarizer.name)
+    grips = segment_grips(seg.project, seg.node_id, seg.session_id, events, summary.bullets)
+    return summary, grips
+
+
+def summarize_period(
+    summarizer: Summarizer, job: PeriodJob
+) -> tuple[Summary, list[tuple[str, ...]]]:
+    """A period's summary from its children and, per bullet, the grips it inherits; reads
+    nothing (a pure function of the job)."""
+    summary = summarizer.summarize_children(
+        [node_summary(c) for c in job.children], job.period.level, avoid=job.avoid
+    )
+    return summary, inherited_grips(summary.bullets, job.children)
+
+
 class TocBuilder:
     """Builds segment and period nodes into a ``PipelineStore``."""
 
@@ -174,18 +227,22 @@ class TocBuilder:
     def prepare_segment(self, seg: SegmentRecord) -> PreparedSegment:
         """The segment's node and grips, from its events: reads only (no lock held while the
         summariser runs)."""
-        # an agent's bookkeeping (warm-up prompts, command wrappers, notices) is never summarised
+        job = self.segment_job(seg)
+        return self.segment_node(job, summarize_segment(self.summarizer, job))
+
+    def segment_job(self, seg: SegmentRecord) -> SegmentJob:
+        """What summarising ``seg`` needs, read from the store (``summarize_segment`` then
+        reads nothing, so it can run in another process: ``summary_pool``)."""
         members = self.store.segment_member_events(seg.project, seg.node_id)
-        events = [e for e in members if not e.bookkeeping]
-        if events:
-            context = [e for e in self.context_for(seg) if not e.bookkeeping]
-            summary = self.summarizer.summarize_events(events, context)
-        elif members:  # nothing but bookkeeping: described as such, no summariser asked
-            events = members
-            summary = bookkeeping_summary(members, self.summarizer.name)
-        else:
-            summary = empty_summary(self.summarizer.name)
-        grips = segment_grips(seg.project, seg.node_id, seg.session_id, events, summary.bullets)
+        # an agent's bookkeeping (warm-up prompts, command wrappers, notices) is never summarised
+        said = any(not e.bookkeeping for e in members)
+        context = [e for e in self.context_for(seg) if not e.bookkeeping] if said else []
+        return SegmentJob(seg, members, context)
+
+    def segment_node(self, job: SegmentJob, made: tuple[Summary, list[Grip]]) -> PreparedSegment:
+        """The prepared node of a segment summarised as ``made`` (``summarize_segment``)."""
+        seg = job.seg
+        summary, grips = made
         day = self.calendar.period_of("day", seg.start_ms)
         node = TocNode(
             node_id=seg.node_id,
@@ -264,6 +321,14 @@ class TocBuilder:
     def prepare_period(self, project: str, period: Period, *, activity_ms: int) -> PreparedPeriod:
         """The period's node from its children's latest nodes (None when it has none): reads
         only (no lock held while the summariser runs)."""
+        job = self.period_job(project, period, activity_ms=activity_ms)
+        if not job.children:
+            return self.period_node(job, None)
+        return self.period_node(job, summarize_period(self.summarizer, job))
+
+    def period_job(self, project: str, period: Period, *, activity_ms: int) -> PeriodJob:
+        """What summarising a period needs, read from the store (``summarize_period`` then reads
+        nothing, so it can run in another process: ``summary_pool``)."""
         children = self.summary_children(project, period)
         parents = self.calendar.parents(period)
         marked = self.calendar.summary_parents(period)
@@ -272,17 +337,27 @@ class TocBuilder:
             parents = marked = tuple(p for p in parents if p in held) or parents
         now = self.clock.now_ms()
         marks = [DirtyPeriod(project, p.node_id, p.level, activity_ms, now) for p in marked]
-        if not children:
-            return PreparedPeriod(project, period, children, marks, None, [])
         listed = children
         inputs = _versions(children)
-        if period.level == "month":  # the weeks of its days (a week may lie in two months)
+        if children and period.level == "month":  # the weeks of its days (one may lie in two)
             listed = weeks_of_days(self.store, project, period.start_ms, period.end_ms, children)
             inputs += _versions(listed)
-        avoid = {b.text for c in listed for b in c.bullets} if listed is not children else set()
-        summary = self.summarizer.summarize_children(
-            [node_summary(c) for c in children], period.level, avoid=avoid
+        avoid = (
+            frozenset(b.text for c in listed for b in c.bullets)
+            if listed is not children
+            else frozenset()
         )
+        return PeriodJob(project, period, children, listed, tuple(parents), marks, inputs, avoid)
+
+    def period_node(
+        self, job: PeriodJob, made: tuple[Summary, list[tuple[str, ...]]] | None
+    ) -> PreparedPeriod:
+        """The prepared node of a period summarised as ``made`` (``summarize_period``; None: it
+        has no children, so it is retired)."""
+        project, period, children, parents = job.project, job.period, job.children, job.parents
+        if made is None:
+            return PreparedPeriod(project, period, children, job.marks, None, [])
+        summary, grips = made
         node = TocNode(
             node_id=period.node_id,
             project=project,
@@ -290,14 +365,9 @@ class TocBuilder:
             title=summary.title,
             start_ms=period.start_ms,
             end_ms=period.end_ms,
-            bullets=tuple(
-                Bullet(t, g)
-                for t, g in zip(
-                    summary.bullets, inherited_grips(summary.bullets, children), strict=True
-                )
-            ),
+            bullets=tuple(Bullet(t, g) for t, g in zip(summary.bullets, grips, strict=True)),
             keywords=summary.keywords,
-            child_node_ids=tuple(c.node_id for c in listed),
+            child_node_ids=tuple(c.node_id for c in job.listed),
             abstract=summary.abstract,
             overview=summary.overview,
             parent_id=parents[0].node_id if parents else None,
@@ -307,7 +377,7 @@ class TocBuilder:
             summarizer=summary.backend,
             degraded=summary.degraded,
         )
-        return PreparedPeriod(project, period, children, marks, node, inputs)
+        return PreparedPeriod(project, period, children, job.marks, node, job.inputs)
 
     def write_period(self, prepared: PreparedPeriod) -> BuildOutcome:
         """Write (or retire) a prepared period in one transaction (joining the caller's, if

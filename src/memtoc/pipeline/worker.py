@@ -22,6 +22,7 @@ restarted ends in the same TOC as an uninterrupted one.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -30,12 +31,20 @@ from datetime import tzinfo
 from memtoc.clock import Clock
 from memtoc.config import DEFAULTS, Settings
 from memtoc.errors import StoreError
-from memtoc.model import Event, JsonValue, OutboxEntry
+from memtoc.model import Event, Grip, JsonValue, OutboxEntry, Summary
 from memtoc.pipeline.periods import Calendar
 from memtoc.pipeline.rollup import RollupAges, RollupReport, run_rollups
 from memtoc.pipeline.segment import Segmenter
 from memtoc.pipeline.summarize.base import Summarizer
-from memtoc.pipeline.toc import WRITE_BATCH, WRITE_BATCH_S, PreparedSegment, TocBuilder
+from memtoc.pipeline.summary_pool import Pending, SummaryPool, default_workers, parse_workers
+from memtoc.pipeline.toc import (
+    WRITE_BATCH,
+    WRITE_BATCH_S,
+    PreparedSegment,
+    SegmentJob,
+    TocBuilder,
+    summarize_segment,
+)
 from memtoc.store.base import DirtyPeriod, PipelineStore, SegmentRecord
 from memtoc.text.fts_text import search_text
 from memtoc.text.tokens import TokenCounter
@@ -63,6 +72,9 @@ class PipelineConfig:
     """Segments fetched per build round."""
     idle_poll_s: float = 0.05
     """How long a worker waits before asking again when pending entries are held by others."""
+    workers: int | None = None
+    """Processes that summarise large rounds (``summary_pool``); None: the cores this process
+    may use; 0 or 1: none (everything in this process)."""
 
     @classmethod
     def from_settings(cls, settings: Settings) -> PipelineConfig:
@@ -76,6 +88,11 @@ class PipelineConfig:
             rollup_week_age_minutes=settings.rollup_week_age_minutes,
             rollup_month_age_minutes=settings.rollup_month_age_minutes,
             rollup_year_age_minutes=settings.rollup_year_age_minutes,
+            workers=(
+                None
+                if settings.pipeline_workers == "auto"
+                else parse_workers(settings.pipeline_workers)
+            ),
         )
 
     @property
@@ -121,6 +138,8 @@ class ProcessReport:
             "seconds": round(self.seconds, 3),
         }
 
+
+SegmentMade = tuple[Summary, list[Grip]]
 
 EntryHandler = Callable[[OutboxEntry], None]
 """Handles an outbox entry of another kind (registered by the caller, e.g. ``forget``)."""
@@ -173,6 +192,9 @@ class Processor:
             overlap_ms=config.segment_overlap_minutes * _MINUTE,
             overlap_tokens=config.segment_overlap_tokens,
         )
+        workers = config.workers if config.workers is not None else default_workers()
+        self.pool = SummaryPool(summarizer, workers)
+        """Where large rounds are summarised; its processes live for one ``run`` / ``rollup``."""
 
     # -- public -------------------------------------------------------------------------------
     def run(
@@ -184,6 +206,18 @@ class Processor:
         rollup: bool = True,
     ) -> ProcessReport:
         """Drain the outbox, build changed segments, then roll up what is due."""
+        try:
+            return self._run(until_idle, max_entries, progress, rollup)
+        finally:
+            self.pool.close()
+
+    def _run(
+        self,
+        until_idle: bool,
+        max_entries: int | None,
+        progress: Callable[[ProcessReport], None] | None,
+        rollup: bool,
+    ) -> ProcessReport:
         started = time.perf_counter()
         report = ProcessReport()
         while True:
@@ -191,9 +225,11 @@ class Processor:
             if max_entries is not None:
                 limit = min(limit, max_entries - report.entries - len(report.failed_entries))
             claimed = self.store.claim_outbox(self.worker_id, limit) if limit > 0 else []
+            filed: list[tuple[OutboxEntry, list[Event]]] = []
             for entry in claimed:
-                self._handle(entry, report)
-            self.build_segments(report)
+                self._handle(entry, report, filed)
+            # the event hooks run while the round's segments are summarised (in the workers)
+            self.build_segments(report, functools.partial(self._run_hooks, filed, report))
             if self.index_hook is not None:
                 self.index_hook()
             if progress is not None:
@@ -221,15 +257,19 @@ class Processor:
 
     def rollup(self, *, force: bool = False, level: str | None = None) -> RollupReport:
         """Roll up dirty periods that are due (all of them with ``force``), bottom-up."""
-        report = run_rollups(
-            self.store,
-            self.builder,
-            self.calendar,
-            self.clock,
-            self.config.rollup_ages,
-            force=force,
-            level=level,
-        )
+        try:
+            report = run_rollups(
+                self.store,
+                self.builder,
+                self.calendar,
+                self.clock,
+                self.config.rollup_ages,
+                force=force,
+                level=level,
+                pool=self.pool,
+            )
+        finally:
+            self.pool.close()
         if self.index_hook is not None and report.written:
             self.index_hook()
         return report
@@ -239,13 +279,21 @@ class Processor:
         return self.store.retry_failed_outbox() + self.store.retry_failed_segments()
 
     # -- steps --------------------------------------------------------------------------------
-    def _handle(self, entry: OutboxEntry, report: ProcessReport) -> None:
+    def _handle(
+        self,
+        entry: OutboxEntry,
+        report: ProcessReport,
+        filed: list[tuple[OutboxEntry, list[Event]]],
+    ) -> None:
+        """File an entry's events (their hooks are left in ``filed``: ``_run_hooks``) or run
+        its kind's handler (after the hooks of the entries before it)."""
         try:
             if entry.kind in FILE_KINDS:
                 batch = self._batch(entry)
                 report.events += self._apply_events(entry, batch)
-                self._run_hooks(entry, [e for _, e in batch], report)
+                filed.append((entry, [e for _, e in batch]))
             elif entry.kind in self.handlers:
+                self._run_hooks(filed, report)
                 self.handlers[entry.kind](entry)
                 self.store.complete_outbox([entry.entry_id])
             else:
@@ -257,16 +305,21 @@ class Processor:
             return
         report.entries += 1
 
-    def _run_hooks(self, entry: OutboxEntry, events: list[Event], report: ProcessReport) -> None:
-        """The event hooks (bookmarks) on the entry's events, read once with ``_apply_events``."""
-        for hook in self.event_hooks:
-            try:
-                hook(events)
-            except Exception as exc:  # the entry is filed; the hook catches up next time
-                name = getattr(hook, "__qualname__", type(hook).__name__)
-                report.failed_entries.append(
-                    f"entry {entry.entry_id} hook {name}: {type(exc).__name__}: {exc}"
-                )
+    def _run_hooks(
+        self, filed: list[tuple[OutboxEntry, list[Event]]], report: ProcessReport
+    ) -> None:
+        """The event hooks (bookmarks) on each filed entry's events (read once with
+        ``_apply_events``), in entry order; ``filed`` is emptied."""
+        for entry, events in filed:
+            for hook in self.event_hooks:
+                try:
+                    hook(events)
+                except Exception as exc:  # the entry is filed; the hook catches up next time
+                    name = getattr(hook, "__qualname__", type(hook).__name__)
+                    report.failed_entries.append(
+                        f"entry {entry.entry_id} hook {name}: {type(exc).__name__}: {exc}"
+                    )
+        filed.clear()
 
     def _batch(self, entry: OutboxEntry) -> list[tuple[int, Event]]:
         """The live events of a ``FILE_KINDS`` entry's seq range (at least one)."""
@@ -296,19 +349,38 @@ class Processor:
             self.store.complete_outbox([entry.entry_id])
         return events
 
-    def build_segments(self, report: ProcessReport) -> None:
+    def build_segments(
+        self, report: ProcessReport, meanwhile: Callable[[], object] | None = None
+    ) -> None:
         """Build every queued segment (changed membership), quarantining the ones that fail:
-        each is summarised outside any transaction, then written in batches (``WRITE_BATCH``)."""
+        each is read, summarised outside any transaction (in the worker processes when the round
+        is large: ``summary_pool``), then written in order in batches (``WRITE_BATCH``).
+        ``meanwhile`` runs once the first round's jobs are handed out, before anything is
+        written (the bookmark pass: it writes nothing the builds read)."""
         while True:
             todo = self.store.unbuilt_segments(self.config.build_batch)
             if not todo:
+                if meanwhile is not None:
+                    meanwhile()
                 return
+            submit = self.pool.round(len(todo))
+            pending: list[tuple[SegmentRecord, SegmentJob, Pending[SegmentMade]]] = []
+            for seg in todo:
+                try:
+                    job = self.builder.segment_job(seg)
+                except Exception as exc:
+                    self._quarantine(seg, exc, report)
+                    continue
+                pending.append((seg, job, submit(summarize_segment, job)))
+            if meanwhile is not None:
+                meanwhile()
+                meanwhile = None
             progressed = False
             batch: list[PreparedSegment] = []
             started = 0.0
-            for seg in todo:
+            for seg, job, made in pending:
                 try:
-                    prepared = self.builder.prepare_segment(seg)
+                    prepared = self.builder.segment_node(job, made.result())
                 except Exception as exc:
                     self._quarantine(seg, exc, report)
                     continue

@@ -1,0 +1,257 @@
+"""Summarising in worker processes: the segments of a build round, the periods of a rollup level.
+
+Summarising is most of the pipeline's CPU and, once a segment's events (or a period's children)
+are read, a pure function of them (``toc.summarize_segment``, ``toc.summarize_period``): nothing
+it computes depends on another segment of the round or on what the store holds. So the worker and
+the rollups read each job in this process, hand it to a pool of worker processes, and write the
+results *in the order the jobs were read*, in the same batches: the store ends exactly as with
+one process (same nodes, versions, grips, search documents, in the same order), only sooner.
+Meanwhile this process does what does not depend on them (reading the next jobs, the bookmark
+pass of the events just filed).
+
+**When.** Only the extractive summariser, whose worker copy is rebuilt from its settings and a
+token counter of the same kind (an LLM summariser spends its time waiting on the network, and its
+clients do not cross processes); only for rounds of at least ``MIN_JOBS`` jobs (a hook's
+``process`` of a few events never starts a process); with ``workers`` processes (the
+``pipeline_workers`` setting: ``auto`` = the CPU cores this process may use, 0 or 1 = none). The
+pool starts on the first large round and is shut down by ``close`` at the end of each ``process``
+/ ``rollup``. Its processes fork from a ``forkserver`` (a clean process started once, which has
+imported the summariser: no database connection or thread is inherited, and a pool starts in
+milliseconds; ``spawn`` where there is none), so they are not this process's children: the CPU
+they spend is what their jobs report (``cpu_s``).
+
+**Failures.** A job that raises raises the same exception here (its segment or period is
+quarantined as in one process). A pool that breaks (a worker killed, out of memory) is logged
+at WARNING, the jobs it held run in this process, and the rest of the run goes without it.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import multiprocessing
+import os
+import time
+from collections.abc import Callable
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from typing import Any, Generic, TypeVar
+
+from memtoc.pipeline.summarize.base import Summarizer
+from memtoc.pipeline.summarize.extractive import ExtractiveSummarizer
+from memtoc.text.tokens import HeuristicCounter, TiktokenCounter, TokenCounter
+
+log = logging.getLogger(__name__)
+
+MIN_JOBS = 24
+"""Jobs in a round below which it is summarised in this process (a pool costs a process start,
+≈ 0.5 s of CPU each, and pickling every job)."""
+
+J = TypeVar("J")
+R = TypeVar("R")
+
+_SUMMARIZER: Summarizer | None = None
+"""The worker process's summariser (set by ``_init``)."""
+
+
+def default_workers() -> int:
+    """Worker processes for ``auto``: the CPU cores this process may run on (1: none)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        return os.cpu_count() or 1
+
+
+def parse_workers(value: str | int) -> int:
+    """The ``pipeline_workers`` setting as a count: ``auto`` (``default_workers``) or an int ≥ 0
+    (0 and 1: summarise in this process); raises ValueError naming the value otherwise."""
+    if isinstance(value, int):
+        count = value
+    elif value.strip().lower() == "auto":
+        return default_workers()
+    else:
+        try:
+            count = int(value)
+        except ValueError:
+            raise ValueError(f"expected 'auto' or a number of processes, got {value!r}") from None
+    if count < 0:
+        raise ValueError(f"expected 'auto' or a number of processes >= 0, got {value!r}")
+    return count
+
+
+def worker_spec(summarizer: Summarizer) -> tuple[str, dict[str, Any]] | None:
+    """What a worker needs to build a summariser that gives the same output as ``summarizer``:
+    its token counter's kind and its settings; None when it cannot be copied (another
+    summariser, or a counter this module does not know how to rebuild)."""
+    if type(summarizer) is not ExtractiveSummarizer:
+        return None
+    counter = summarizer.counter
+    if type(counter) not in (TiktokenCounter, HeuristicCounter):
+        return None
+    settings = {k: v for k, v in vars(summarizer).items() if k != "counter"}
+    return counter.name, settings
+
+
+def _counter(kind: str) -> TokenCounter:
+    if kind == HeuristicCounter.name:
+        return HeuristicCounter()
+    return TiktokenCounter()
+
+
+def _init(spec: tuple[str, dict[str, Any]] | None) -> None:
+    """Worker start: build its summariser once."""
+    global _SUMMARIZER
+    assert spec is not None, "summary pool started without a summariser to copy"
+    kind, settings = spec
+    summarizer = ExtractiveSummarizer.__new__(ExtractiveSummarizer)
+    vars(summarizer).update(settings)
+    summarizer.counter = _counter(kind)
+    _SUMMARIZER = summarizer
+
+
+def _call(fn: Callable[[Summarizer, Any], Any], job: Any) -> tuple[Any, int, float]:
+    """Run one job with the worker's summariser; with the worker's pid and CPU seconds so far
+    (what ``SummaryPool.cpu_s`` adds up)."""
+    assert _SUMMARIZER is not None, "summary pool worker not initialised"
+    return fn(_SUMMARIZER, job), os.getpid(), time.process_time()
+
+
+def _context() -> multiprocessing.context.BaseContext:
+    """``forkserver`` where there is one (a worker forks from a clean server process that has
+    imported the summariser once: no database connection, thread or main module inherited, and
+    a pool starts in milliseconds), else ``spawn``."""
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("spawn")
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload([__name__])
+    return ctx
+
+
+class _Done(Generic[R]):
+    """A job run in this process, when its result is asked for (the same interface as a
+    ``Future``'s ``result``)."""
+
+    __slots__ = ("_fn", "_job", "_summarizer")
+
+    def __init__(self, fn: Callable[[Summarizer, Any], R], summarizer: Summarizer, job: Any):
+        self._fn, self._summarizer, self._job = fn, summarizer, job
+
+    def result(self) -> R:
+        return self._fn(self._summarizer, self._job)
+
+
+class Pending(Generic[R]):
+    """One submitted job: ``result()`` returns its result or raises what it raised; when the
+    pool broke under it, it is run here instead."""
+
+    __slots__ = ("_fallback", "_future", "_pool")
+
+    def __init__(
+        self,
+        fallback: _Done[R],
+        future: Future[tuple[R, int, float]] | None = None,
+        pool: SummaryPool | None = None,
+    ) -> None:
+        self._fallback, self._future, self._pool = fallback, future, pool
+
+    def result(self) -> R:
+        if self._future is None or self._pool is None:
+            return self._fallback.result()
+        try:
+            made, pid, cpu = self._future.result()
+        except BrokenProcessPool as exc:
+            self._pool.broke(exc)
+            return self._fallback.result()
+        self._pool.note_cpu(pid, cpu)
+        return made
+
+
+class SummaryPool:
+    """Runs summarising jobs in worker processes when a round is large enough, else here; results
+    are taken in submission order. One per ``Processor``; not thread-safe."""
+
+    def __init__(self, summarizer: Summarizer, workers: int, *, min_jobs: int = MIN_JOBS) -> None:
+        self.summarizer = summarizer
+        self.workers = workers
+        self.min_jobs = min_jobs
+        self.spec = worker_spec(summarizer) if workers > 1 else None
+        self._executor: ProcessPoolExecutor | None = None
+        self.broken: str | None = None
+        """Why the pool stopped being used in this run (logged), None while it works."""
+        self.started = 0
+        """Pools started (a pool serves every large round of one ``process`` or ``rollup``)."""
+        self._cpu: dict[int, float] = {}
+        self._cpu_closed = 0.0
+
+    @property
+    def parallel(self) -> bool:
+        """Whether large rounds go to worker processes."""
+        return self.spec is not None and self.broken is None
+
+    def round(self, jobs: int) -> Callable[[Callable[[Summarizer, J], R], J], Pending[R]]:
+        """A ``submit(fn, job)`` for a round of ``jobs`` jobs: to the pool when the round is
+        large enough, else run here when its result is asked for."""
+        if jobs < self.min_jobs or not self.parallel:
+            return self._here
+        return self._there
+
+    def _here(self, fn: Callable[[Summarizer, J], R], job: J) -> Pending[R]:
+        return Pending(_Done(fn, self.summarizer, job))
+
+    def _there(self, fn: Callable[[Summarizer, J], R], job: J) -> Pending[R]:
+        fallback = _Done(fn, self.summarizer, job)
+        executor = self._start()
+        if executor is None:
+            return Pending(fallback)
+        try:
+            future = executor.submit(_call, fn, job)
+        except (BrokenProcessPool, RuntimeError) as exc:  # broke or shut down under us
+            self.broke(exc)
+            return Pending(fallback)
+        return Pending(fallback, future, self)
+
+    def note_cpu(self, pid: int, cpu_s: float) -> None:
+        """A worker's CPU seconds so far, as its latest job reported them."""
+        if cpu_s > self._cpu.get(pid, 0.0):
+            self._cpu[pid] = cpu_s
+
+    @property
+    def cpu_s(self) -> float:
+        """CPU seconds the worker processes spent, every pool since this one was made, as their
+        jobs reported them (a worker's time after its last job is not counted: it only waits).
+        A ``forkserver``'s workers are not this process's children, so ``RUSAGE_CHILDREN``
+        would not hold them."""
+        return self._cpu_closed + sum(self._cpu.values())
+
+    def _start(self) -> ProcessPoolExecutor | None:
+        if self._executor is None and self.parallel:
+            try:
+                self._executor = ProcessPoolExecutor(
+                    max_workers=self.workers,
+                    mp_context=_context(),
+                    initializer=functools.partial(_init, self.spec),
+                )
+                self.started += 1
+            except (OSError, ValueError) as exc:
+                self.broke(exc)
+        return self._executor
+
+    def broke(self, exc: BaseException) -> None:
+        """Stop using the pool for this run (its remaining jobs run here); logged once."""
+        if self.broken is None:
+            self.broken = f"{type(exc).__name__}: {exc}"
+            log.warning(
+                "summary pool of %d processes stopped (%s): summarising in this process",
+                self.workers,
+                self.broken,
+            )
+
+    def close(self) -> None:
+        """Shut the worker processes down (waiting for them); the next large round starts a new
+        pool, and a broken pool is tried again."""
+        executor, self._executor = self._executor, None
+        self.broken = None
+        if executor is not None:
+            executor.shutdown(wait=True, cancel_futures=True)
+        self._cpu_closed += sum(self._cpu.values())
+        self._cpu.clear()
