@@ -84,6 +84,22 @@ def test_search_says_a_title_once(home: Path) -> None:
         assert rest.split()[:5] == [w for w in said if w.strip(".:;,")][:5], cell
 
 
+def test_search_in_an_80_column_terminal_keeps_ids_whole(home: Path) -> None:
+    """At 80 columns the results table left ~12 characters of text a line and folded each id
+    across two lines ("toc:segment:2025-06-14T2" / "3:45:90389f"): results are then a list, each
+    headed by its whole id, then its title."""
+    args = ("search", QUERY, "--project", PROJECT, "--limit", "8")
+    out, _ = run(home, *args, columns=80)
+    data = json.loads(run(home, *args, "--json")[0])
+    assert "│" not in out  # no table
+    lines = out.splitlines()
+    for n, item in enumerate(data["items"], start=1):
+        (head,) = [i for i, ln in enumerate(lines) if ln.startswith(f"{n}. {item['kind']} ")]
+        assert f" {item['id']} " in lines[head], lines[head]
+        if item["title"]:  # the title opens the text below the head
+            assert lines[head + 1].strip().startswith(item["title"][:40]), lines[head + 1]
+
+
 def test_recall_heads_each_item_by_who_spoke_and_when(home: Path) -> None:
     out, _ = run(home, "recall", QUERY, "--project", PROJECT, "--budget", "600")
     data = json.loads(

@@ -11,6 +11,7 @@ from typing import Annotated
 
 import typer
 from rich.markup import escape
+from rich.padding import Padding
 from rich.table import Table
 
 from memtoc.derived.rebuild import PARTS
@@ -81,6 +82,9 @@ def _render(result: SearchResult | DrillResult) -> None:
     if not result.items:
         console.print("no results")
         return
+    if console.width < WIDE_TABLE:
+        _render_list(result)
+        return
     table = Table(show_lines=True)
     for column in ("score", "kind", "id / when", "text", "tokens"):
         table.add_column(column, overflow="fold")
@@ -94,6 +98,26 @@ def _render(result: SearchResult | DrillResult) -> None:
             str(item.tokens),
         )
     console.print(table)
+
+
+WIDE_TABLE = 120
+"""Below this many columns results are a list, not a table: in an 80-column terminal the table
+left ~12 characters of text per line and folded ids across lines ("toc:segment:2025-11-17T2" /
+"3:50:4e29ef"), which no one can copy."""
+
+
+def _render_list(result: SearchResult | DrillResult) -> None:
+    """Each result as a head line — rank, kind, the whole id, when, project, score, tokens —
+    then its title and text, indented."""
+    for n, item in enumerate(result.items, start=1):
+        when = item.to_dict()["start_time"]
+        console.print(
+            f"[bold]{n}.[/] {item.kind} [cyan]{escape(item.id)}[/] [dim]{when} "
+            f"{escape(item.project)} · score {item.score:.3f} · {item.tokens} tok[/]",
+            highlight=False,
+            soft_wrap=True,
+        )
+        console.print(Padding(_cell(item.title, item.text), (0, 0, 0, 3)), highlight=False)
 
 
 def _cell(title: str, text: str) -> str:
