@@ -258,3 +258,16 @@ def test_timeline_shows_each_node_id_whole_at_80_columns(home: Path) -> None:
         if level == "segment":
             assert shown == ids, out
         assert shown and not any("…" in s for s in shown), out
+
+
+def test_events_in_an_80_column_terminal_one_line_each_with_the_whole_time(home: Path) -> None:
+    """At 80 columns `memtoc events` cut the time to "2025-07-19T23…" and folded the text a word
+    a line: each event is one line, its time whole, its text cut to fit."""
+    out, _ = run(home, "events", "--project", PROJECT, "-n", "6", columns=80)
+    data = json.loads(run(home, "events", "--project", PROJECT, "-n", "6", "--json")[0])
+    lines = out.splitlines()
+    assert len(lines) == 1 + len(data["events"]) == 7, out
+    for line, event in zip(lines[1:], data["events"], strict=True):
+        when = event["timestamp"][:10] + " " + event["timestamp"][11:19]
+        assert line.startswith(f"{when}  {event['session_id'][:8]}"), line
+        assert len(line) <= 80 and event["role"] in line, line

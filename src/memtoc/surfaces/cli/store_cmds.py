@@ -224,17 +224,22 @@ def events(
     if json_out:
         emit_json({"events": [e.to_dict() for e in found], "count": len(found)})
         return
-    table = Table("time (UTC)", "project", "session", "role", "text")
+    # the time whole and the text on one line each (at 80 columns the time was cut to
+    # "2025-07-19T23…" and the text folded a word a line); the project only when several
+    several = len({e.project for e in found}) > 1
+    table = Table(box=None, pad_edge=False)
+    widths = [("time (UTC)", 19), *([("project", 16)] if several else []), ("session", 8),
+              ("role", 9)]  # fmt: skip
+    for name, width in widths:
+        table.add_column(name, no_wrap=True, width=width, overflow="ellipsis")
+    room = max(20, console.width - sum(w + 2 for _, w in widths) - 1)
+    table.add_column("text", no_wrap=True, width=room)
     for e in found:
-        text = e.text.replace("\n", " ")
-        table.add_row(
-            iso_ms(e.ts_ms)[:19],
-            e.project,
-            e.session_id[:12],
-            e.role,
-            text[:100],
-            end_section=False,
-        )
+        when = iso_ms(e.ts_ms)
+        text = " ".join(e.text.split())
+        text = text if len(text) <= room else text[: room - 1] + "…"
+        row = [f"{when[:10]} {when[11:19]}", *([e.project] if several else [])]
+        table.add_row(*row, e.session_id[:8], e.role, escape(text))
     console.print(table)
 
 
