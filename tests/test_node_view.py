@@ -25,7 +25,12 @@ from memtoc.pipeline.summarize.extractive import ExtractiveSummarizer
 from memtoc.pipeline.worker import PipelineConfig, Processor
 from memtoc.retrieval.navigate import expand
 from memtoc.retrieval.node_focus import SNIPPET_TOKENS
-from memtoc.retrieval.node_view import DEFAULT_CHILD_LIMIT, ChildView, novel_abstract
+from memtoc.retrieval.node_view import (
+    DEFAULT_CHILD_LIMIT,
+    MATCH_CHILDREN,
+    ChildView,
+    novel_abstract,
+)
 from memtoc.store.sqlite import SqliteStore
 from memtoc.surfaces.cli import app
 from memtoc.surfaces.http.app import create_app
@@ -114,6 +119,9 @@ def test_a_focused_view_lists_the_children_holding_the_answer_first(memory: Memo
     # no embedder in this memory: the order comes from BM25 alone, and the view says so
     assert view.degraded and "focus order degraded: no embedder" in text
     assert view.to_dict()["focus"] == question and view.to_dict()["focus_degraded"]
+    # every child of the page holding a hit quotes it (the evidence where the listing points)
+    quoted = view.children[: min(view.matched or 0, MATCH_CHILDREN)]
+    assert quoted and all(c.snippet and f"> {c.snippet}" in text for c in quoted)
     # Up the tree each view lists its one child holding the answer.
     for node_id in ("toc:year:2024", "toc:month:2024-03", "toc:week:2024-W10"):
         up = memory.node(node_id, project="p", focus=question)

@@ -76,9 +76,10 @@ HOT_DAYS = 3
 HOT_LEVELS = frozenset({"year", "month"})
 """Levels whose focused view names the days holding its best hits (a week lists its days)."""
 
-MATCH_CHILDREN = 3
-"""A focused view shows, under this many of its first children holding a match, the child's
-bullet most about the focus (with its grip): the way to the evidence without opening the child."""
+MATCH_CHILDREN = 5
+"""A focused view shows, under this many of its first children holding a match (a whole
+focused page), the child's bullet most about the focus (with its grip) and its quote: the
+evidence where the listing points, without opening the child."""
 
 
 @dataclass(frozen=True, slots=True)
