@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -21,8 +22,9 @@ from memtoc.eval.bench_ingest import _draft
 from memtoc.eval.synth import SynthConfig, generate
 from memtoc.ingest.importer import Importer, IngestOptions
 from memtoc.memory import Memory
+from memtoc.pipeline import worker
 from memtoc.pipeline.summarize.extractive import ExtractiveSummarizer
-from memtoc.pipeline.summary_pool import SummaryPool, parse_workers, worker_spec
+from memtoc.pipeline.summary_pool import REST_ROUNDS, SummaryPool, parse_workers, worker_spec
 from memtoc.pipeline.worker import PipelineConfig
 from memtoc.store.sqlite import SqliteStore
 from memtoc.text.tokens import default_counter
@@ -61,7 +63,10 @@ def build(path: Path, workers: int) -> tuple[dict[str, str], Memory]:
     return digest, memory
 
 
-def test_worker_processes_leave_the_store_as_one_process_does(tmp_path: Path) -> None:
+def test_worker_processes_leave_the_store_as_one_process_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(worker, "INDEX_MIN_TEXTS", 100)  # full-text forms made there too
     alone, one = build(tmp_path / "one.db", workers=0)
     pooled, many = build(tmp_path / "many.db", workers=2)
     try:
@@ -147,3 +152,23 @@ def test_the_pipeline_workers_setting(tmp_path: Path) -> None:
     )
     with pytest.raises(ConfigError, match="MEMTOC_PIPELINE_WORKERS"):
         load_settings(environ={"MEMTOC_HOME": str(home), "MEMTOC_PIPELINE_WORKERS": "many"})
+
+
+def test_a_pool_that_gets_no_second_core_rests(caplog: pytest.LogCaptureFixture) -> None:
+    pool = SummaryPool(ExtractiveSummarizer(default_counter()), 2, min_jobs=1)
+    try:
+        assert pool.round(1) == pool._there
+        # a round of 10 s of wall in which this process and its workers got no CPU at all
+        pool._mark = (time.perf_counter() - 10.0, time.process_time(), pool.cpu_s)
+        with caplog.at_level(logging.INFO, logger="memtoc.pipeline.summary_pool"):
+            pool.settle()
+        assert (pool.rounds, pool.rested) == (1, 1)
+        assert "cores used over the last round" in caplog.text
+        for _ in range(REST_ROUNDS):
+            assert pool.round(1) == pool._here
+            pool.settle()
+        assert pool.round(1) == pool._there  # tried again
+        pool.settle()  # a round of no time is not judged
+        assert (pool.rounds, pool.rested) == (1, 1)
+    finally:
+        pool.close()

@@ -60,6 +60,10 @@ class ProcessBench:
     """The part of ``cpu_s`` spent in the summary pool's processes (``pipeline.summary_pool``)."""
     workers: int = 0
     """Summary pool processes the pipeline may use (``pipeline_workers``; 0: none)."""
+    pool_rounds: int = 0
+    """Rounds summarised in the pool (``SummaryPool.settle``)."""
+    pool_rested: int = 0
+    """Of those, the ones after which it rested: too few cores for it on the machine."""
 
     @property
     def pipeline_s(self) -> float:
@@ -153,6 +157,8 @@ def measure_process(
                 cpu_s=cpu_s,
                 workers_cpu_s=workers_cpu_s,
                 workers=pool.workers if pool.spec else 0,
+                pool_rounds=pool.rounds,
+                pool_rested=pool.rested,
             )
         finally:
             memory.close()

@@ -180,6 +180,8 @@ def run_rollups(
                 rolled += _write_periods(store, builder, batch, report)
                 batch = []
         rolled += _write_periods(store, builder, batch, report)
+        if pool is not None:
+            pool.settle()
         report.rolled[lvl] = rolled
         report.pending += pending
         store.set_checkpoint(

@@ -20,6 +20,14 @@ imported the summariser: no database connection or thread is inherited, and a po
 milliseconds; ``spawn`` where there is none), so they are not this process's children: the CPU
 they spend is what their jobs report (``cpu_s``).
 
+**Only when it helps.** Worker processes cost CPU of their own (each job is sent and its result
+returned; caches are split between processes; docs/benchmarks.md). They pay only when the
+machine has a core to spare. After each round (``settle``) the pool checks how many cores this
+process and its workers ran on together; when fewer than ``MIN_CORES`` (other work holds the
+cores, or the scheduler gives this process group one core's share — Linux's autogroup gives each
+session an equal share, however many processes it runs), the next rounds are summarised here and
+the pool is tried again after ``REST_ROUNDS``.
+
 **Failures.** A job that raises raises the same exception here (its segment or period is
 quarantined as in one process). A pool that breaks (a worker killed, out of memory) is logged
 at WARNING, the jobs it held run in this process, and the rest of the run goes without it.
@@ -46,6 +54,14 @@ log = logging.getLogger(__name__)
 MIN_JOBS = 24
 """Jobs in a round below which it is summarised in this process (a pool costs a process start,
 ≈ 0.5 s of CPU each, and pickling every job)."""
+
+MIN_CORES = 1.25
+"""Cores this process and its workers must have run on together over a round for the pool to
+be kept for the next one (``settle``): below that, the workers only took turns with it."""
+REST_ROUNDS = 4
+"""Rounds run in this process after a round that did not get ``MIN_CORES``, before trying again."""
+MIN_ROUND_S = 0.5
+"""Rounds shorter than this (wall seconds) are not judged."""
 
 J = TypeVar("J")
 R = TypeVar("R")
@@ -182,18 +198,59 @@ class SummaryPool:
         """Pools started (a pool serves every large round of one ``process`` or ``rollup``)."""
         self._cpu: dict[int, float] = {}
         self._cpu_closed = 0.0
+        self._mark: tuple[float, float, float] | None = None
+        self._used = False
+        self._rest = 0
+        self.rounds = 0
+        """Rounds the pool was used in (and measured: ``settle``)."""
+        self.rested = 0
+        """Of those, the ones after which it rested (fewer than ``MIN_CORES`` cores used)."""
 
     @property
     def parallel(self) -> bool:
         """Whether large rounds go to worker processes."""
         return self.spec is not None and self.broken is None
 
-    def round(self, jobs: int) -> Callable[[Callable[[Summarizer, J], R], J], Pending[R]]:
+    def round(
+        self, jobs: int, *, min_jobs: int | None = None
+    ) -> Callable[[Callable[[Summarizer, J], R], J], Pending[R]]:
         """A ``submit(fn, job)`` for a round of ``jobs`` jobs: to the pool when the round is
-        large enough, else run here when its result is asked for."""
-        if jobs < self.min_jobs or not self.parallel:
+        large enough (``min_jobs``, default the pool's), else run here when its result is asked
+        for."""
+        if jobs < (self.min_jobs if min_jobs is None else min_jobs) or not self.parallel:
             return self._here
+        if self._rest > 0:
+            return self._here
+        self._used = True
         return self._there
+
+    def settle(self) -> None:
+        """The end of one pipeline round (a drain-and-build pass, a rollup level). When the
+        pool was used in it and this process and its workers together ran on fewer than
+        ``MIN_CORES`` cores meanwhile, the machine has no core to spare for them (every core busy
+        with other work, or a CPU quota on this process group): the pool only adds its own
+        cost (jobs sent, caches split), so the next ``REST_ROUNDS`` rounds run here; then it is
+        tried again."""
+        now = (time.perf_counter(), time.process_time(), self.cpu_s)
+        mark, self._mark = self._mark, now
+        if not self._used:
+            self._rest = max(0, self._rest - 1)
+            return
+        self._used = False
+        if mark is None or now[0] - mark[0] < MIN_ROUND_S:
+            return
+        cores = (now[1] - mark[1] + now[2] - mark[2]) / (now[0] - mark[0])
+        self.rounds += 1
+        if cores < MIN_CORES:
+            self._rest = REST_ROUNDS
+            self.rested += 1
+            log.info(
+                "summary pool: %.2f cores used over the last round (< %.2f): the next %d rounds "
+                "are summarised in this process",
+                cores,
+                MIN_CORES,
+                REST_ROUNDS,
+            )
 
     def _here(self, fn: Callable[[Summarizer, J], R], job: J) -> Pending[R]:
         return Pending(_Done(fn, self.summarizer, job))
@@ -251,6 +308,7 @@ class SummaryPool:
         pool, and a broken pool is tried again."""
         executor, self._executor = self._executor, None
         self.broken = None
+        self._mark, self._used, self._rest = None, False, 0
         if executor is not None:
             executor.shutdown(wait=True, cancel_futures=True)
         self._cpu_closed += sum(self._cpu.values())

@@ -230,6 +230,7 @@ class Processor:
                 self._handle(entry, report, filed)
             # the event hooks run while the round's segments are summarised (in the workers)
             self.build_segments(report, functools.partial(self._run_hooks, filed, report))
+            self.pool.settle()
             if self.index_hook is not None:
                 self.index_hook()
             if progress is not None:
@@ -330,12 +331,26 @@ class Processor:
         return batch
 
     def _apply_events(self, entry: OutboxEntry, batch: list[tuple[int, Event]]) -> int:
+        # the full-text forms of the batch's texts are made in the pool while this process
+        # segments the batch (a pure function of each text)
+        submit = self.pool.round(len(batch), min_jobs=INDEX_MIN_TEXTS)
+        texts = [e.text for _, e in batch]
+        chunks = [
+            (texts[i : i + INDEX_CHUNK], submit(search_texts, texts[i : i + INDEX_CHUNK]))
+            for i in range(0, len(texts), INDEX_CHUNK)
+        ]
         results = self.segmenter.assign(batch)
+        forms: dict[str, str] = {}
+        for chunk, made in chunks:
+            forms.update(zip(chunk, made.result(), strict=True))
         now = self.clock.now_ms()
         events = 0
         with self.store.transaction():
             for project, res in results.items():
-                indexed = [(seq, search_text(text)) for seq, text in res.index_events]
+                indexed = [
+                    (seq, forms[text] if text in forms else search_text(text))
+                    for seq, text in res.index_events
+                ]
                 self.store.write_segments(
                     res.upserts, res.deleted, project, res.membership, indexed
                 )
@@ -423,6 +438,17 @@ class Processor:
         message = f"{type(exc).__name__}: {exc}"
         self.store.fail_segment(seg.project, seg.node_id, message)
         report.failed_segments.append(f"{seg.project} {seg.node_id}: {message}")
+
+
+INDEX_CHUNK = 500
+"""Texts per full-text job handed to the pool (``search_texts``)."""
+INDEX_MIN_TEXTS = 2_000
+"""Texts in a batch below which their full-text forms are made in this process."""
+
+
+def search_texts(summarizer: object, texts: list[str]) -> list[str]:
+    """The full-text form (``search_text``) of each text: a pool job (``summary_pool``)."""
+    return [search_text(t) for t in texts]
 
 
 FILE_KINDS = ("events", "refile")
