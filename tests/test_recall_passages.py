@@ -22,6 +22,7 @@ from memtoc.retrieval.recall_passages import (
     Passage,
     passages_text,
     rank_passages,
+    section_headings,
     split_passages,
     title_span,
 )
@@ -168,6 +169,35 @@ def test_gaps_are_marked() -> None:
     assert not whole
     assert rendered.startswith("…\n") and rendered.endswith("\n…")
     assert rendered.index(passages[1].text) < rendered.index(passages[3].text)
+
+
+def test_a_passage_holds_its_section_headings_terms() -> None:
+    """The failure class: a plan's "## Issue Found: Silent Commit Checkout Failure" section goes
+    on in its own words ("the impact evaluation would silently run against a different
+    commit"), so the passage answering "Why did a failed checkout become a hard error?" held no
+    question term and another part of the plan was packed instead (context-evaluator)."""
+    reason = "If the commit is unreachable the evaluation silently runs against another one."
+    lines = ["Implement the following plan:", "", "# Plan: Harden cloning", ""]
+    for n in range(12):
+        lines += [f"## Step {n}: adjust module{n}", ""]
+        lines += [f"- update the renderer{n} helper and its unit tests in module{n}"] * 4 + [""]
+        if n == 6:
+            lines += ["## Issue found: checkout failure", "", "```sh", "# checkout failure", "```"]
+            lines += [f"- note {k} on the cloner's fetch depth and remotes" for k in range(12)]
+            lines += ["", reason, ""]
+    text = "\n".join(lines)
+    passages = split_passages(text, COUNTER)
+    at = next(p for p in passages if reason in p.text)
+    assert not at.text.lstrip().startswith("## Issue")  # the heading is in an earlier passage
+    assert section_headings(passages)[at.index] == "## Issue found: checkout failure"
+    ranked = rank_passages(key_terms("Why does a checkout failure stop the clone?"), passages)
+    # it holds the terms under its heading as fully as the passage holding the heading does:
+    # not only a continuation's share of it
+    share = next(r for p, r in ranked if p.index == at.index)
+    assert share == ranked[0][1] == 1.0 and share > CONTINUATION
+    # a "#" line in a code fence is a comment, a level-1 heading the document's title
+    assert section_headings(passages)[0] is None
+    assert "# checkout failure" not in set(section_headings(passages))
 
 
 def test_a_passage_is_shown_under_its_events_title() -> None:

@@ -20,6 +20,10 @@ detail under its heading — and keeps a share of its relevance (``CONTINUATION`
 that hold none of the question's terms are not relevant; when none is, the event's first passage
 stands for it (a message's opening usually says what it is about: a plan's title, a report's
 conclusion).
+A passage also holds the terms of the heading of the section it sits in ("## Issue Found: Silent
+Commit Checkout Failure" above "This means if the original commit is unreachable, …"): the
+heading says what its section is about, in the words a question uses, while the section's own
+lines go on in theirs.
 
 A passage packed without the event's opening is shown under the event's **title** — a markdown
 heading among its first lines ("# Plan: Packmind Promotion After Remediation" under "Implement
@@ -54,6 +58,8 @@ TITLE_LINES = 3
 TITLE_CHARS = 200
 """A heading longer than this is a paragraph set as one, not a title."""
 _HEADING = re.compile(r"#{1,6} \S")
+_SECTION_MARK = re.compile(r"^[ \t]*(?:```|~~~|#{2,6} \S.*)", re.M)
+"""A code fence, or a section's heading (level 2 or deeper) at a line's start."""
 _SENTENCE_END = re.compile(r"[.!?;][\"')\]*_`]*(?=\s)")
 """Where a sentence ends inside a line: a long line is cut there rather than mid-sentence (an
 answer is a sentence or two: cut in two, neither half holds it)."""
@@ -170,15 +176,36 @@ def passages_text(
     return "\n".join(out), False
 
 
+def section_headings(passages: Sequence[Passage]) -> list[str | None]:
+    """The heading of the section each passage starts in: the last markdown heading of level 2
+    or deeper before it, outside code fences (a level-1 heading is the document's title, a
+    ``#`` line inside a fence a comment); ``None`` before the first."""
+    out: list[str | None] = []
+    current: str | None = None
+    fenced = False
+    for p in passages:
+        out.append(current)
+        for mark in _SECTION_MARK.findall(p.text):
+            if mark.startswith(("```", "~~~")):
+                fenced = not fenced
+            elif not fenced:
+                current = mark
+    return out
+
+
 def passage_relevance(
     question_terms: set[str], passages: Sequence[Passage]
 ) -> tuple[list[float], float]:
-    """Each passage's IDF-weighted count of the question's key terms (IDF over ``passages``),
-    and the event's: the same sum over every term some passage holds."""
+    """Each passage's IDF-weighted count of the question's key terms — in its text or in the
+    heading of the section it starts in (``section_headings``) — with the IDF over
+    ``passages``, and the event's: the same sum over every term some passage holds."""
     if not question_terms or len(passages) <= 1:
         return [0.0] * len(passages), 0.0
     question = stem_terms(question_terms)
-    held = [stem_terms(key_terms(p.text)) & question for p in passages]
+    held = [
+        stem_terms(key_terms(p.text) | (key_terms(h) if h else set())) & question
+        for p, h in zip(passages, section_headings(passages), strict=True)
+    ]
     df: dict[str, int] = {}
     for terms in held:
         for t in terms:
