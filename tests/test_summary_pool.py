@@ -10,6 +10,8 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -22,7 +24,7 @@ from memtoc.eval.bench_ingest import _draft
 from memtoc.eval.synth import SynthConfig, generate
 from memtoc.ingest.importer import Importer, IngestOptions
 from memtoc.memory import Memory
-from memtoc.pipeline import worker
+from memtoc.pipeline import summary_pool, worker
 from memtoc.pipeline.summarize.extractive import ExtractiveSummarizer
 from memtoc.pipeline.summary_pool import REST_ROUNDS, SummaryPool, parse_workers, worker_spec
 from memtoc.pipeline.worker import PipelineConfig
@@ -172,3 +174,38 @@ def test_a_pool_that_gets_no_second_core_rests(caplog: pytest.LogCaptureFixture)
         assert (pool.rounds, pool.rested) == (1, 1)
     finally:
         pool.close()
+
+
+OWNER = """
+import os, sys
+from memtoc.pipeline.summarize.extractive import ExtractiveSummarizer
+from memtoc.pipeline.summary_pool import SummaryPool
+from memtoc.pipeline.worker import search_texts
+from memtoc.text.tokens import default_counter
+
+pool = SummaryPool(ExtractiveSummarizer(default_counter()), 2, min_jobs=1)
+submit = pool.round(2)
+assert [submit(search_texts, ["a b", "c"]).result() for _ in range(2)]
+print(" ".join(str(pid) for pid in sorted(pool._executor._processes)), flush=True)
+os._exit(0)  # no shutdown: killed, or a multiprocessing child leaving
+"""
+
+
+def test_workers_end_when_the_process_owning_the_pool_is_gone() -> None:
+    with subprocess.Popen(
+        [sys.executable, "-c", OWNER], stdout=subprocess.PIPE, text=True
+    ) as owner:
+        assert owner.stdout is not None
+        workers = [int(pid) for pid in owner.stdout.readline().split()]
+        assert workers
+        assert owner.wait(timeout=60) == 0
+        deadline = time.monotonic() + 15
+        alive = list(workers)
+        while alive and time.monotonic() < deadline:
+            time.sleep(0.2)
+            alive = [pid for pid in alive if _exists(pid)]
+        assert alive == []
+
+
+def _exists(pid: int) -> bool:
+    return summary_pool._alive(pid)

@@ -39,6 +39,7 @@ import functools
 import logging
 import multiprocessing
 import os
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -55,6 +56,8 @@ MIN_JOBS = 24
 """Jobs in a round below which it is summarised in this process (a pool costs a process start,
 ≈ 0.5 s of CPU each, and pickling every job)."""
 
+OWNER_POLL_S = 1.0
+"""How often a worker checks that the process owning its pool is still there (``_watch``)."""
 MIN_CORES = 1.25
 """Cores this process and its workers must have run on together over a round for the pool to
 be kept for the next one (``settle``): below that, the workers only took turns with it."""
@@ -114,15 +117,41 @@ def _counter(kind: str) -> TokenCounter:
     return TiktokenCounter()
 
 
-def _init(spec: tuple[str, dict[str, Any]] | None) -> None:
-    """Worker start: build its summariser once."""
+def _init(spec: tuple[str, dict[str, Any]] | None, owner: int) -> None:
+    """Worker start: build its summariser once, and watch the process that owns the pool."""
     global _SUMMARIZER
     assert spec is not None, "summary pool started without a summariser to copy"
+    threading.Thread(target=_watch, args=(owner,), name="owner-watch", daemon=True).start()
     kind, settings = spec
     summarizer = ExtractiveSummarizer.__new__(ExtractiveSummarizer)
     vars(summarizer).update(settings)
     summarizer.counter = _counter(kind)
     _SUMMARIZER = summarizer
+
+
+def _watch(owner: int) -> None:
+    """End this worker once the process that owns the pool is gone. A worker waits for jobs on a
+    queue it holds both ends of, so an owner that ended without shutting the pool down (killed,
+    or a multiprocessing child leaving through ``os._exit``) would leave it waiting forever."""
+    while True:
+        time.sleep(OWNER_POLL_S)
+        if not _alive(owner):
+            os._exit(0)
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` is running (an ended one not yet reaped by its parent is not)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # exists, but not ours to signal
+        return True
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+            return f.read().rpartition(")")[2].split()[:1] != ["Z"]
+    except OSError:  # no /proc (not Linux): the signal check is all there is
+        return True
 
 
 def _call(fn: Callable[[Summarizer, Any], Any], job: Any) -> tuple[Any, int, float]:
@@ -286,7 +315,7 @@ class SummaryPool:
                 self._executor = ProcessPoolExecutor(
                     max_workers=self.workers,
                     mp_context=_context(),
-                    initializer=functools.partial(_init, self.spec),
+                    initializer=functools.partial(_init, self.spec, os.getpid()),
                 )
                 self.started += 1
             except (OSError, ValueError) as exc:

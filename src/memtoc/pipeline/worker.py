@@ -194,6 +194,7 @@ class Processor:
         )
         workers = config.workers if config.workers is not None else default_workers()
         self.pool = SummaryPool(summarizer, workers)
+        self._running = False
         """Where large rounds are summarised; its processes live for one ``run`` / ``rollup``."""
 
     # -- public -------------------------------------------------------------------------------
@@ -206,9 +207,11 @@ class Processor:
         rollup: bool = True,
     ) -> ProcessReport:
         """Drain the outbox, build changed segments, then roll up what is due."""
+        self._running = True
         try:
             return self._run(until_idle, max_entries, progress, rollup)
         finally:
+            self._running = False
             self.pool.close()
 
     def _run(
@@ -371,7 +374,17 @@ class Processor:
         each is read, summarised outside any transaction (in the worker processes when the round
         is large: ``summary_pool``), then written in order in batches (``WRITE_BATCH``).
         ``meanwhile`` runs once the first round's jobs are handed out, before anything is
-        written (the bookmark pass: it writes nothing the builds read)."""
+        written (the bookmark pass: it writes nothing the builds read). Outside ``run`` (a
+        forget's or a rebuild's re-derivation) the pool is shut down before it returns."""
+        try:
+            self._build_segments(report, meanwhile)
+        finally:
+            if not self._running:
+                self.pool.close()
+
+    def _build_segments(
+        self, report: ProcessReport, meanwhile: Callable[[], object] | None
+    ) -> None:
         while True:
             todo = self.store.unbuilt_segments(self.config.build_batch)
             if not todo:
