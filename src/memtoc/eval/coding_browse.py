@@ -21,8 +21,8 @@ what was read, within the budget):
   them as the first listed (the children's ranks follow theirs), a way to a day past its month
   and week. The memory's clock stands at the question's time while the agent reads (a
   focused view ranks as recall is asked, ``at_ms``). A time expression in the question ("last
-  Tuesday") is resolved at the question's time and children overlapping that window score ``TIME_BONUS`` more (the
-  agent can read dates from the ids). It stops when nothing left fits the budget.
+  Tuesday") is resolved at the question's time and children overlapping that window score
+  ``TIME_BONUS`` more (the agent can read dates from the ids). It stops when nothing left fits the budget.
 - ``teleport-browse``: first a search (``Memory.search`` as ``memory_search`` runs it: every
   kind, L0, ``SEARCH_HITS`` hits; the result list is read and paid for), then the same
   best-first browsing from there: the best hit is opened (a node) or expanded (a grip, an event,
@@ -228,8 +228,8 @@ class BrowseMethod:
                     for gid in bullet.grip_ids[:1]:  # the one grip an L0 view shows in full
                         if gid not in seen_grips:
                             push("expand", gid, blend(self.sim(bullet.text), order))
-            for rank, day in enumerate(v.hot):  # the days holding its best hits: a way down
-                if day.node_id in seen_nodes:  # past the month and week, listed by how many
+            for rank, day in enumerate(v.hot):  # the days holding its best hits, best first:
+                if day.node_id in seen_nodes:  # a way down past the month and week
                     continue
                 order = p / (1 + rank)
                 prior[day.node_id] = max(prior.get(day.node_id, 0.0), order)

@@ -61,9 +61,9 @@ FOCUS_BULLETS = 1
 """A focused view of a period shows at most this many bullets: the one most about the focus
 (its children, listed by relevance, are the way on)."""
 TITLE_CHARS = 90
+"""A child's title in an L0 listing is cut (at a word, with "…") to about this many characters."""
 HOT_TITLE_CHARS = 60
 """A hot day's title is cut shorter: its id and hit count are what it is listed for."""
-"""A child's title in an L0 listing is cut (at a word, with "…") to about this many characters."""
 BULLET_CHARS = 120
 """A period's bullet at L0 is cut to about this many characters (whole at L1, and the one bullet
 a focused view shows; a segment's bullets are always whole: they can hold the very words an
@@ -187,7 +187,7 @@ class NodeView:
     bullet_matches: int | None = None
     """With a focus ranking: how many of the bullets shown hold a hit (they come first)."""
     hot: tuple[HotDay, ...] = ()
-    """With a focus, a year's or month's first page: the days holding most of its best hits."""
+    """With a focus, a year's or month's first page: the days holding its best hits."""
     hot_of: int = 0
     """How many best hits ``hot`` counts (``HOT_HITS``, fewer when the period holds fewer)."""
 
@@ -317,7 +317,7 @@ def render_node(
 ) -> str:
     """The text an agent reads for a node view (what ``tokens`` counts): ``bullets`` are those
     shown, in order (default ``focus_bullets``), the first ``bullet_matches`` holding a hit;
-    ``hot`` the days holding most of the ``hot_of`` best hits."""
+    ``hot`` the days holding the ``hot_of`` best hits."""
     head = f"{node.node_id} — {node.title}"
     if provisional:
         head += " (provisional summary)"
@@ -529,7 +529,13 @@ def hot_days(
     best = sorted(hits, key=lambda h: -h.score)[:HOT_HITS]
     if not best:
         return (), 0
-    days = store.list_nodes(node.project, level="day", since_ms=node.start_ms, until_ms=node.end_ms)
+    days = [
+        d
+        for d in store.list_nodes(
+            node.project, level="day", since_ms=node.start_ms, until_ms=node.end_ms
+        )
+        if not d.bookkeeping_only  # as listings leave them out
+    ]
     counts: dict[str, int] = {}
     top: dict[str, float] = {}
     for hit in best:
