@@ -175,29 +175,40 @@ def test_a_passage_holds_its_section_headings_terms() -> None:
     """The failure class: a plan's "## Issue Found: Silent Commit Checkout Failure" section goes
     on in its own words ("the impact evaluation would silently run against a different
     commit"), so the passage answering "Why did a failed checkout become a hard error?" held no
-    question term and another part of the plan was packed instead (context-evaluator)."""
+    question term and another part of the plan was packed instead (context-evaluator). A
+    passage in a section continues its heading: it holds the heading's terms at a
+    continuation's share."""
     reason = "If the commit is unreachable the evaluation silently runs against another one."
-    lines = ["Implement the following plan:", "", "# Plan: Harden cloning", ""]
-    for n in range(12):
-        lines += [f"## Step {n}: adjust module{n}", ""]
-        lines += [f"- update the renderer{n} helper and its unit tests in module{n}"] * 4 + [""]
-        if n == 6:
-            lines += ["## Issue found: checkout failure", "", "```sh", "# checkout failure", "```"]
-            lines += [f"- note {k} on the cloner's fetch depth and remotes" for k in range(12)]
-            lines += ["", reason, ""]
-    text = "\n".join(lines)
+    question = key_terms("Why does a checkout failure stop the clone?")
+
+    def plan(heading: str) -> str:
+        lines = ["Implement the following plan:", "", "## Plan: Harden cloning", ""]
+        for n in range(12):
+            lines += [f"## Step {n}: adjust module{n}", ""]
+            lines += [f"- update the renderer{n} helper and its unit tests in module{n}"] * 4
+            lines.append("")
+            if n == 6:
+                lines += [heading, "", "```sh", "# checkout failure", "```"]
+                lines += [f"- note {k} on the cloner's fetch depth and remotes" for k in range(24)]
+                lines += ["", reason, ""]
+        return "\n".join(lines)
+
+    text = plan("## Issue found: checkout failure")
     passages = split_passages(text, COUNTER)
     at = next(p for p in passages if reason in p.text)
-    assert not at.text.lstrip().startswith("## Issue")  # the heading is in an earlier passage
-    assert section_headings(passages)[at.index] == "## Issue found: checkout failure"
-    ranked = rank_passages(key_terms("Why does a checkout failure stop the clone?"), passages)
-    # it holds the terms under its heading as fully as the passage holding the heading does:
-    # not only a continuation's share of it
-    share = next(r for p, r in ranked if p.index == at.index)
-    assert share == ranked[0][1] == 1.0 and share > CONTINUATION
-    # a "#" line in a code fence is a comment, a level-1 heading the document's title
-    assert section_headings(passages)[0] is None
-    assert "# checkout failure" not in set(section_headings(passages))
+    heading_at = next(p for p in passages if "## Issue found" in p.text)
+    assert at.index >= heading_at.index + 2  # beyond the passage right after the heading's
+    headings = section_headings(passages)
+    assert headings[at.index] == "## Issue found: checkout failure"
+    # a "#" line in a code fence is a comment; the event's title (here a level-2 heading) is
+    # about the whole event: neither is a section's heading
+    assert "# checkout failure" not in headings and "## Plan: Harden cloning" not in headings
+    shares = {p.index: r for p, r in rank_passages(question, passages)}
+    assert shares[heading_at.index] == 1.0 and shares[at.index] == CONTINUATION
+    # under a heading naming none of the question's terms, the passage is not offered at all
+    other = split_passages(plan("## Notes on the cloner"), COUNTER)
+    offered = {p.index for p, _ in rank_passages(question, other)}
+    assert not any(reason in other[i].text for i in offered)
 
 
 def test_a_passage_is_shown_under_its_events_title() -> None:

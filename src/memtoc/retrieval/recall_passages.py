@@ -20,10 +20,11 @@ detail under its heading — and keeps a share of its relevance (``CONTINUATION`
 that hold none of the question's terms are not relevant; when none is, the event's first passage
 stands for it (a message's opening usually says what it is about: a plan's title, a report's
 conclusion).
-A passage also holds the terms of the heading of the section it sits in ("## Issue Found: Silent
-Commit Checkout Failure" above "This means if the original commit is unreachable, …"): the
-heading says what its section is about, in the words a question uses, while the section's own
-lines go on in theirs.
+A passage in a section continues its heading ("## Issue Found: Silent Commit Checkout Failure"
+above "This means if the original commit is unreachable, …"): the heading says what the section
+is about in the words a question uses while the section's lines go on in theirs, so a passage
+holds its section heading's terms at the ``CONTINUATION`` share, as the passage after a match
+does. The event's title is no section's heading: it is about every part of the event.
 
 A passage packed without the event's opening is shown under the event's **title** — a markdown
 heading among its first lines ("# Plan: Packmind Promotion After Remediation" under "Implement
@@ -178,17 +179,21 @@ def passages_text(
 
 def section_headings(passages: Sequence[Passage]) -> list[str | None]:
     """The heading of the section each passage starts in: the last markdown heading of level 2
-    or deeper before it, outside code fences (a level-1 heading is the document's title, a
-    ``#`` line inside a fence a comment); ``None`` before the first."""
+    or deeper before it, outside code fences, that is not the event's title (a title — of any
+    level, ``title_span`` — or a level-1 heading is about the whole event, so says nothing about
+    which part answers; a ``#`` line inside a fence is a comment); ``None`` before the first."""
     out: list[str | None] = []
     current: str | None = None
     fenced = False
+    span = title_span(passages[0].text) if passages else None
+    title = passages[0].text[span[0] : span[1]] if span else None
     for p in passages:
         out.append(current)
         for mark in _SECTION_MARK.findall(p.text):
+            mark = mark.strip()
             if mark.startswith(("```", "~~~")):
                 fenced = not fenced
-            elif not fenced:
+            elif not fenced and mark != title:
                 current = mark
     return out
 
@@ -196,23 +201,29 @@ def section_headings(passages: Sequence[Passage]) -> list[str | None]:
 def passage_relevance(
     question_terms: set[str], passages: Sequence[Passage]
 ) -> tuple[list[float], float]:
-    """Each passage's IDF-weighted count of the question's key terms — in its text or in the
-    heading of the section it starts in (``section_headings``) — with the IDF over
-    ``passages``, and the event's: the same sum over every term some passage holds."""
+    """Each passage's IDF-weighted count of the question's key terms — those in its text, and at
+    the ``CONTINUATION`` share those only in the heading of the section it starts in
+    (``section_headings``) — with the IDF over ``passages``, and the event's: the same sum
+    over every term some passage holds."""
     if not question_terms or len(passages) <= 1:
         return [0.0] * len(passages), 0.0
     question = stem_terms(question_terms)
-    held = [
-        stem_terms(key_terms(p.text) | (key_terms(h) if h else set())) & question
-        for p, h in zip(passages, section_headings(passages), strict=True)
+    own = [stem_terms(key_terms(p.text)) & question for p in passages]
+    under = [
+        (stem_terms(key_terms(h)) & question) - mine if h else set()
+        for mine, h in zip(own, section_headings(passages), strict=True)
     ]
     df: dict[str, int] = {}
-    for terms in held:
-        for t in terms:
+    for mine, inherited in zip(own, under, strict=True):
+        for t in mine | inherited:
             df[t] = df.get(t, 0) + 1
     n = len(passages)
     idf = {t: math.log(1.0 + n / d) for t, d in df.items()}
-    return [sum(idf[t] for t in terms) for terms in held], sum(idf.values())
+    rel = [
+        sum(idf[t] for t in mine) + CONTINUATION * sum(idf[t] for t in inherited)
+        for mine, inherited in zip(own, under, strict=True)
+    ]
+    return rel, sum(idf.values())
 
 
 def rank_passages(
