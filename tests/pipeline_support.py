@@ -178,7 +178,8 @@ def check_consistency(
                     assert g.event_id_start in ids and g.event_id_end in ids
                     assert ids.index(g.event_id_start) <= ids.index(g.event_id_end)
                     assert g.session_id == segments[g.toc_node_id].session_id
-        # Segment rules: gaps inside < gap; token cap (unless a lone event); boundaries justified.
+        # Segment rules: gaps inside < gap; token cap (unless a lone event, or the event that
+        # joined tool outputs alone); boundaries justified.
         by_session: dict[str, list[TocNode]] = {}
         for seg in segments.values():
             evs = members[seg.node_id]
@@ -186,7 +187,12 @@ def check_consistency(
             assert {e.session_id for e in evs} == {seg.session_id}
             toks = [counter.count(e.text) for e in evs]
             assert seg.token_count == sum(toks)
-            assert len(evs) == 1 or sum(toks) <= cfg.segment_max_tokens
+            # past the cap only when one event, or tool outputs alone and the event they took
+            assert (
+                sum(toks) <= cfg.segment_max_tokens
+                or len(evs) == 1
+                or all(e.event_type == "tool_result" for e in evs[:-1])
+            )
             assert all(b.ts_ms - a.ts_ms < gap_ms for a, b in itertools.pairwise(evs))
             by_session.setdefault(seg.session_id or "", []).append(seg)
         for segs in by_session.values():
@@ -194,8 +200,10 @@ def check_consistency(
             for prev, nxt in itertools.pairwise(segs):
                 last, first = members[prev.node_id][-1], members[nxt.node_id][0]
                 assert (last.ts_ms, last.event_id) < (first.ts_ms, first.event_id)
+                outputs_only = all(e.event_type == "tool_result" for e in members[prev.node_id])
                 assert first.ts_ms - last.ts_ms >= gap_ms or (
                     prev.token_count + counter.count(first.text) > cfg.segment_max_tokens
+                    and not outputs_only  # outputs alone take the next event
                 )
 
 

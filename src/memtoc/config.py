@@ -126,7 +126,9 @@ class Settings:
         "working directory's).",
     )
     segment_gap_minutes: int = _setting(30, "A gap this long starts a new segment.")
-    segment_max_tokens: int = _setting(4_000, "A segment never grows past this many tokens.")
+    segment_max_tokens: int = _setting(
+        4_000, "A segment never grows past this many tokens, but one of tool outputs alone."
+    )
     segment_overlap_minutes: int = _setting(5, "Context overlap given to the summariser.")
     segment_overlap_tokens: int = _setting(500, "Context overlap given to the summariser.")
     rollup_day_age_minutes: int = _setting(
