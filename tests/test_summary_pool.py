@@ -172,6 +172,16 @@ def test_a_pool_that_gets_no_second_core_rests(caplog: pytest.LogCaptureFixture)
         assert pool.round(1) == pool._there  # tried again
         pool.settle()  # a round of no time is not judged
         assert (pool.rounds, pool.rested) == (1, 1)
+        # still no second core: rests twice as long, then four times (a busy machine is probed
+        # less and less often)
+        for rest in (2 * REST_ROUNDS, 4 * REST_ROUNDS, 4 * REST_ROUNDS):
+            assert pool.round(1) == pool._there
+            pool._mark = (time.perf_counter() - 10.0, time.process_time(), pool.cpu_s)
+            pool.settle()
+            for _ in range(rest):
+                assert pool.round(1) == pool._here
+                pool.settle()
+        assert pool.rested == 4
     finally:
         pool.close()
 

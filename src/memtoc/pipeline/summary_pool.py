@@ -62,7 +62,9 @@ MIN_CORES = 1.25
 """Cores this process and its workers must have run on together over a round for the pool to
 be kept for the next one (``settle``): below that, the workers only took turns with it."""
 REST_ROUNDS = 4
-"""Rounds run in this process after a round that did not get ``MIN_CORES``, before trying again."""
+"""Rounds run in this process after a round that did not get ``MIN_CORES``, before trying again;
+doubled after each further such round in a row, ``MAX_DOUBLINGS`` times at most."""
+MAX_DOUBLINGS = 2
 MIN_ROUND_S = 0.5
 """Rounds shorter than this (wall seconds) are not judged."""
 
@@ -230,6 +232,7 @@ class SummaryPool:
         self._mark: tuple[float, float, float] | None = None
         self._used = False
         self._rest = 0
+        self._strikes = 0
         self.rounds = 0
         """Rounds the pool was used in (and measured: ``settle``)."""
         self.rested = 0
@@ -258,8 +261,8 @@ class SummaryPool:
         pool was used in it and this process and its workers together ran on fewer than
         ``MIN_CORES`` cores meanwhile, the machine has no core to spare for them (every core busy
         with other work, or a CPU quota on this process group): the pool only adds its own
-        cost (jobs sent, caches split), so the next ``REST_ROUNDS`` rounds run here; then it is
-        tried again."""
+        cost (jobs sent, caches split), so the next ``REST_ROUNDS`` rounds run here (twice as
+        many after each further such round in a row, up to 16); then it is tried again."""
         now = (time.perf_counter(), time.process_time(), self.cpu_s)
         mark, self._mark = self._mark, now
         if not self._used:
@@ -271,15 +274,19 @@ class SummaryPool:
         cores = (now[1] - mark[1] + now[2] - mark[2]) / (now[0] - mark[0])
         self.rounds += 1
         if cores < MIN_CORES:
-            self._rest = REST_ROUNDS
+            # a machine that stays busy is probed less and less often: 4, 8, then 16 rounds
+            self._rest = REST_ROUNDS << min(self._strikes, MAX_DOUBLINGS)
+            self._strikes += 1
             self.rested += 1
             log.info(
                 "summary pool: %.2f cores used over the last round (< %.2f): the next %d rounds "
                 "are summarised in this process",
                 cores,
                 MIN_CORES,
-                REST_ROUNDS,
+                self._rest,
             )
+        else:
+            self._strikes = 0
 
     def _here(self, fn: Callable[[Summarizer, J], R], job: J) -> Pending[R]:
         return Pending(_Done(fn, self.summarizer, job))
@@ -337,7 +344,7 @@ class SummaryPool:
         pool, and a broken pool is tried again."""
         executor, self._executor = self._executor, None
         self.broken = None
-        self._mark, self._used, self._rest = None, False, 0
+        self._mark, self._used, self._rest, self._strikes = None, False, 0, 0
         if executor is not None:
             executor.shutdown(wait=True, cancel_futures=True)
         self._cpu_closed += sum(self._cpu.values())
