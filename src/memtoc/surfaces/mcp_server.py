@@ -273,8 +273,9 @@ def build_server(
             str | None,
             Field(
                 max_length=2_000,
-                description="Your question: children most about it are listed first and a "
-                "period shows only its bullets about it.",
+                description="Your question: children most about it are listed first, a "
+                "period shows only its bullets about it, and a year or month names the days "
+                "holding the best matches (open one directly).",
             ),
         ] = None,
         offset: Annotated[int, Field(ge=0, description="Children to skip (paging).")] = 0,
