@@ -46,13 +46,25 @@ TOPICS = [
 ]  # fmt: skip
 
 
+def _filed(backend: str, path: Path, events: list[Event]) -> Iterator[Memory]:
+    """A Memory over a fresh store of ``backend`` holding ``events``, processed and rolled up."""
+    counter = default_counter()
+    clock = ManualClock(int(datetime(2030, 1, 1, tzinfo=UTC).timestamp() * 1000))
+    store, close = open_backend(backend, path, clock)
+    store.append_events(events)
+    proc = Processor(
+        store, ExtractiveSummarizer(counter), counter, PipelineConfig(), clock, ZoneInfo("UTC")
+    )
+    proc.run()
+    proc.rollup(force=True)
+    yield Memory(store, clock=clock, tz=ZoneInfo("UTC"), counter=counter)
+    close()
+
+
 @pytest.fixture(params=["sqlite", "postgres"])
 def memory(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Memory]:
     """One busy day: 30 sessions 20 minutes apart, one segment each; session 17 holds the
     zeppelin quota answer. On both stores."""
-    counter = default_counter()
-    clock = ManualClock(int(datetime(2030, 1, 1, tzinfo=UTC).timestamp() * 1000))
-    store, close = open_backend(request.param, tmp_path / "v.db", clock)
     events = []
     for s in range(SESSIONS):
         topic = TOPICS[s % len(TOPICS)]
@@ -68,14 +80,7 @@ def memory(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Memory]:
             event_id = derived_ulid(t, f"{s}.{i}")
             kind = f"{role}_message"
             events.append(Event(event_id, f"s{s}", "p", "a", t, kind, role, text))
-    store.append_events(events)
-    proc = Processor(
-        store, ExtractiveSummarizer(counter), counter, PipelineConfig(), clock, ZoneInfo("UTC")
-    )
-    proc.run()
-    proc.rollup(force=True)
-    yield Memory(store, clock=clock, tz=ZoneInfo("UTC"), counter=counter)
-    close()
+    yield from _filed(request.param, tmp_path / "v.db", events)
 
 
 def test_a_busy_day_is_listed_a_page_at_a_time_one_line_per_child(memory: Memory) -> None:
@@ -264,9 +269,6 @@ def test_expand_takes_an_event_id_and_says_where_it_is_filed(memory: Memory) -> 
 def plan_memory(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Memory]:
     """One day of six sessions; session 3 is a long pasted plan whose answer (the zeppelin
     quota's reset) sits deep inside, far from its first lines. On both stores."""
-    counter = default_counter()
-    clock = ManualClock(int(datetime(2030, 1, 1, tzinfo=UTC).timestamp() * 1000))
-    store, close = open_backend(request.param, tmp_path / "p.db", clock)
     plan = ["# Plan: retry budget for the uploader", ""]
     plan += [f"- Step {i}: adjust the {TOPICS[i % len(TOPICS)]} settings in module{i}." for i in range(40)]  # fmt: skip
     plan[30] = "- Step 28: the zeppelin quota resets at 04:00 UTC, so retries wait for it."
@@ -281,14 +283,7 @@ def plan_memory(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Memo
             t = T0 + s * 20 * MIN + i * MIN
             ev = Event(derived_ulid(t, f"{s}.{i}"), f"s{s}", "p", "a", t, f"{role}_message", role, text)  # fmt: skip
             events.append(ev)
-    store.append_events(events)
-    proc = Processor(
-        store, ExtractiveSummarizer(counter), counter, PipelineConfig(), clock, ZoneInfo("UTC")
-    )
-    proc.run()
-    proc.rollup(force=True)
-    yield Memory(store, clock=clock, tz=ZoneInfo("UTC"), counter=counter)
-    close()
+    yield from _filed(request.param, tmp_path / "p.db", events)
 
 
 def test_a_focused_day_quotes_the_passage_holding_the_answer(plan_memory: Memory) -> None:
@@ -377,9 +372,6 @@ DAYS = (5, 6, 12, 26)
 def spread_memory(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Memory]:
     """Four days of March 2024, four sessions each: the zeppelin quota comes up twice on the
     5th, its reset is answered on the 12th; the rest is other work. On both stores."""
-    counter = default_counter()
-    clock = ManualClock(int(datetime(2030, 1, 1, tzinfo=UTC).timestamp() * 1000))
-    store, close = open_backend(request.param, tmp_path / "s.db", clock)
     said = {
         (5, 1): "We hit the zeppelin quota again in the uploader.",
         (5, 2): "The zeppelin quota was exceeded by the nightly job.",
@@ -398,14 +390,7 @@ def spread_memory(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Me
                 t = start + s * 30 * MIN + i * MIN
                 ev = Event(derived_ulid(t, f"{day}.{s}.{i}"), f"d{day}s{s}", "p", "a", t, f"{role}_message", role, text)  # fmt: skip
                 events.append(ev)
-    store.append_events(events)
-    proc = Processor(
-        store, ExtractiveSummarizer(counter), counter, PipelineConfig(), clock, ZoneInfo("UTC")
-    )
-    proc.run()
-    proc.rollup(force=True)
-    yield Memory(store, clock=clock, tz=ZoneInfo("UTC"), counter=counter)
-    close()
+    yield from _filed(request.param, tmp_path / "s.db", events)
 
 
 def test_a_focused_period_names_the_days_holding_its_best_matches(spread_memory: Memory) -> None:
