@@ -17,22 +17,17 @@ import anyio
 import pytest
 from mcp import Client
 
-from memtoc.config import load_settings
 from memtoc.memory import Memory
 from memtoc.surfaces.mcp_server import build_server
+from real_fixture import real_memory
 
-FIXTURE = Path(__file__).parent / "fixtures" / "claude-code-real"
 PROJECT = "claude-code-log"
 AGENT_DIR = "/Users/dain/workspace/claude-code-log/claude_code_log"
 
 
 @pytest.fixture
 def memory(tmp_path: Path) -> Any:
-    settings = load_settings({"home": str(tmp_path), "embedder": "none"}, environ={})
-    with Memory.open(settings) as memory:
-        assert memory.ingest([FIXTURE]).ingested > 20
-        memory.process()
-        memory.rollup(force=True)
+    with real_memory(tmp_path) as memory:
         yield memory
 
 

@@ -12,30 +12,24 @@ from __future__ import annotations
 
 import re
 from datetime import date, timedelta
-from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
 from mcp import Client
 
-from memtoc.config import load_settings
 from memtoc.memory import Memory
 from memtoc.model import iso_ms
 from memtoc.surfaces.mcp_server import build_server
+from real_fixture import real_memory
 
-FIXTURE = Path(__file__).parent / "fixtures" / "claude-code-real"
 PROJECT = "claude-code-log"
 
 
 @pytest.fixture(scope="module")
 def memory(tmp_path_factory: pytest.TempPathFactory) -> Any:
     home = tmp_path_factory.mktemp("toc-text")
-    settings = load_settings({"home": str(home), "embedder": "none"}, environ={})
-    with Memory.open(settings) as memory:
-        assert memory.ingest([FIXTURE]).ingested > 20
-        memory.process()
-        memory.rollup(force=True)
+    with real_memory(home) as memory:
         yield memory
 
 

@@ -24,8 +24,8 @@ from memtoc.memory import Memory
 from memtoc.surfaces.cli import app
 from memtoc.surfaces.labels import OUTSIDE_WINDOW
 from memtoc.surfaces.mcp_server import build_server
+from real_fixture import real_memory
 
-FIXTURE = Path(__file__).parent / "fixtures" / "claude-code-real"
 PROJECT = "claude-code-log"
 EMPTY = "what was I doing yesterday?"
 HELD = "what did we do about the GitHub Action in June 2025?"
@@ -34,10 +34,8 @@ HELD = "what did we do about the GitHub Action in June 2025?"
 @pytest.fixture(scope="module")
 def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     home = tmp_path_factory.mktemp("window")
-    settings = load_settings({"home": str(home), "embedder": "none"}, environ={})
-    with Memory.open(settings) as memory:
-        memory.ingest([FIXTURE])
-        memory.process()
+    with real_memory(home, rollup=False):
+        pass
     return home
 
 

@@ -12,7 +12,6 @@ reads; opened by id, such a node still shows.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -20,12 +19,11 @@ import pytest
 from fastapi.testclient import TestClient
 from mcp import Client
 
-from memtoc.config import load_settings
 from memtoc.memory import Memory
 from memtoc.surfaces.http.app import create_app
 from memtoc.surfaces.mcp_server import build_server
+from real_fixture import real_memory
 
-FIXTURE = Path(__file__).parent / "fixtures" / "claude-code-real"
 PROJECT = "danieldemmel.me-next"
 WORK_MONTH, WARMUP_MONTH = "toc:month:2025-09", "toc:month:2025-10"
 WORK_DAY, WARMUP_DAY = "toc:day:2025-09-29", "toc:day:2025-10-29"
@@ -35,11 +33,7 @@ TOKEN = "bookkeeping-test-token"
 @pytest.fixture(scope="module")
 def memory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Memory]:
     home = tmp_path_factory.mktemp("bookkeeping")
-    settings = load_settings({"home": str(home), "embedder": "none"}, environ={})
-    with Memory.open(settings) as memory:
-        memory.ingest([FIXTURE])
-        memory.process()
-        memory.rollup(force=True)
+    with real_memory(home) as memory:
         yield memory
 
 
